@@ -1,0 +1,113 @@
+"""The `verimim` command line (spec/CLI.md): exit codes, `--json`, diagnostics, `--debug`.
+
+click parses the options (it gives us subcommands, help text and usage errors for free); every
+usage error is turned into exit 2 and, with `--json`, into the JSON object on stdout.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from verimim import driver
+from verimim.diagnostics import EXIT_USAGE, Diagnostic
+from verimim.driver import Report
+
+_common = [
+    click.option("--json", "as_json", is_flag=True, help="print exactly one JSON object on stdout"),
+    click.option("--debug", is_flag=True, help="show Python tracebacks of internal errors"),
+    click.option("-I", "include", multiple=True, type=click.Path(file_okay=False),
+                 help="also look for plugins and imports in this directory"),
+]
+
+
+def common(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed(_common):
+        fn = opt(fn)
+    return fn
+
+
+def emit(report: Report, as_json: bool, debug: bool) -> None:
+    """Print the report (JSON on stdout, or text: diagnostics on stderr) and exit with its code."""
+    if report.text is not None and not as_json:
+        sys.stdout.write(report.text)
+        if not report.text.endswith("\n"):
+            sys.stdout.write("\n")
+    for d in report.diagnostics:
+        click.echo(d.render(), err=True)
+    if report.traceback and debug:
+        click.echo(report.traceback, err=True)
+    elif report.traceback:
+        click.echo("  (run with --debug for the traceback)", err=True)
+    if as_json:
+        obj = report.to_json()
+        if report.text is not None:
+            obj["output"] = report.text
+        click.echo(json.dumps(obj, ensure_ascii=False))
+    elif report.ok and report.data.get("summary"):
+        click.echo(report.data["summary"], err=True)
+    sys.exit(report.exit_code)
+
+
+def resolve_file(file: str | None) -> str:
+    if file is not None:
+        return file
+    click.echo(f"no FILE given: using the embedded demo program {driver.DEMO_PROGRAM}", err=True)
+    return str(driver.DEMO_PROGRAM)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="verimim")
+def cli() -> None:
+    """verimim: a verification-oriented compiler for GPU programs written in Mim."""
+
+
+@cli.command()
+@click.argument("file", required=False)
+@common
+def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+    """Parse and type-check FILE (default: the embedded demo) and report."""
+    path = resolve_file(file)
+    report = driver.check(path, list(include))
+    if report.ok:
+        report.data.setdefault("summary", f"{path}: ok")
+    emit(report, as_json, debug)
+
+
+@cli.command()
+@click.argument("file", required=False)
+@click.option("--dot", is_flag=True, help="print a Graphviz graph instead of Mim")
+@common
+def dump(file: str | None, dot: bool, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+    """Print FILE back as Mim (or as a Graphviz graph with --dot)."""
+    path = resolve_file(file)
+    emit(driver.dump(path, list(include), dot=dot), as_json, debug)
+
+
+def _usage_error(message: str, as_json: bool) -> None:
+    diag = Diagnostic("E-USAGE", message, None)
+    click.echo(diag.render(), err=True)
+    if as_json:
+        click.echo(json.dumps({"file": None, "ok": False, "diagnostics": [diag.to_json()]}))
+    sys.exit(EXIT_USAGE)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in args
+    try:
+        cli.main(args=args, prog_name="verimim", standalone_mode=False)
+    except click.UsageError as e:
+        _usage_error(e.format_message(), as_json)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except SystemExit:
+        raise
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

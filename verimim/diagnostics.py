@@ -1,0 +1,136 @@
+"""Diagnostics: source locations, the one exception hierarchy, and their JSON form.
+
+Every user-facing error carries a stable code from spec/CLI.md and a file:line:col; the CLI turns
+a `VerimimError` into text or JSON and an exit code, never a traceback.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning", "note"]
+
+# Exit codes of spec/CLI.md.
+EXIT_OK = 0
+EXIT_USER = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+
+# Codes whose presence means verimim itself is at fault (exit 3).
+INTERNAL_CODES = frozenset({"E-SPEC", "E-DIFF", "E-INTERNAL"})
+
+
+@dataclass(frozen=True)
+class Loc:
+    """A 1-based source position; `line`/`col` of 0 mean unknown."""
+
+    file: str
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        if not self.line:
+            return self.file
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+NO_LOC = Loc("<unknown>")
+
+
+@dataclass(frozen=True)
+class Related:
+    message: str
+    loc: Loc | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "line": self.loc.line if self.loc and self.loc.line else None,
+            "col": self.loc.col if self.loc and self.loc.col else None,
+        }
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    loc: Loc | None = None
+    severity: Severity = "error"
+    related: tuple[Related, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        loc = self.loc
+        return {
+            "severity": self.severity,
+            "code": self.code,
+            "message": self.message,
+            "file": loc.file if loc else None,
+            "line": loc.line if loc and loc.line else None,
+            "col": loc.col if loc and loc.col else None,
+            "related": [r.to_json() for r in self.related],
+        }
+
+    def render(self) -> str:
+        where = f"{self.loc}: " if self.loc else ""
+        text = f"{where}{self.severity}[{self.code}]: {self.message}"
+        for rel in self.related:
+            rwhere = f"{rel.loc}: " if rel.loc else ""
+            text += f"\n  {rwhere}note: {rel.message}"
+        return text
+
+
+@dataclass
+class VerimimError(Exception):
+    """The root of every error verimim reports to a user."""
+
+    code: str
+    message: str
+    loc: Loc | None = None
+    related: tuple[Related, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.diagnostic().render()
+
+    def diagnostic(self) -> Diagnostic:
+        return Diagnostic(self.code, self.message, self.loc, "error", tuple(self.related))
+
+
+class ParseError(VerimimError):
+    def __init__(self, message: str, loc: Loc | None = None) -> None:
+        super().__init__("E-PARSE", message, loc)
+
+
+class NameError_(VerimimError):
+    def __init__(self, message: str, loc: Loc | None = None) -> None:
+        super().__init__("E-NAME", message, loc)
+
+
+class TypeError_(VerimimError):
+    def __init__(self, message: str, loc: Loc | None = None, related: tuple[Related, ...] = ()) -> None:
+        super().__init__("E-TYPE", message, loc, related)
+
+
+class ImportError_(VerimimError):
+    def __init__(self, message: str, loc: Loc | None = None) -> None:
+        super().__init__("E-IMPORT", message, loc)
+
+
+class UsageError(VerimimError):
+    """A bad option or an unreadable file: exit 2."""
+
+    def __init__(self, message: str, loc: Loc | None = None) -> None:
+        super().__init__("E-USAGE", message, loc)
+
+
+def exit_code_for(diags: list[Diagnostic]) -> int:
+    errors = [d for d in diags if d.severity == "error"]
+    if not errors:
+        return EXIT_OK
+    if any(d.code in INTERNAL_CODES for d in errors):
+        return EXIT_INTERNAL
+    if any(d.code == "E-USAGE" for d in errors):
+        return EXIT_USAGE
+    return EXIT_USER

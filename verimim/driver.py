@@ -1,0 +1,116 @@
+"""What each command does, independent of how it is invoked (CLI, pytest plugin, fuzzer).
+
+Every entry point returns a `Report`: diagnostics plus command-specific data; no exception
+escapes except `KeyboardInterrupt`. Internal errors become `E-INTERNAL` diagnostics (exit 3)
+with the traceback kept for `--debug`.
+"""
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from verimim.diagnostics import Diagnostic, VerimimError, exit_code_for
+from verimim.frontend.loader import Unit, load_program
+from verimim.ir.world import World
+
+T = TypeVar("T")
+
+DEMO_PROGRAM = Path(__file__).resolve().parent / "data" / "demo.mim"
+
+# Elaboration and printing recurse along terms; a long chain of `let`s is a deep term. A thread
+# with a big C stack lets Python's recursion limit (raised in the loader) be used safely.
+_STACK_BYTES = 512 * 1024 * 1024
+
+
+def run_with_big_stack(fn: Callable[[], T]) -> T:
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            result.append(fn())
+        except BaseException as e:  # re-raised on the calling thread
+            error.append(e)
+
+    old = threading.stack_size()
+    threading.stack_size(_STACK_BYTES)
+    try:
+        t = threading.Thread(target=target, name="verimim")
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old)
+    if error:
+        raise error[0]
+    return result[0]
+
+
+@dataclass
+class Report:
+    file: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    traceback: str | None = None
+    text: str | None = None  # what a command prints on stdout (dump)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code_for(self.diagnostics)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"file": self.file, "ok": self.ok}
+        out.update(self.data)
+        out["diagnostics"] = [d.to_json() for d in self.diagnostics]
+        return out
+
+
+def guarded(report: Report, fn: Callable[[], None]) -> Report:
+    """Run a command body, turning our errors into diagnostics and anything else into E-INTERNAL."""
+    try:
+        run_with_big_stack(fn)
+    except VerimimError as e:
+        report.diagnostics.append(e.diagnostic())
+    except RecursionError:
+        report.diagnostics.append(Diagnostic(
+            "E-UNSUPPORTED", "the program is nested too deeply for verimim to process", None))
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # an internal error: reported, never shown as a bare traceback
+        report.traceback = traceback.format_exc()
+        report.diagnostics.append(Diagnostic("E-INTERNAL", f"internal error: {type(e).__name__}: {e}", None))
+    return report
+
+
+def load(path: str, include: list[str]) -> tuple[World, Unit]:
+    return load_program(path, include)
+
+
+def check(path: str, include: list[str]) -> Report:
+    """Parse, bind and type-check (the compile pipeline's phases join in a later issue)."""
+    report = Report(path)
+
+    def body() -> None:
+        world, unit = load(path, include)
+        report.data["phases"] = []
+
+    return guarded(report, body)
+
+
+def dump(path: str, include: list[str], dot: bool = False) -> Report:
+    from verimim.dump import dump_dot, dump_unit
+
+    report = Report(path)
+
+    def body() -> None:
+        world, unit = load(path, include)
+        report.text = dump_dot(world, unit) if dot else dump_unit(world, unit)
+
+    return guarded(report, body)

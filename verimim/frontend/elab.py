@@ -1,0 +1,946 @@
+"""The elaborator: surface syntax → typed IR, type-checking as it goes (bidirectionally).
+
+Binders are elaborated with fresh `Param`s standing for the bound value and closed with
+`World.abstract` afterwards (locally nameless). Continuations and recursive or
+mutable-capturing lambdas become `MutLam`s whose bodies are elaborated after their block, so
+that declarations may refer to each other in any order. Implicit arguments become `Hole`s
+solved by first-order unification; a hole left open at the end of a statement is an error.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Sequence
+
+from verimim.diagnostics import Loc, NameError_, Related, TypeError_
+from verimim.frontend.scope import Lazy, Scope
+from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
+from verimim.ir.defs import (
+    Arr, Bot, Def, Hole, IdxT, Lam, Lit, MutLam, NatT, Param, Pi, Sigma, TypeU, Univ,
+)
+from verimim.ir.world import IRError, World
+from verimim.printer import show
+from verimim.syntax import ast
+
+# A leaf of a pattern: its name, the Param standing for it while elaborating, and its path of
+# (arity, index) extracts from the pattern's whole value.
+Path = tuple[tuple[int, int], ...]
+Leaf = tuple[str, Param, Path]
+
+BUILTIN_SIZES = {"Bool": 2, "I1": 2, "I8": 2**8, "I16": 2**16, "I32": 2**32, "I64": 2**64}
+
+
+class AnnexTable:
+    """Annex names visible to a file: solved ones live in the World, pending ones are lazies of
+    plugin files still being elaborated."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.pending: dict[str, Lazy] = {}
+
+    def get(self, name: str, use: Loc | None) -> Def | None:
+        hit = self.world.annexes.get(name)
+        if hit is not None:
+            return hit
+        lazy = self.pending.get(name)
+        if lazy is None:
+            return None
+        return lazy.force(use)
+
+    def known(self) -> list[str]:
+        return list(self.world.annexes) + list(self.pending)
+
+
+def needs_mutable(node: object) -> bool:
+    """Whether an expression creates continuations (`ret`, `con`, `fun`, `cn`, `fn`): a lambda
+    whose body does must itself be mutable, since immutable bodies are closed terms."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.Ret):
+            return True
+        if isinstance(x, ast.Lambda) and x.kind != "lam":
+            return True
+        if isinstance(x, ast.DeclLam) and x.kind != "lam":
+            return True
+        if isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, Loc):
+            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc")
+    return False
+
+
+def mentions_name(node: object, name: str) -> bool:
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.Name) and x.parts == (name,):
+            return True
+        if isinstance(x, (tuple, list)):
+            stack.extend(x)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, Loc):
+            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc")
+    return False
+
+
+class Elaborator:
+    def __init__(self, world: World, annexes: AnnexTable, file: str, plugin: str | None) -> None:
+        self.world = world
+        self.annexes = annexes
+        self.file = file
+        self.plugin = plugin
+        self.unifier = Unifier(world)
+        self.prefixes: list[str] = [plugin] if plugin else []
+        self.deferred: list[Callable[[], None]] = []
+        self.holes: list[tuple[Hole, Loc]] = []
+
+    # ================================================================== errors and helpers
+
+    def mismatch(self, loc: Loc, expected: Def, found: Def, sub: Mismatch, what: str = "") -> TypeError_:
+        w = self.world
+        exp_s, found_s = show(w.zonk(expected)), show(w.zonk(found))
+        msg = f"type mismatch{what}: expected `{exp_s}`, found `{found_s}`"
+        related: tuple[Related, ...] = ()
+        sub_e, sub_f = show(w.zonk(sub[0])), show(w.zonk(sub[1]))
+        if (sub_e, sub_f) != (exp_s, found_s):
+            msg += f"; they differ at `{sub_f}` where `{sub_e}` is expected"
+        return TypeError_(msg, loc, related)
+
+    def expect(self, loc: Loc, expected: Def, found: Def, what: str = "") -> None:
+        sub = self.unifier.unify(expected, found)
+        if sub is not None:
+            raise self.mismatch(loc, expected, found, sub, what)
+
+    def type_of(self, d: Def, loc: Loc) -> Def:
+        try:
+            return self.world.zonk(self.world.type_of(d))
+        except IRError as e:
+            raise TypeError_(f"ill-typed expression: {e.message}", loc) from None
+
+    def is_type(self, t: Def) -> bool:
+        return isinstance(self.world.zonk(t), (TypeU, Univ))
+
+    def bot(self) -> Def:
+        return self.world.bot(self.world.star())
+
+    def is_bot(self, t: Def) -> bool:
+        t = self.world.zonk(t)
+        return isinstance(t, Bot) and t.ops[0] is self.world.star()
+
+    def extract_path(self, base: Def, path: Path) -> Def:
+        for n, i in path:
+            base = self.world.extract_n(base, n, i)
+        return base
+
+    def abstract_leaves(self, d: Def, leaves: Sequence[Leaf], base: Def | None = None) -> Def:
+        """Close `d` over the pattern leaves: each becomes its path from `base` (default the
+        innermost binder's value, BVar(0))."""
+        w = self.world
+        root = w.bvar(0) if base is None else base
+        for _, p, path in leaves:
+            d = w.abstract(d, p, self.extract_path(root, path))
+        return d
+
+    def new_hole(self, type_: Def | None, hint: str, loc: Loc) -> Hole:
+        h = self.world.hole(type_, hint)
+        h.loc = loc
+        self.holes.append((h, loc))
+        return h
+
+    def statement(self, fn: Callable[[], Def]) -> Def:
+        """Run one statement's elaboration and demand that the implicit arguments it introduced
+        are solved by its end (types with exactly one value solve themselves)."""
+        start = len(self.holes)
+        res = fn()
+        mine = self.holes[start:]
+        del self.holes[start:]
+        for h, loc in mine:
+            if h.value is not None:
+                continue
+            t = self.world.zonk(h._type) if h._type is not None else None
+            only = is_type_of_one_value(self.world, t) if t is not None else None
+            if only is not None:
+                h.value = only
+                continue
+            what = f" of type `{show(t)}`" if t is not None else ""
+            raise TypeError_(f"cannot infer the implicit argument `{h.hint}`{what}; "
+                             f"supply it with `@`", loc)
+        return self.world.zonk(res)
+
+    # ================================================================== names
+
+    def resolve(self, name: ast.Name, scope: Scope) -> Def:
+        parts = name.parts
+        if len(parts) == 1 and not name.percent:
+            entry = scope.lookup(parts[0])
+            if entry is not None:
+                return entry.force(name.loc) if isinstance(entry, Lazy) else entry
+        text = ".".join(parts)
+        for i in range(len(self.prefixes), -1, -1):
+            full = ".".join(self.prefixes[:i] + [text]) if i else text
+            hit = self.annexes.get(full, name.loc)
+            if hit is not None:
+                return hit
+        candidates = list(scope.all_names()) + self.annexes.known()
+        close = difflib.get_close_matches(text, candidates, n=1, cutoff=0.75)
+        hint = f"; did you mean `{close[0]}`?" if close else ""
+        if len(parts) > 1 and not close:
+            hint = f"; is `plugin {parts[0]};` missing?"
+        raise NameError_(f"unknown name `{text}`{hint}", name.loc)
+
+    def annex_name(self, name: str) -> str:
+        return ".".join(self.prefixes + [name])
+
+    # ================================================================== types
+
+    def elab_type(self, e: ast.Expr, scope: Scope) -> Def:
+        v, t = self.infer(e, scope)
+        if not self.is_type(t):
+            raise TypeError_(f"expected a type, found `{show(v)}` of type `{show(t)}`", e.loc)
+        return v
+
+    # ================================================================== patterns
+
+    def pattern_type(self, pat: ast.Pattern, scope: Scope,
+                     expected: Def | None = None) -> tuple[Def, list[Leaf], Scope]:
+        """The type a binder pattern declares, its leaves, and `scope` extended with them."""
+        w = self.world
+        if isinstance(pat, ast.PVar):
+            if pat.type is not None:
+                t = self.elab_type(pat.type, scope)
+                if expected is not None:
+                    self.expect(pat.type.loc, expected, t)
+            elif expected is not None:
+                t = expected
+            else:
+                raise TypeError_(f"the parameter `{pat.name}` needs a type: write `{pat.name}: T`", pat.loc)
+            p = w.param(t, pat.name)
+            sc = scope.child()
+            sc.bind(pat.name, p)
+            return t, [(pat.name, p, ())], sc
+        if isinstance(pat, ast.PAs):
+            t, leaves, sc = self.pattern_type(pat.pattern, scope, expected)
+            p = w.param(t, pat.name)
+            sc = sc.child()
+            sc.bind(pat.name, p)
+            # The whole value: the leaves' params are bound by the elements; `as` names it too.
+            return t, leaves + [(pat.name, p, ())], sc
+        assert isinstance(pat, ast.PTuple)
+        n = len(pat.elems)
+        exp_fields: list[Def | None] = [None] * n
+        if expected is not None:
+            exp_fields = self._expected_fields(w.zonk(expected), n)
+        sc = scope
+        per_field: list[tuple[Def, list[Leaf]]] = []
+        for j, el in enumerate(pat.elems):
+            t_j, leaves_j, sc = self.pattern_type(el, sc, exp_fields[j])
+            per_field.append((t_j, leaves_j))
+        fields: list[Def] = []
+        for j, (t_j, _) in enumerate(per_field):
+            for k in range(j):
+                for _, p, path in per_field[k][1]:
+                    t_j = w.abstract(t_j, p, self.extract_path(w.bvar(0), ((n, k),) + path))
+            fields.append(t_j)
+        names = tuple(el.name if isinstance(el, ast.PVar) else None for el in pat.elems)
+        t = w.sigma(fields, names=names)
+        leaves = [(nm, p, ((n, j),) + path) for j, (_, lv) in enumerate(per_field) for nm, p, path in lv]
+        return t, leaves, sc
+
+    def _expected_fields(self, t: Def, n: int) -> list[Def | None]:
+        w = self.world
+        if n == 1:
+            return [t]
+        if isinstance(t, Sigma) and len(t.ops) == n and not t.dependent:
+            return [w.shift(f, -1) for f in t.ops]
+        if isinstance(t, Arr) and isinstance(t.shape, Lit) and t.shape.value == n:
+            return [w.open(t.body, w.lit_idx(n, j)) for j in range(n)]
+        return [None] * n
+
+    def bind_pattern(self, pat: ast.Pattern, value: Def, vtype: Def, scope: Scope) -> None:
+        """Bind a `let`/`ret` pattern to a value of a known type."""
+        w = self.world
+        if isinstance(pat, ast.PVar):
+            if pat.type is not None:
+                t = self.elab_type(pat.type, scope)
+                self.expect(pat.loc, t, vtype, f" in the pattern `{pat.name}`")
+            scope.bind(pat.name, value)
+            return
+        if isinstance(pat, ast.PAs):
+            self.bind_pattern(pat.pattern, value, vtype, scope)
+            scope.bind(pat.name, value)
+            return
+        assert isinstance(pat, ast.PTuple)
+        n = len(pat.elems)
+        if n == 1:
+            self.bind_pattern(pat.elems[0], value, vtype, scope)
+            return
+        vt = w.zonk(vtype)
+        arity = w.arity(vt)
+        if not (isinstance(arity, Lit) and arity.value == n):
+            got = f"{arity.value} elements" if isinstance(arity, Lit) else f"`{show(arity)}` elements"
+            raise TypeError_(f"the pattern has {n} elements, but the value of type `{show(vt)}` has {got}",
+                             pat.loc)
+        for j, el in enumerate(pat.elems):
+            ej = w.extract_n(value, n, j)
+            self.bind_pattern(el, ej, w.extract_type(vt, value, w.lit_idx(n, j)), scope)
+
+    # ================================================================== inference
+
+    def infer(self, e: ast.Expr, scope: Scope) -> tuple[Def, Def]:
+        method = getattr(self, "infer_" + type(e).__name__, None)
+        if method is None:
+            raise TypeError_(f"cannot elaborate a {type(e).__name__} here", e.loc)
+        v = method(e, scope)
+        return v, self.type_of(v, e.loc)
+
+    def check(self, e: ast.Expr, expected: Def, scope: Scope) -> Def:
+        w = self.world
+        exp = w.zonk(expected)
+        if isinstance(e, ast.Tuple):
+            return self.check_tuple(e, exp, scope)
+        if isinstance(e, ast.TopBot) and e.type is None:
+            return w.top(exp) if e.top else w.bot(exp)
+        if isinstance(e, ast.Lambda) and isinstance(exp, Pi):
+            return self.elab_lambda(e, scope, exp)
+        if isinstance(e, ast.Block) or isinstance(e, ast.Where):
+            return self.infer_block_like(e, scope, exp)
+        v, t = self.infer(e, scope)
+        self.expect(e.loc, exp, t)
+        return w.zonk(v)
+
+    def check_tuple(self, e: ast.Tuple, exp: Def, scope: Scope) -> Def:
+        w = self.world
+        n = len(e.elems)
+        arity = w.arity(exp)
+        if isinstance(exp, Hole) or not isinstance(arity, Lit):
+            v, t = self.infer(e, scope)
+            self.expect(e.loc, exp, t)
+            return v
+        if arity.value != n:
+            raise TypeError_(f"expected a value of type `{show(exp)}` with {arity.value} elements, "
+                             f"found a tuple of {n}", e.loc)
+        elems: list[Def] = []
+        for j, el in enumerate(e.elems):
+            partial = w.tuple(elems + [w.hole(None, "_")] * (n - j)) if n > 1 else None
+            if isinstance(exp, Sigma):
+                t_j = w.open(exp.ops[j], partial) if partial is not None else exp.ops[j]
+            elif isinstance(exp, Arr):
+                t_j = w.open(exp.body, w.lit_idx(n, j))
+            else:
+                t_j = exp
+            elems.append(self.check(el, t_j, scope))
+        return w.tuple(elems)
+
+    # ------------------------------------------------------------------ literals
+
+    def infer_NumLit(self, e: ast.NumLit, scope: Scope) -> Def:
+        w = self.world
+        if e.bits is not None:
+            return self.checked_lit(e, w.idx_n(2**e.bits), e.value)
+        if e.size is not None:
+            return self.checked_lit(e, w.idx_n(e.size), e.value)
+        if e.ascribed is not None:
+            return self.checked_lit(e, self.elab_type(e.ascribed, scope), e.value)
+        return w.lit_nat(e.value)
+
+    def checked_lit(self, e: ast.Expr, t: Def, value: int) -> Def:
+        w = self.world
+        t = w.zonk(t)
+        if isinstance(t, NatT):
+            return w.lit(t, value)
+        if isinstance(t, IdxT):
+            if isinstance(t.size, Lit) and value >= t.size.value:
+                raise TypeError_(f"the literal {value} does not fit `{show(t)}` "
+                                 f"(values 0 to {t.size.value - 1})", e.loc)
+            return w.lit(t, value)
+        raise TypeError_(f"a number literal cannot have type `{show(t)}`; expected `Nat` or `Idx n`", e.loc)
+
+    def infer_BoolLit(self, e: ast.BoolLit, scope: Scope) -> Def:
+        return self.world.lit_bool(e.value)
+
+    def infer_CharLit(self, e: ast.CharLit, scope: Scope) -> Def:
+        return self.world.lit_idx(2**8, e.value)
+
+    def infer_StrLit(self, e: ast.StrLit, scope: Scope) -> Def:
+        w = self.world
+        return w.tuple([w.lit_idx(2**8, b) for b in e.value] + [w.lit_idx(2**8, 0)])
+
+    def infer_TopBot(self, e: ast.TopBot, scope: Scope) -> Def:
+        if e.type is None:
+            raise TypeError_(f"`{'⊤' if e.top else '⊥'}` needs a type here: write `{'⊤' if e.top else '⊥'}:T`", e.loc)
+        t = self.elab_type(e.type, scope)
+        return self.world.top(t) if e.top else self.world.bot(t)
+
+    # ------------------------------------------------------------------ names and builtins
+
+    def infer_Name(self, e: ast.Name, scope: Scope) -> Def:
+        return self.resolve(e, scope)
+
+    def infer_Builtin(self, e: ast.Builtin, scope: Scope) -> Def:
+        w = self.world
+        if e.name == "Nat":
+            return w.nat()
+        if e.name in BUILTIN_SIZES:
+            return w.idx_n(BUILTIN_SIZES[e.name])
+        if e.name == "*":
+            return w.star()
+        if e.name == "□":
+            return w.type_u(1)
+        if e.name == "Univ":
+            return w.univ()
+        raise TypeError_(f"unknown builtin `{e.name}`", e.loc)
+
+    def infer_IdxType(self, e: ast.IdxType, scope: Scope) -> Def:
+        return self.world.idx(self.check(e.size, self.world.nat(), scope))
+
+    def infer_TypeUniverse(self, e: ast.TypeUniverse, scope: Scope) -> Def:
+        lv = self.check(e.level, self.world.nat(), scope)
+        if not isinstance(lv, Lit):
+            raise TypeError_("the level of `Type` must be a literal", e.level.loc)
+        return self.world.type_u(lv.value)
+
+    # ------------------------------------------------------------------ tuples, sigmas, arrays
+
+    def infer_Tuple(self, e: ast.Tuple, scope: Scope) -> Def:
+        return self.world.tuple(self.infer(el, scope)[0] for el in e.elems)
+
+    def infer_Sigma(self, e: ast.Sigma, scope: Scope) -> Def:
+        t, _, _ = self.telescope(e, scope)
+        return t
+
+    def telescope(self, e: ast.Sigma, scope: Scope) -> tuple[Def, list[Leaf], Scope]:
+        """A sigma type whose element names bind in later elements (and, for a Pi's domain, in
+        the codomain)."""
+        pat = ast.PTuple(e.loc, tuple(
+            ast.PVar(el.loc, el.name or "_", el.type) for el in e.elems))
+        return self.pattern_type(pat, scope)
+
+    def infer_Arr(self, e: ast.Arr, scope: Scope) -> Def:
+        return self._arr_pack(e, scope, is_arr=True)
+
+    def infer_Pack(self, e: ast.Pack, scope: Scope) -> Def:
+        return self._arr_pack(e, scope, is_arr=False)
+
+    def _arr_pack(self, e: ast.Arr | ast.Pack, scope: Scope, is_arr: bool) -> Def:
+        w = self.world
+        shape, st = self.infer(e.shape, scope)
+        if not self._is_shape_type(st):
+            raise TypeError_(f"an array's shape must be a `Nat` or a `«r; Nat»`; found `{show(shape)}` "
+                             f"of type `{show(st)}`", e.shape.loc)
+        p = w.param(w.index_type(shape), e.index)
+        sc = scope.child()
+        if e.index:
+            sc.bind(e.index, p)
+        body = self.elab_type(e.body, sc) if is_arr else self.infer(e.body, sc)[0]
+        body = w.abstract(w.zonk(body), p)
+        return w.arr(shape, body, e.index) if is_arr else w.pack(shape, body, e.index)
+
+    def _is_shape_type(self, t: Def) -> bool:
+        w = self.world
+        t = w.zonk(t)
+        if isinstance(t, NatT):
+            return True
+        if isinstance(t, Arr):
+            return w.zonk(t.body) is w.nat()
+        return isinstance(t, Sigma) and all(f is w.nat() for f in t.ops)
+
+    def infer_Extract(self, e: ast.Extract, scope: Scope) -> Def:
+        w = self.world
+        tup, tt = self.infer(e.tuple, scope)
+        arity = w.arity(tt)
+        idx = self._extract_index(e, tt, arity, scope)
+        if isinstance(tt, Sigma) and not isinstance(idx, Lit):
+            raise TypeError_(f"`{show(tt)}` has elements of different types, so its index must be a "
+                             f"literal; found `{show(idx)}`", e.index.loc)
+        return w.extract(tup, idx)
+
+    def _extract_index(self, e: ast.Extract, tt: Def, arity: Def | None, scope: Scope) -> Def:
+        w = self.world
+        assert arity is not None
+        ix = e.index
+        if isinstance(ix, ast.Name) and len(ix.parts) == 1 and scope.lookup(ix.parts[0]) is None:
+            names = tt.names if isinstance(tt, Sigma) else None
+            if names and ix.parts[0] in names:
+                return w.lit_idx(len(names), names.index(ix.parts[0]))
+        if isinstance(ix, ast.NumLit) and ix.bits is None and ix.size is None and ix.ascribed is None:
+            if isinstance(arity, Lit):
+                if ix.value >= arity.value:
+                    raise TypeError_(f"index {ix.value} out of range for `{show(tt)}` "
+                                     f"of {arity.value} elements", ix.loc)
+                return w.lit_idx(arity.value, ix.value)
+            return self.checked_lit(ix, w.idx(arity), ix.value)
+        return self.check(ix, w.index_type(arity), scope)
+
+    def infer_Insert(self, e: ast.Insert, scope: Scope) -> Def:
+        w = self.world
+        tup, tt = self.infer(e.tuple, scope)
+        arity = w.arity(tt)
+        assert arity is not None
+        idx = self.check(e.index, w.index_type(arity), scope)
+        et = w.extract_type(tt, tup, idx)
+        val = self.check(e.value, et, scope)
+        return w.insert(tup, idx, val)
+
+    # ------------------------------------------------------------------ function types
+
+    def infer_Pi(self, e: ast.Pi, scope: Scope) -> Def:
+        w = self.world
+        dom, leaves, sc = self._binder_dom(e.dom, scope)
+        codom = self.elab_type(e.codom, sc)
+        names = tuple(nm for nm, _, path in leaves if len(path) <= 1) or None
+        return w.pi(dom, self.abstract_leaves(w.zonk(codom), leaves), e.implicit, names=names)
+
+    def _binder_dom(self, dom_e: ast.Expr, scope: Scope) -> tuple[Def, list[Leaf], Scope]:
+        if isinstance(dom_e, ast.Sigma) and any(el.name for el in dom_e.elems):
+            return self.telescope(dom_e, scope)
+        return self.elab_type(dom_e, scope), [], scope
+
+    def infer_Cn(self, e: ast.Cn, scope: Scope) -> Def:
+        dom, _, _ = self._binder_dom(e.dom, scope)
+        return self.world.cn(dom)
+
+    def infer_Fn(self, e: ast.Fn, scope: Scope) -> Def:
+        w = self.world
+        dom, leaves, sc = self._binder_dom(e.dom, scope)
+        codom = w.zonk(self.elab_type(e.codom, sc))
+        ret = w.cn(self.abstract_leaves(codom, leaves, w.extract_n(w.bvar(0), 2, 0)))
+        return w.cn(w.sigma([dom, ret]))
+
+    # ------------------------------------------------------------------ application
+
+    def infer_App(self, e: ast.App, scope: Scope) -> Def:
+        w = self.world
+        callee, ct = self.infer(e.callee, scope)
+        if not e.explicit:
+            callee, ct = self.apply_implicits(callee, ct, e.callee)
+        if not isinstance(ct, Pi):
+            raise TypeError_(f"`{show(callee)}` of type `{show(ct)}` is not a function and cannot be "
+                             f"applied", e.callee.loc)
+        arg = self.check(e.arg, ct.dom, scope)
+        return w.app(w.zonk(callee), w.zonk(arg))
+
+    def apply_implicits(self, callee: Def, ct: Def, at: ast.Expr) -> tuple[Def, Def]:
+        """Supply a metavariable for every leading implicit domain of the callee's type."""
+        w = self.world
+        ct = w.zonk(ct)
+        while isinstance(ct, Pi) and ct.implicit:
+            arg = self.holes_for(ct, self.describe(at))
+            callee = w.app(callee, arg)
+            ct = w.zonk(self.type_of(callee, at.loc))
+        return callee, ct
+
+    def holes_for(self, pi: Pi, what: str) -> Def:
+        w = self.world
+        dom = w.zonk(pi.dom)
+        names = pi.names or ()
+        if isinstance(dom, Sigma):
+            n = len(dom.ops)
+            holes = [self.new_hole(None, f"{names[j] if j < len(names) and names[j] else j} of {what}",
+                                   Loc(self.file)) for j in range(n)]
+            tup = w.tuple(holes)
+            for j, h in enumerate(holes):
+                h._type = w.open(dom.ops[j], tup)
+            return tup
+        hint = names[0] if len(names) == 1 and names[0] else "implicit"
+        return self.new_hole(dom, f"{hint} of {what}", Loc(self.file))
+
+    def describe(self, e: ast.Expr) -> str:
+        while isinstance(e, ast.App):
+            e = e.callee
+        return f"`{e.text}`" if isinstance(e, ast.Name) else "the function"
+
+    # ------------------------------------------------------------------ blocks and binding forms
+
+    def infer_Block(self, e: ast.Block, scope: Scope) -> Def:
+        return self.infer_block_like(e, scope, None)
+
+    def infer_Where(self, e: ast.Where, scope: Scope) -> Def:
+        return self.infer_block_like(e, scope, None)
+
+    def infer_block_like(self, e: ast.Block | ast.Where, scope: Scope, expected: Def | None) -> Def:
+        sc = scope.child()
+        decls = e.decls
+        self.declare(tuple(d for d in decls if not isinstance(d, ast.DeclLet)), sc)
+        if isinstance(e, ast.Block):
+            for d in decls:
+                if isinstance(d, ast.DeclLet):
+                    self.statement(lambda d=d: self.elab_let(d, sc))
+        self.force_all(sc, decls)
+        if expected is not None:
+            return self.check(e.expr, expected, sc)
+        return self.infer(e.expr, sc)[0]
+
+    def elab_let(self, d: ast.DeclLet, scope: Scope) -> Def:
+        pat = d.pattern
+        if isinstance(pat, ast.PVar) and pat.type is not None:
+            t = self.elab_type(pat.type, scope)
+            v = self.check(d.value, t, scope)
+            scope.bind(pat.name, v)
+            return v
+        v, t = self.infer(d.value, scope)
+        v = self.world.zonk(v)
+        self.bind_pattern(pat, v, t, scope)
+        return v
+
+    def infer_Ret(self, e: ast.Ret, scope: Scope) -> Def:
+        w = self.world
+
+        def call() -> Def:
+            callee, ct = self.infer(e.callee, scope)
+            callee, ct = self.apply_implicits(callee, ct, e.callee)
+            dom = w.zonk(ct.dom) if isinstance(ct, Pi) else None
+            if not (isinstance(ct, Pi) and self.is_bot(ct.codom) and dom is not None
+                    and w.arity(dom) is w.lit_nat(2)):
+                raise TypeError_(f"`ret` needs a function `Fn A → B`; found `{show(callee)}` of type "
+                                 f"`{show(ct)}`", e.callee.loc)
+            assert isinstance(dom, (Sigma, Arr))
+            a_t = w.extract_type(dom, w.hole(None, "_"), w.lit_idx(2, 0))
+            arg = self.check(e.arg, a_t, scope)
+            k_t = w.zonk(w.extract_type(dom, w.tuple([arg, w.hole(None, "_")]), w.lit_idx(2, 1)))
+            if not (isinstance(k_t, Pi) and self.is_bot(k_t.codom)):
+                raise TypeError_(f"`ret` needs a function `Fn A → B`; found `{show(ct)}`", e.callee.loc)
+            k = w.mut_lam(w.cn(k_t.dom), self.ret_name(e.pattern), "con")
+            k.loc = e.loc
+            return w.app(w.zonk(callee), w.tuple([w.zonk(arg), k]))
+
+        jump = self.statement(call)
+        k = jump.arg.ops[1]  # type: ignore[attr-defined]
+        assert isinstance(k, MutLam)
+        sc = scope.child()
+        self.bind_pattern(e.pattern, w.var(k), k.pi.dom, sc)
+        k.body = self.statement(lambda: self.check(e.body, self.bot(), sc))
+        return jump
+
+    @staticmethod
+    def ret_name(p: ast.Pattern) -> str:
+        return "ret"
+
+    def infer_Lambda(self, e: ast.Lambda, scope: Scope) -> Def:
+        return self.elab_lambda(e, scope, None)
+
+    # ================================================================== lambdas and declarations
+
+    def elab_lambda(self, e: ast.Lambda, scope: Scope, expected: Pi | None) -> Def:
+        mutable = e.kind != "lam" or needs_mutable(e.body)
+        name = {"lam": "lm", "con": "cn", "fun": "fn"}[e.kind]
+        sig = self.signature(e.kind, e.domains, e.codom, scope, e.loc, expected, body=None if mutable else e.body)
+        if mutable:
+            m = self.world.mut_lam(sig.pi, name, e.kind)
+            m.loc = e.loc
+            self.define_mut(m, sig, e.body, e.loc, e.kind)
+            return m
+        return sig.immutable
+
+    class Signature:
+        def __init__(self) -> None:
+            self.pi: Pi
+            self.outer: Scope
+            self.doms: list[tuple[Def, list[Leaf], bool]] = []
+            self.codom: Def | None = None
+            self.scope: Scope
+            self.immutable: Def
+
+    def signature(self, kind: str, domains: Sequence[ast.Pattern], codom_e: ast.Expr | None,
+                  scope: Scope, loc: Loc, expected: Pi | None = None,
+                  body: ast.Expr | None = None) -> Elaborator.Signature:
+        """Elaborate the domains and codomain of a lam/con/fun and build its type. With `body`
+        (an immutable lam) the body is elaborated too and the closed `Lam` built."""
+        w = self.world
+        sig = Elaborator.Signature()
+        sig.outer = scope
+        if not domains:
+            raise TypeError_("a lambda needs at least one domain", loc)
+        sc = scope
+        exp: Def | None = expected
+        for dpat in domains:
+            exp_dom = exp.dom if isinstance(exp, Pi) else None
+            t, leaves, sc = self.pattern_type(dpat, sc, exp_dom)
+            implicit = isinstance(dpat, ast.PTuple) and dpat.implicit
+            sig.doms.append((w.zonk(t), leaves, implicit))
+            exp = None  # only the first domain is matched against an expected type
+        sig.scope = sc
+        last_t, last_leaves, last_impl = sig.doms[-1]
+        if kind == "con":
+            if codom_e is not None:
+                raise TypeError_("a `con` has no return type (it never returns)", codom_e.loc)
+            inner: Def = w.cn(last_t)
+        elif kind == "fun":
+            if codom_e is None:
+                raise TypeError_("a `fun` needs a return type: write `fun f (…): T = …`", loc)
+            r = w.zonk(self.elab_type(codom_e, sc))
+            sig.codom = r
+            ret = w.cn(self.abstract_leaves(r, last_leaves, w.extract_n(w.bvar(0), 2, 0)))
+            inner = w.cn(w.sigma([last_t, ret]))
+        else:
+            if codom_e is not None:
+                r = w.zonk(self.elab_type(codom_e, sc))
+            elif body is not None:
+                r = None
+            elif isinstance(expected, Pi) and len(domains) == 1:
+                r = None
+            else:
+                raise TypeError_("a recursive or continuation-capturing `lam` needs a return type", loc)
+            body_v: Def | None = None
+            if body is not None:
+                if r is not None:
+                    body_v = w.zonk(self.check(body, r, sc))
+                else:
+                    body_v, r = self.infer(body, sc)
+                    body_v, r = w.zonk(body_v), w.zonk(r)
+            if r is None:
+                assert isinstance(expected, Pi)
+                p = w.param(last_t)
+                r = w.open(expected.codom, p)
+                r = w.abstract(r, p)  # stays relative to the binder
+                inner = w.pi(last_t, r, last_impl)
+            else:
+                sig.codom = r
+                inner = w.pi(last_t, self.abstract_leaves(r, last_leaves), last_impl, self._names(last_leaves))
+            if body_v is not None:
+                assert isinstance(inner, Pi)
+                lam: Def = w.lam(inner, self.abstract_leaves(body_v, last_leaves))
+                types = [inner]
+                t_acc: Def = inner
+                for t, leaves, impl in reversed(sig.doms[:-1]):
+                    t_acc = w.pi(t, self.abstract_leaves(t_acc, leaves), impl, self._names(leaves))
+                    types.append(t_acc)
+                for (t, leaves, impl), pi_t in zip(reversed(sig.doms[:-1]), types[1:]):
+                    assert isinstance(pi_t, Pi)
+                    lam = w.lam(pi_t, self.abstract_leaves(lam, leaves))
+                sig.immutable = lam
+                sig.pi = lam.pi  # type: ignore[attr-defined]
+                return sig
+        t_acc = inner
+        for t, leaves, impl in reversed(sig.doms[:-1]):
+            t_acc = w.pi(t, self.abstract_leaves(t_acc, leaves), impl, self._names(leaves))
+        assert isinstance(t_acc, Pi)
+        sig.pi = t_acc
+        return sig
+
+    @staticmethod
+    def _names(leaves: list[Leaf]) -> tuple[str | None, ...] | None:
+        names = tuple(nm for nm, _, path in leaves if len(path) <= 1)
+        return names or None
+
+    def define_mut(self, m: MutLam, sig: Elaborator.Signature, body: ast.Expr | None, loc: Loc,
+                   kind: str) -> None:
+        """Queue the elaboration of a mutable's body. `kind` is the declared kind of the innermost
+        lambda; a curried declaration's outer lambdas are `lam`s whose bodies are the next one."""
+        if body is None:
+            return
+
+        def run() -> None:
+            w = self.world
+            cur = m
+            sc = sig.outer.child()
+            n = len(sig.doms)
+            for i, (_, leaves, _) in enumerate(sig.doms):
+                var = w.var(cur)
+                last = i == n - 1
+                root = w.extract_n(var, 2, 0) if (last and kind == "fun") else var
+                for nm, _, path in leaves:
+                    sc.bind(nm, self.extract_path(root, path))
+                if last:
+                    break
+                inner_t = w.open(cur.pi.codom, var)
+                assert isinstance(inner_t, Pi)
+                inner = w.mut_lam(inner_t, cur.name or "_", kind if i == n - 2 else "lam")
+                inner.loc = loc
+                cur.body = inner
+                cur = inner
+            last_mut = cur
+            if kind == "fun":
+                ret_k = w.extract_n(w.var(last_mut), 2, 1)
+                sc.bind("return", ret_k)
+                last_mut.body = self.statement(lambda: self.fun_body(body, sc, ret_k))
+            elif kind == "con":
+                last_mut.body = self.statement(lambda: self.check(body, self.bot(), sc))
+            else:
+                codom = w.open(last_mut.pi.codom, w.var(last_mut))
+                last_mut.body = self.statement(lambda: self.check(body, codom, sc))
+
+        self.deferred.append(run)
+
+    def fun_body(self, body: ast.Expr, scope: Scope, ret_k: Def) -> Def:
+        """A `fun`'s body is a jump; a body of the return type is returned directly."""
+        w = self.world
+        v, t = self.infer(body, scope)
+        if self.is_bot(t):
+            return v
+        ret_t = w.zonk(self.type_of(ret_k, body.loc))
+        assert isinstance(ret_t, Pi)
+        self.expect(body.loc, ret_t.dom, t, " in the value returned")
+        return w.app(ret_k, w.zonk(v))
+
+    # ------------------------------------------------------------------ declaration lists
+
+    def declare(self, decls: Sequence[ast.Decl], scope: Scope) -> None:
+        """Register every declaration of a block as a lazy entry."""
+        for d in decls:
+            if isinstance(d, ast.DeclRec):
+                self.declare(d.decls, scope)
+            elif isinstance(d, ast.DeclLam):
+                self.declare_lam(d, scope)
+            elif isinstance(d, ast.DeclAxm):
+                self.declare_axm(d, scope)
+            elif isinstance(d, ast.DeclLet):
+                self.declare_let(d, scope)
+            elif isinstance(d, ast.DeclMod):
+                self.declare_mod(d, scope)
+
+    def force_all(self, scope: Scope, decls: Sequence[ast.Decl]) -> None:
+        for d in decls:
+            for lazy in self._lazies_of(d, scope):
+                self.statement(lambda lazy=lazy: lazy.force())
+
+    def _lazies_of(self, d: ast.Decl, scope: Scope) -> list[Lazy]:
+        out = getattr(d, "_lazies", None)
+        return list(out) if out else []
+
+    def _remember(self, d: ast.Decl, lazy: Lazy) -> None:
+        lst = d.__dict__.setdefault("_lazies", [])
+        lst.append(lazy)
+
+    def declare_lam(self, d: ast.DeclLam, scope: Scope) -> None:
+        annex = ".".join(d.percent_name) if d.percent_name else (self.annex_name(d.name) if d.anx else None)
+        prefixes = list(self.prefixes)
+
+        def make() -> Def:
+            saved, self.prefixes = self.prefixes, prefixes
+            try:
+                return self.elab_decl_lam(d, scope, annex)
+            finally:
+                self.prefixes = saved
+
+        lazy = Lazy(d.name, d.loc, make)
+        scope.bind(d.name, lazy)
+        if annex:
+            self.annexes.pending[annex] = lazy
+        self._remember(d, lazy)
+
+    def elab_decl_lam(self, d: ast.DeclLam, scope: Scope, annex: str | None) -> Def:
+        w = self.world
+        immutable = d.kind == "lam" and d.body is not None and not needs_mutable(d.body) \
+            and not mentions_name(d.body, d.name) and not d.extern
+        if immutable:
+            sig = self.signature("lam", d.domains, d.codom, scope, d.loc, body=d.body)
+            value = sig.immutable
+            value.name = value.name or d.name
+        else:
+            sig = self.signature(d.kind, d.domains, d.codom, scope, d.loc)
+            kind = d.kind if len(d.domains) == 1 else "lam"
+            m = w.mut_lam(sig.pi, d.name, kind)
+            m.kind = kind
+            m.loc = d.loc
+            m.doc = d.doc
+            m.external = d.extern
+            m.annex = annex
+            if d.extern:
+                w.externals[d.name] = m
+            self.define_mut(m, sig, d.body, d.loc, d.kind)
+            value = m
+        if annex:
+            w.register_annex(annex, value, d.doc)
+            self.annexes.pending.pop(annex, None)
+        return value
+
+    def declare_axm(self, d: ast.DeclAxm, scope: Scope) -> None:
+        base = ".".join(d.name) if d.percent else self.annex_name(".".join(d.name))
+        names = [f"{base}.{t}" for t in d.tags] if d.tags else [base]
+        prefixes = list(self.prefixes)
+        state: dict[str, Def] = {}
+
+        def type_() -> Def:
+            if "t" not in state:
+                saved, self.prefixes = self.prefixes, prefixes
+                try:
+                    t = self.statement(lambda: self.elab_type(d.type, scope))
+                finally:
+                    self.prefixes = saved
+                state["t"] = t
+            return state["t"]
+
+        for full in names:
+            def make(full: str = full) -> Def:
+                ax = self.world.axiom(full, type_())
+                ax.loc = d.loc
+                self.world.register_annex(full, ax, d.doc)
+                self.annexes.pending.pop(full, None)
+                return ax
+
+            lazy = Lazy(full, d.loc, make)
+            self.annexes.pending[full] = lazy
+            if not d.percent and not d.tags and len(d.name) == 1:
+                scope.bind(d.name[0], lazy)
+            self._remember(d, lazy)
+
+    def declare_let(self, d: ast.DeclLet, scope: Scope) -> None:
+        """A `let` among hoisted declarations (top level, `where`, `mod`): lazily elaborated."""
+        annex: str | None = None
+        if d.percent_name:
+            annex = ".".join(d.percent_name)
+        elif d.anx:
+            if not isinstance(d.pattern, ast.PVar):
+                raise TypeError_("`anx let` binds a single name", d.loc)
+            annex = self.annex_name(d.pattern.name)
+        prefixes = list(self.prefixes)
+        state: dict[str, Scope] = {}
+
+        def elaborate() -> Scope:
+            if "sc" not in state:
+                saved, self.prefixes = self.prefixes, prefixes
+                try:
+                    sc = scope.child()
+                    self.statement(lambda: self.elab_let(d, sc))
+                finally:
+                    self.prefixes = saved
+                state["sc"] = sc
+            return state["sc"]
+
+        names = self._pattern_names(d.pattern)
+        for nm in names:
+            def make(nm: str = nm) -> Def:
+                sc = elaborate()
+                v = sc.names[nm]
+                assert not isinstance(v, Lazy)
+                if annex:
+                    self.world.register_annex(annex, v, d.doc)
+                    self.annexes.pending.pop(annex, None)
+                return v
+
+            lazy = Lazy(nm, d.loc, make)
+            scope.bind(nm, lazy)
+            if annex:
+                self.annexes.pending[annex] = lazy
+            self._remember(d, lazy)
+
+    def _pattern_names(self, p: ast.Pattern) -> list[str]:
+        if isinstance(p, ast.PVar):
+            return [] if p.name == "_" else [p.name]
+        if isinstance(p, ast.PAs):
+            return self._pattern_names(p.pattern) + [p.name]
+        assert isinstance(p, ast.PTuple)
+        return [n for el in p.elems for n in self._pattern_names(el)]
+
+    def declare_mod(self, d: ast.DeclMod, scope: Scope) -> None:
+        self.prefixes.append(d.name)
+        try:
+            sc = scope.child()
+            self.declare(d.decls, sc)
+            for sub in d.decls:
+                for lazy in self._lazies_of(sub, sc):
+                    self._remember(d, lazy)
+        finally:
+            self.prefixes.pop()
+
+    # ================================================================== modules
+
+    def elab_module(self, module: ast.Module, scope: Scope) -> None:
+        self.declare(module.decls, scope)
+        self.force_all(scope, module.decls)
+        self.run_deferred()
+
+    def run_deferred(self) -> None:
+        while self.deferred:
+            job = self.deferred.pop(0)
+            job()

@@ -1,0 +1,116 @@
+"""Loading Mim files and plugins into one World.
+
+`plugin X;` loads `X.mim` (its declarations), then the Python module `verimim.plug.X` if it
+exists (normalizers and, later, run-time semantics and lowering); `import X;` loads the `.mim`
+file only. Plugins resolve only in verimim's plugin directory and the user's `-I` directories;
+a name that is not a plain identifier, or a file that is not found there, is `E-IMPORT`.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verimim.diagnostics import ImportError_, Loc, UsageError
+from verimim.frontend.elab import AnnexTable, Elaborator
+from verimim.frontend.scope import Scope
+from verimim.ir.world import World
+from verimim.syntax import ast
+from verimim.syntax.parser import parse_module
+
+PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plug"
+_IDENT = re.compile(r"[_a-zA-Z][_0-9a-zA-Z]*\Z")
+
+# Elaboration recurses along the structure of terms; deep programs need a deep Python stack
+# (the CLI runs the frontend on a thread with a large C stack, see verimim.driver).
+sys.setrecursionlimit(max(sys.getrecursionlimit(), 200_000))
+
+
+@dataclass
+class Unit:
+    """One elaborated file: its syntax, its top-level scope and where it came from."""
+
+    path: str
+    module: ast.Module
+    scope: Scope
+    plugin: str | None
+
+
+@dataclass
+class Loader:
+    world: World
+    include_dirs: list[Path] = field(default_factory=list)
+    units: dict[str, Unit] = field(default_factory=dict)
+    loading: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.annexes = AnnexTable(self.world)
+
+    def search_path(self) -> list[Path]:
+        return [PLUGIN_DIR, *self.include_dirs]
+
+    def find(self, name: str, loc: Loc) -> Path:
+        if not _IDENT.match(name):
+            raise ImportError_(f"`{name}` is not a plugin name: plugins are named by an identifier "
+                               f"and found only in the plugin directory and `-I` directories", loc)
+        for d in self.search_path():
+            cand = d / f"{name}.mim"
+            if cand.is_file():
+                return cand
+        where = ", ".join(str(d) for d in self.search_path())
+        raise ImportError_(f"plugin `{name}` not found (searched {where})", loc)
+
+    def load_import(self, imp: ast.Import) -> None:
+        if imp.name in self.units or imp.name in self.loading:
+            return
+        path = self.find(imp.name, imp.loc)
+        self.loading.add(imp.name)
+        try:
+            if imp.kind == "plugin":
+                self._register_python(imp.name)
+            text = path.read_text(encoding="utf-8")
+            self.units[imp.name] = self.elaborate(text, str(path), plugin=imp.name)
+        finally:
+            self.loading.discard(imp.name)
+
+    def _register_python(self, name: str) -> None:
+        try:
+            mod = importlib.import_module(f"verimim.plug.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"verimim.plug.{name}":
+                raise
+            return
+        register = getattr(mod, "register", None)
+        if register is not None:
+            register(self.world)
+
+    def elaborate(self, text: str, path: str, plugin: str | None) -> Unit:
+        module = parse_module(text, path)
+        for imp in module.imports:
+            self.load_import(imp)
+        el = Elaborator(self.world, self.annexes, path, plugin)
+        scope = Scope()
+        el.elab_module(module, scope)
+        return Unit(path, module, scope, plugin)
+
+    def load_file(self, path: str) -> Unit:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read `{path}`: {getattr(e, 'strerror', None) or e}") from None
+        return self.elaborate(text, path, plugin=None)
+
+
+def load_program(path: str, include_dirs: list[str] | None = None) -> tuple[World, Unit]:
+    world = World()
+    loader = Loader(world, [Path(d) for d in include_dirs or []])
+    unit = loader.load_file(path)
+    return world, unit
+
+
+def load_text(text: str, path: str = "<text>", include_dirs: list[str] | None = None) -> tuple[World, Unit]:
+    world = World()
+    loader = Loader(world, [Path(d) for d in include_dirs or []])
+    return world, loader.elaborate(text, path, plugin=None)

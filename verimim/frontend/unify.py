@@ -1,0 +1,189 @@
+"""First-order unification with metavariables (`Hole`s), no backtracking.
+
+Definitional equality is identity after normalization (nodes are hash-consed and locally
+nameless), so unification only has to walk both terms in step and solve holes. On failure it
+returns the innermost pair of differing types, which the diagnostics point at.
+
+LANGUAGE.md's arity rule: unifying `«i: ?n; ?Ts#i»` with a type X solves `?n` to the arity of X
+and `?Ts` to X's element types.
+"""
+from __future__ import annotations
+
+from verimim.ir.defs import Arr, BVar, Def, Extract, Hole, IdxT, Lit, Pack, Sigma, Tuple, TypeU
+from verimim.ir.world import World
+
+Mismatch = tuple[Def, Def]
+
+
+class Unifier:
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def unify(self, expected: Def, found: Def) -> Mismatch | None:
+        """None on success, else the innermost differing (expected, found) pair."""
+        w = self.world
+        a = w.zonk(expected)
+        b = w.zonk(found)
+        if a is b:
+            return None
+        if isinstance(a, Hole) and a.value is None:
+            return None if self._solve(a, b) else (a, b)
+        if isinstance(b, Hole) and b.value is None:
+            return None if self._solve(b, a) else (a, b)
+        if self._arity_rule(a, b) or self._arity_rule(b, a):
+            return self.unify(a, b)
+        if self._expand_hole(a) or self._expand_hole(b):
+            return self.unify(a, b)
+        if isinstance(a, Sigma) and isinstance(b, Arr):
+            return self._sigma_arr(a, b, flipped=False)
+        if isinstance(a, Arr) and isinstance(b, Sigma):
+            return self._sigma_arr(b, a, flipped=True)
+        if isinstance(a, Tuple) and isinstance(b, Pack) or isinstance(a, Pack) and isinstance(b, Tuple):
+            return self._tuple_pack(a, b)
+        if type(a) is not type(b) or a.extra() != b.extra() or len(a.ops) != len(b.ops):
+            return (a, b)
+        if isinstance(a, (BVar,)):
+            return (a, b)
+        if a.mutable:
+            return (a, b)
+        for x, y in zip(a.ops, b.ops):
+            sub = self.unify(x, y)
+            if sub is not None:
+                return self._blame(a, b, sub)
+        return None
+
+    # ------------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _blame(a: Def, b: Def, sub: Mismatch) -> Mismatch:
+        """Point at the smallest differing pair that is still a meaningful type or value:
+        a literal inside `mem.M 0` vs `mem.M 1` is better shown as the whole `mem.M` type."""
+        x, y = sub
+        if isinstance(x, (Lit, BVar, TypeU)) or isinstance(y, (Lit, BVar, TypeU)):
+            return (a, b)
+        return sub
+
+    def _occurs(self, h: Hole, d: Def) -> bool:
+        if not d.has_hole:
+            return False
+        if d is h:
+            return True
+        seen: set[int] = set()
+        stack = [d]
+        while stack:
+            x = stack.pop()
+            if x is h:
+                return True
+            if not x.has_hole or x.gid in seen:
+                continue
+            seen.add(x.gid)
+            if isinstance(x, Hole):
+                if x.value is not None:
+                    stack.append(x.value)
+                continue
+            stack.extend(x.ops)
+        return False
+
+    def _solve(self, h: Hole, v: Def) -> bool:
+        if v.bvd != 0 or self._occurs(h, v):
+            return False
+        if h._type is not None:
+            try:
+                vt = self.world.type_of(v)
+            except Exception:  # an ill-formed candidate never solves a hole
+                return False
+            h.value = v  # tentatively, so that the type's own holes may mention it
+            if self.unify(h._type, vt) is not None:
+                h.value = None
+                return False
+            return True
+        h.value = v
+        return True
+
+    def _arity_rule(self, a: Def, b: Def) -> bool:
+        """`a = «i: ?n; ?Ts#i»` against a non-hole `b`: solve ?n and ?Ts from b's shape."""
+        if not isinstance(a, Arr):
+            return False
+        n, body = a.shape, a.body
+        if not (isinstance(n, Hole) and n.value is None):
+            return False
+        if not (isinstance(body, Extract) and isinstance(body.index, BVar) and body.index.index == 0):
+            return False
+        ts = body.tup
+        if not (isinstance(ts, Hole) and ts.value is None):
+            return False
+        if isinstance(b, Hole) or b.bvd != 0:
+            return False
+        w = self.world
+        if isinstance(b, Arr):
+            n_val, ts_val = b.shape, w.pack(b.shape, b.body)
+        elif isinstance(b, Sigma):
+            if b.dependent:
+                return False
+            n_val = w.lit_nat(len(b.ops))
+            ts_val = w.tuple(w.shift(f, -1) for f in b.ops)
+        else:
+            n_val, ts_val = w.lit_nat(1), b
+        n.value = n_val
+        if not self._solve(ts, ts_val):
+            n.value = None
+            return False
+        return True
+
+    def _expand_hole(self, d: Def) -> bool:
+        """`?h#i` with ?h of a literal arity: solve ?h to a tuple of fresh holes, so its elements
+        can be solved one by one."""
+        if not (isinstance(d, Extract) and isinstance(d.tup, Hole) and d.tup.value is None):
+            return False
+        h = d.tup
+        w = self.world
+        t = w.zonk(h._type) if h._type is not None else None
+        if isinstance(t, Arr) and isinstance(t.shape, Lit):
+            n = t.shape.value
+            holes = [w.hole(w.open(t.body, w.lit_idx(n, j)), f"{h.hint}#{j}") for j in range(n)]
+        elif isinstance(t, Sigma):
+            n = len(t.ops)
+            holes = [w.hole(None, f"{h.hint}#{j}") for j in range(n)]
+            tup = w.tuple(holes)
+            for j, hj in enumerate(holes):
+                hj._type = w.open(t.ops[j], tup)
+        else:
+            return False
+        h.value = w.tuple(holes)
+        return True
+
+    def _sigma_arr(self, s: Sigma, arr: Arr, flipped: bool) -> Mismatch | None:
+        w = self.world
+        n = arr.shape
+        if not isinstance(n, Lit) or n.value != len(s.ops):
+            return (arr, s) if flipped else (s, arr)
+        for j, f in enumerate(s.ops):
+            elem = w.shift(w.open(arr.body, w.lit_idx(n.value, j)), 1)
+            sub = self.unify(elem, f) if flipped else self.unify(f, elem)
+            if sub is not None:
+                return self._blame(arr, s, sub) if flipped else self._blame(s, arr, sub)
+        return None
+
+    def _tuple_pack(self, a: Def, b: Def) -> Mismatch | None:
+        w = self.world
+        tup, pack = (a, b) if isinstance(a, Tuple) else (b, a)
+        assert isinstance(pack, Pack)
+        if not isinstance(pack.shape, Lit) or pack.shape.value != len(tup.ops):
+            return (a, b)
+        n = pack.shape.value
+        for j, e in enumerate(tup.ops):
+            elem = w.open(pack.body, w.lit_idx(n, j))
+            sub = self.unify(e, elem) if tup is a else self.unify(elem, e)
+            if sub is not None:
+                return sub
+        return None
+
+
+def is_type_of_one_value(world: World, t: Def) -> Def | None:
+    """The only value of `t` when it has exactly one (`[]` → `()`), else None."""
+    t = world.zonk(t)
+    if isinstance(t, Sigma) and not t.ops:
+        return world.unit()
+    if isinstance(t, IdxT) and isinstance(t.size, Lit) and t.size.value == 1:
+        return world.lit_idx(1, 0)
+    return None

@@ -1,0 +1,475 @@
+"""`World`: the one factory of every IR node, with hash-consing and MimIR's normal forms.
+
+Every constructor normalizes before it hash-conses, so a node, once built, is in normal form:
+arity-1 and arity-0 collapses, a sigma of equal types is an array, a tuple of equal values is a
+pack, literal extracts, β-reduction of immutable lambdas, and axiom normalizers (registered by
+annex name) on fully applied axioms. The locally nameless operations (`open`, `shift`,
+`abstract`) and metavariable resolution (`zonk`) live here too, since they rebuild through the
+same normalizing constructors.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from verimim.diagnostics import Loc, VerimimError
+from verimim.ir.defs import (
+    App, Arr, Axiom, Bot, BVar, Def, Extract, Hole, IdxT, Insert, Lam, Lit, MutLam, NatT, Pack,
+    Param, Pi, Sigma, Top, Tuple, TypeU, Univ, Var, mentions,
+)
+
+# A dependent array or pack with a literal shape up to this size is expanded into a sigma / tuple
+# (as MimIR does), so that its elements normalize one by one.
+EXPAND_LIMIT = 256
+
+Normalizer = Callable[["World", App], "Def | None"]
+
+
+class IRError(VerimimError):
+    """An ill-formed node was requested: a bug in verimim (or an unchecked frontend path)."""
+
+    def __init__(self, message: str, loc: Loc | None = None) -> None:
+        super().__init__("E-INTERNAL", message, loc)
+
+
+class World:
+    def __init__(self) -> None:
+        self._table: dict[tuple[Any, ...], Def] = {}
+        self.annexes: dict[str, Def] = {}
+        self.annex_docs: dict[str, str] = {}
+        self.normalizers: dict[str, tuple[int, Normalizer]] = {}
+        self.muts: list[MutLam] = []
+        self.externals: dict[str, MutLam] = {}
+        self._univ = self._hashcons(Univ, (), ())
+        self._nat = self._hashcons(NatT, (), ())
+
+    # ------------------------------------------------------------------ hash-consing
+
+    def _hashcons(self, cls: type[Def], ops: tuple[Def, ...], extra: tuple[Any, ...],
+                  make: Callable[[], Def] | None = None) -> Def:
+        key = (cls, extra, *map(id, ops))
+        hit = self._table.get(key)
+        if hit is not None:
+            return hit
+        node = make() if make is not None else cls(ops)
+        self._table[key] = node
+        return node
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self._table)
+
+    # ------------------------------------------------------------------ base types and literals
+
+    def univ(self) -> Def:
+        return self._univ
+
+    def type_u(self, level: int) -> Def:
+        return self._hashcons(TypeU, (), (level,), lambda: TypeU(level))
+
+    def star(self) -> Def:
+        return self.type_u(0)
+
+    def nat(self) -> Def:
+        return self._nat
+
+    def idx(self, size: Def) -> Def:
+        return self._hashcons(IdxT, (size,), ())
+
+    def idx_n(self, n: int) -> Def:
+        return self.idx(self.lit_nat(n))
+
+    def bool_t(self) -> Def:
+        return self.idx_n(2)
+
+    def lit(self, type_: Def, value: int) -> Def:
+        return self._hashcons(Lit, (type_,), (value,), lambda: Lit(type_, value))
+
+    def lit_nat(self, value: int) -> Def:
+        return self.lit(self._nat, value)
+
+    def lit_idx(self, n: int, value: int) -> Def:
+        return self.lit(self.idx_n(n), value)
+
+    def lit_bool(self, value: bool) -> Def:
+        return self.lit_idx(2, int(value))
+
+    def top(self, type_: Def) -> Def:
+        return self._hashcons(Top, (type_,), ())
+
+    def bot(self, type_: Def) -> Def:
+        return self._hashcons(Bot, (type_,), ())
+
+    def axiom(self, annex: str, type_: Def) -> Axiom:
+        node = self._hashcons(Axiom, (type_,), (annex,), lambda: Axiom(annex, type_))
+        assert isinstance(node, Axiom)
+        return node
+
+    # ------------------------------------------------------------------ binders
+
+    def pi(self, dom: Def, codom: Def, implicit: bool = False,
+           names: tuple[str | None, ...] | None = None) -> Pi:
+        node = self._hashcons(Pi, (dom, codom), (implicit,), lambda: Pi(dom, codom, implicit))
+        assert isinstance(node, Pi)
+        node.set_names(names)
+        return node
+
+    def cn(self, dom: Def) -> Pi:
+        return self.pi(dom, self.bot(self.star()))
+
+    def is_cn(self, d: Def) -> bool:
+        return isinstance(d, Pi) and isinstance(d.codom, Bot) and d.codom.ops[0] is self.star()
+
+    def sigma(self, fields: Iterable[Def], names: tuple[str | None, ...] | None = None) -> Def:
+        fields = tuple(fields)
+        if len(fields) == 1:
+            return self.shift(fields[0], -1)
+        if len(fields) >= 2 and all(f is fields[0] for f in fields) and not mentions(fields[0], 0):
+            return self.arr(self.lit_nat(len(fields)), fields[0])
+        node = self._hashcons(Sigma, fields, (), lambda: Sigma(fields))
+        assert isinstance(node, Sigma)
+        node.set_names(names)
+        return node
+
+    def unit_t(self) -> Def:
+        return self.sigma(())
+
+    def arr(self, shape: Def, body: Def, index_name: str | None = None) -> Def:
+        if isinstance(shape, Tuple) and not mentions(body, 0):
+            # A multi-dimensional shape: «(a, b); T» is «a; «b; T»».
+            inner = self.shift(body, -1)
+            for dim in reversed(shape.ops):
+                inner = self.arr(dim, self.shift(inner, 1))
+            return inner
+        n = shape.value if isinstance(shape, Lit) else None
+        if n == 0:
+            return self.unit_t()
+        if n == 1:
+            return self.open(body, self.lit_idx(1, 0))
+        if n is not None and n <= EXPAND_LIMIT and mentions(body, 0):
+            fields = [self.shift(self.open(body, self.lit_idx(n, j)), 1) for j in range(n)]
+            return self.sigma(fields)
+        node = self._hashcons(Arr, (shape, body), (), lambda: Arr(shape, body))
+        assert isinstance(node, Arr)
+        if node.index_name is None:
+            node.index_name = index_name
+        return node
+
+    def tuple(self, elems: Iterable[Def]) -> Def:
+        elems = tuple(elems)
+        if len(elems) == 1:
+            return elems[0]
+        if len(elems) >= 2 and all(e is elems[0] for e in elems):
+            return self.pack(self.lit_nat(len(elems)), self.shift(elems[0], 1))
+        return self._hashcons(Tuple, elems, ())
+
+    def unit(self) -> Def:
+        return self.tuple(())
+
+    def pack(self, shape: Def, body: Def, index_name: str | None = None) -> Def:
+        n = shape.value if isinstance(shape, Lit) else None
+        if n == 0:
+            return self.unit()
+        if n == 1:
+            return self.open(body, self.lit_idx(1, 0))
+        if n is not None and n <= EXPAND_LIMIT and mentions(body, 0):
+            return self.tuple(self.open(body, self.lit_idx(n, j)) for j in range(n))
+        node = self._hashcons(Pack, (shape, body), (), lambda: Pack(shape, body))
+        assert isinstance(node, Pack)
+        if node.index_name is None:
+            node.index_name = index_name
+        return node
+
+    def lam(self, pi: Pi, body: Def, name: str | None = None) -> Lam:
+        node = self._hashcons(Lam, (pi, body), ())
+        assert isinstance(node, Lam)
+        if node.name is None:
+            node.name = name
+        return node
+
+    def bvar(self, index: int) -> Def:
+        return self._hashcons(BVar, (), (index,), lambda: BVar(index))
+
+    def var(self, mut: MutLam) -> Var:
+        node = self._hashcons(Var, (mut,), ())
+        assert isinstance(node, Var)
+        return node
+
+    # ------------------------------------------------------------------ mutables
+
+    def mut_lam(self, pi: Pi, name: str, kind: str) -> MutLam:
+        m = MutLam(pi, name, kind)
+        self.muts.append(m)
+        return m
+
+    def param(self, type_: Def, name: str | None = None) -> Param:
+        return Param(type_, name)
+
+    def hole(self, type_: Def | None, hint: str) -> Hole:
+        return Hole(type_, hint)
+
+    # ------------------------------------------------------------------ eliminations
+
+    def extract(self, tup: Def, index: Def) -> Def:
+        if isinstance(index, Lit) and isinstance(index.ops[0], IdxT):
+            size = index.ops[0].size
+            if isinstance(size, Lit) and size.value == 1:
+                return tup
+        if isinstance(tup, Pack):
+            return self.open(tup.body, index)
+        if isinstance(index, Lit):
+            if isinstance(tup, Tuple):
+                if index.value >= len(tup.ops):
+                    raise IRError(f"index {index.value} out of range for a tuple of {len(tup.ops)}")
+                return tup.ops[index.value]
+            if isinstance(tup, Insert) and isinstance(tup.ops[1], Lit):
+                if tup.ops[1] is index:
+                    return tup.ops[2]
+                return self.extract(tup.ops[0], index)
+        return self._hashcons(Extract, (tup, index), ())
+
+    def extract_n(self, tup: Def, n: int, i: int) -> Def:
+        """`tup # i` for a tuple of arity n."""
+        return self.extract(tup, self.lit_idx(n, i))
+
+    def insert(self, tup: Def, index: Def, value: Def) -> Def:
+        if isinstance(tup, Tuple) and isinstance(index, Lit) and index.value < len(tup.ops):
+            elems = list(tup.ops)
+            elems[index.value] = value
+            return self.tuple(elems)
+        if isinstance(tup, Pack) and isinstance(index, Lit) and isinstance(tup.shape, Lit) \
+                and tup.shape.value <= EXPAND_LIMIT:
+            n = tup.shape.value
+            elems = [self.open(tup.body, self.lit_idx(n, j)) for j in range(n)]
+            elems[index.value] = value
+            return self.tuple(elems)
+        return self._hashcons(Insert, (tup, index, value), ())
+
+    def app(self, callee: Def, arg: Def) -> Def:
+        if isinstance(callee, Lam):
+            return self.open(callee.body, arg)
+        node = self._hashcons(App, (callee, arg), ())
+        assert isinstance(node, App)
+        head = node.head
+        if isinstance(head, Axiom) and not node.has_hole and node.closed:
+            entry = self.normalizers.get(head.annex)
+            if entry is not None and entry[0] == node.depth:
+                res = entry[1](self, node)
+                if res is not None:
+                    return res
+        return node
+
+    def apps(self, callee: Def, *args: Def) -> Def:
+        for a in args:
+            callee = self.app(callee, a)
+        return callee
+
+    # ------------------------------------------------------------------ locally nameless operations
+
+    def open(self, body: Def, value: Def) -> Def:
+        """Instantiate the binder whose body is `body` with `value`."""
+        if body.bvd == 0:
+            return body
+        memo: dict[tuple[int, int], Def] = {}
+
+        def go(d: Def, depth: int) -> Def:
+            if d.bvd <= depth:
+                return d
+            if isinstance(d, BVar):
+                if d.index == depth:
+                    return self.shift(value, depth)
+                return self.bvar(d.index - 1)  # d.index > depth: a binder further out
+            key = (d.gid, depth)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+            ops = tuple(go(op, depth + 1 if i in d.binder_ops else depth) for i, op in enumerate(d.ops))
+            res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+            memo[key] = res
+            return res
+
+        return go(body, 0)
+
+    def shift(self, d: Def, amount: int, cutoff: int = 0) -> Def:
+        """Add `amount` to every BVar index ≥ cutoff (BVars dangling out of `d`)."""
+        if amount == 0 or d.bvd <= cutoff:
+            return d
+        memo: dict[tuple[int, int], Def] = {}
+
+        def go(d: Def, c: int) -> Def:
+            if d.bvd <= c:
+                return d
+            if isinstance(d, BVar):
+                if d.index + amount < 0:
+                    raise IRError("a bound variable escapes its binder")
+                return self.bvar(d.index + amount)
+            key = (d.gid, c)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+            ops = tuple(go(op, c + 1 if i in d.binder_ops else c) for i, op in enumerate(d.ops))
+            res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+            memo[key] = res
+            return res
+
+        return go(d, cutoff)
+
+    def abstract(self, d: Def, param: Param, repl: Def | None = None) -> Def:
+        """Replace the free `param` by `repl` (default BVar(0)), seen from one binder outside `d`:
+        under k further binders the replacement is shifted by k."""
+        if not d.has_param:
+            return d
+        r = self.bvar(0) if repl is None else repl
+        memo: dict[tuple[int, int], Def] = {}
+
+        def go(d: Def, depth: int) -> Def:
+            if not d.has_param:
+                return d
+            if d is param:
+                return self.shift(r, depth)
+            key = (d.gid, depth)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+            ops = tuple(go(op, depth + 1 if i in d.binder_ops else depth) for i, op in enumerate(d.ops))
+            res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+            memo[key] = res
+            return res
+
+        return go(d, 0)
+
+    def zonk(self, d: Def) -> Def:
+        """Replace solved holes by their values, re-normalizing on the way."""
+        if not d.has_hole:
+            return d
+        memo: dict[int, Def] = {}
+
+        def go(d: Def) -> Def:
+            if not d.has_hole:
+                return d
+            if isinstance(d, Hole):
+                if d.value is None:
+                    return d
+                v = go(d.value)
+                d.value = v  # path compression
+                return v
+            hit = memo.get(d.gid)
+            if hit is not None:
+                return hit
+            ops = tuple(go(op) for op in d.ops)
+            res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+            memo[d.gid] = res
+            return res
+
+        return go(d)
+
+    # ------------------------------------------------------------------ types
+
+    def type_of(self, d: Def) -> Def:
+        """The type of a locally closed node."""
+        t = d._type
+        if t is not None:
+            return t
+        t = self._infer(d)
+        d._type = t
+        return t
+
+    def _infer(self, d: Def) -> Def:
+        if isinstance(d, (Univ,)):
+            return d
+        if isinstance(d, TypeU):
+            return self.type_u(d.level + 1)
+        if isinstance(d, (NatT, IdxT)):
+            return self.star()
+        if isinstance(d, (Lit, Top, Bot, Axiom)):
+            return d.ops[0]
+        if isinstance(d, (Pi, Sigma, Arr)):
+            return self.type_u(self.level(d))
+        if isinstance(d, Tuple):
+            return self.sigma(self.type_of(e) for e in d.ops)
+        if isinstance(d, Pack):
+            p = self.param(self.index_type(d.shape), d.index_name)
+            body_t = self.type_of(self.open(d.body, p))
+            return self.arr(d.shape, self.abstract(body_t, p), index_name=d.index_name)
+        if isinstance(d, Extract):
+            return self.extract_type(self.zonk(self.type_of(d.tup)), d.tup, d.index)
+        if isinstance(d, Insert):
+            return self.type_of(d.ops[0])
+        if isinstance(d, App):
+            ct = self.zonk(self.type_of(d.callee))
+            if not isinstance(ct, Pi):
+                raise IRError(f"applying a non-function of type {ct!r}")
+            return self.open(ct.codom, d.arg)
+        if isinstance(d, Lam):
+            return d.pi
+        if isinstance(d, Var):
+            return d.mut.pi.dom
+        if isinstance(d, BVar):
+            raise IRError("the type of an open term was asked for")
+        raise IRError(f"no type for {type(d).__name__}")
+
+    def extract_type(self, tup_t: Def, tup: Def, index: Def) -> Def:
+        if isinstance(tup_t, Sigma):
+            if not isinstance(index, Lit):
+                raise IRError("a sigma indexed by a non-literal")
+            return self.open(tup_t.ops[index.value], tup)
+        if isinstance(tup_t, Arr):
+            return self.open(tup_t.body, index)
+        # arity 1: x#0_1 is x
+        return tup_t
+
+    def level(self, t: Def) -> int:
+        """The universe level of the type `t` (0 for `*`-types)."""
+        if isinstance(t, (NatT, IdxT)):
+            return 0
+        if isinstance(t, TypeU):
+            return t.level + 1
+        if isinstance(t, Pi):
+            p = self.param(t.dom)
+            return max(self.level(t.dom), self.level(self.open(t.codom, p)))
+        if isinstance(t, Sigma):
+            if not t.ops:
+                return 0
+            p = self.param(t)
+            return max(self.level(self.open(f, p)) for f in t.ops)
+        if isinstance(t, Arr):
+            p = self.param(self.index_type(t.shape))
+            return self.level(self.open(t.body, p))
+        if isinstance(t, Bot) or isinstance(t, Top):
+            tt = t.ops[0]
+            return tt.level if isinstance(tt, TypeU) else 0
+        tt = self.zonk(self.type_of(t))
+        if isinstance(tt, TypeU):
+            return tt.level
+        return 0
+
+    def index_type(self, shape: Def) -> Def:
+        """The type of the indices of an array of this shape: `Idx n` for a Nat shape, the
+        multi-index `«i: r; Idx s#i»` for a shape `s: «r; Nat»`."""
+        st = self.zonk(self.type_of(shape)) if shape.bvd == 0 else self._nat
+        if st is self._nat or isinstance(st, Hole):
+            return self.idx(shape)
+        r = self.arity(st)
+        assert r is not None
+        return self.arr(r, self.idx(self.extract(self.shift(shape, 1), self.bvar(0))))
+
+    def arity(self, t: Def) -> Def | None:
+        """The number of elements of values of type `t` (a literal or symbolic Nat)."""
+        if isinstance(t, Sigma):
+            return self.lit_nat(len(t.ops))
+        if isinstance(t, Arr):
+            return t.shape
+        return self.lit_nat(1)
+
+    # ------------------------------------------------------------------ annexes
+
+    def register_annex(self, name: str, value: Def, doc: str | None = None) -> None:
+        self.annexes[name] = value
+        if doc:
+            self.annex_docs[name] = doc
+
+    def annex(self, name: str) -> Def:
+        return self.annexes[name]
+
+    def register_normalizer(self, annex: str, arity: int, fn: Normalizer) -> None:
+        self.normalizers[annex] = (arity, fn)

@@ -1,0 +1,252 @@
+"""Normalizers of the `core` plugin: constant folding of `core.*` axioms on literals.
+
+Each normalizer receives the fully applied axiom (`App`, with `app.args()` its curried
+arguments, implicit ones included) and returns the folded node, or None to leave it. Folding
+never invents a value for undefined behaviour: an overflow that a wrap mode forbids, a shift by
+the width or more, a division by zero and a bitcast of a value that does not fit stay
+unfolded, so that the interpreter reports them.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from verimim.ir.defs import App, Def, IdxT, Lit, NatT, Pack, Tuple
+from verimim.ir.world import World
+from verimim.layout import NVPTX64, layout_of
+
+MODE_NSW = 1  # core.mode.uS: no signed wrap-around
+MODE_NUW = 2  # core.mode.Us: no unsigned wrap-around
+
+
+def lit_pair(d: Def) -> tuple[int, int] | None:
+    """The two literal values of a `«2; T»` argument, if both are literals."""
+    if isinstance(d, Tuple) and len(d.ops) == 2 and all(isinstance(x, Lit) for x in d.ops):
+        a, b = d.ops
+        assert isinstance(a, Lit) and isinstance(b, Lit)
+        return a.value, b.value
+    if isinstance(d, Pack) and isinstance(d.body, Lit):
+        return d.body.value, d.body.value
+    return None
+
+
+def size_of(d: Def) -> int | None:
+    """The literal modulus `s` of an `Idx s`, from the implicit argument."""
+    return d.value if isinstance(d, Lit) else None
+
+
+def signed(v: int, s: int) -> int:
+    return v - s if v >= (s + 1) // 2 else v
+
+
+def _nat(op: Callable[[int, int], int]) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        pair = lit_pair(app.arg)
+        return w.lit_nat(op(*pair)) if pair else None
+    return norm
+
+
+def _ncmp(op: Callable[[int, int], bool]) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        pair = lit_pair(app.arg)
+        return w.lit_bool(op(*pair)) if pair else None
+    return norm
+
+
+def _icmp(op: Callable[[int, int], bool], is_signed: bool) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        s_def, pair_def = app.args()
+        s, pair = size_of(s_def), lit_pair(pair_def)
+        if s is None or pair is None:
+            return None
+        a, b = pair
+        if is_signed:
+            a, b = signed(a, s), signed(b, s)
+        return w.lit_bool(op(a, b))
+    return norm
+
+
+def _wrap(op: Callable[[int, int], int], name: str) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        s_def, mode_def, pair_def = app.args()
+        s, pair = size_of(s_def), lit_pair(pair_def)
+        if s is None or pair is None or not isinstance(mode_def, Lit):
+            return None
+        a, b = pair
+        if name == "shl" and b >= s.bit_length() - 1 and s > 1:
+            return None  # a shift by the width or more is poison
+        exact_u = op(a, b)
+        exact_s = op(signed(a, s), signed(b, s)) if name != "shl" else signed(a, s) * (1 << b)
+        mode = mode_def.value
+        if mode & MODE_NUW and not 0 <= exact_u < s:
+            return None
+        if mode & MODE_NSW and signed(exact_u % s, s) != exact_s:
+            return None
+        return w.lit(w.idx(s_def), exact_u % s)
+    return norm
+
+
+def _extrema(name: str) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        s_def, pair_def = app.args()
+        s, pair = size_of(s_def), lit_pair(pair_def)
+        if s is None or pair is None:
+            return None
+        a, b = pair
+        key = (lambda v: signed(v, s)) if name.startswith("s") else (lambda v: v)
+        pick = min(a, b, key=key) if name.endswith("min") else max(a, b, key=key)
+        return w.lit(w.idx(s_def), pick)
+    return norm
+
+
+def _shr(arith: bool) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        s_def, pair_def = app.args()
+        s, pair = size_of(s_def), lit_pair(pair_def)
+        if s is None or pair is None:
+            return None
+        a, b = pair
+        if b >= max(s.bit_length() - 1, 1):
+            return None
+        v = (signed(a, s) >> b) % s if arith else a >> b
+        return w.lit(w.idx(s_def), v)
+    return norm
+
+
+# bit2 tags in upstream's truth-table order: tag i computes the function whose truth table is i.
+_BIT2_TAGS = ["f", "nor", "nciff", "nfst", "niff", "nsnd", "xor_", "nand",
+              "and_", "nxor", "snd", "iff", "fst", "ciff", "or_", "t"]
+
+
+def _bit2(table: int) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        s_def, _mode, pair_def = app.args()
+        s, pair = size_of(s_def), lit_pair(pair_def)
+        if s is None or pair is None or s & (s - 1):
+            return None
+        a, b = pair
+        bits = s.bit_length() - 1
+        out = 0
+        for k in range(bits):
+            x, y = (a >> k) & 1, (b >> k) & 1
+            out |= ((table >> (x << 1 | y)) & 1) << k  # truth-table bit for (x, y)
+        return w.lit(w.idx(s_def), out)
+    return norm
+
+
+def _bit1(name: str) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        s_def, _mode, x = app.args()
+        s = size_of(s_def)
+        if s is None or not isinstance(x, Lit):
+            return None
+        v = {"f": 0, "t": s - 1, "id": x.value, "neg": (s - 1) ^ x.value if not s & (s - 1) else None}[name]
+        return None if v is None else w.lit(w.idx(s_def), v)
+    return norm
+
+
+def _int_type_size(t: Def) -> int | None:
+    """None for Nat (unbounded), the modulus for a literal Idx; -1 for anything else."""
+    if isinstance(t, NatT):
+        return None
+    if isinstance(t, IdxT) and isinstance(t.size, Lit):
+        return t.size.value
+    return -1
+
+
+def norm_bitcast(w: World, app: App) -> Def | None:
+    src_t, dst_t, x = app.args()
+    if src_t is dst_t:
+        return x
+    if not isinstance(x, Lit):
+        return None
+    src_n, dst_n = _int_type_size(src_t), _int_type_size(dst_t)
+    if src_n == -1 or dst_n == -1:
+        return None
+    if dst_n is not None and x.value >= dst_n:
+        return None  # does not fit: E-OOB at run time
+    return w.lit(dst_t, x.value)
+
+
+def _conv(sign: bool) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        ss_def, ds_def, x = app.args()
+        ss, ds = size_of(ss_def), size_of(ds_def)
+        if ss is None or ds is None or not isinstance(x, Lit):
+            return None
+        v = signed(x.value, ss) if sign else x.value
+        return w.lit(w.idx(ds_def), v % ds)
+    return norm
+
+
+def _trait(which: str) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        lay = layout_of(app.arg, NVPTX64)
+        if lay is None:
+            return None
+        return w.lit_nat(lay.size if which == "size" else lay.align)
+    return norm
+
+
+def norm_idx(w: World, app: App) -> Def | None:
+    s_def, _mode, l_def = app.args()
+    s = size_of(s_def)
+    if s is None or not isinstance(l_def, Lit) or l_def.value >= s:
+        return None
+    return w.lit(w.idx(s_def), l_def.value)
+
+
+def _div(name: str) -> Callable[[World, App], Def | None]:
+    def norm(w: World, app: App) -> Def | None:
+        s_def, arg = app.args()
+        s = size_of(s_def)
+        if s is None or not isinstance(arg, Tuple) or len(arg.ops) != 2:
+            return None
+        mem, pair_def = arg.ops
+        pair = lit_pair(pair_def)
+        if pair is None or pair[1] == 0:
+            return None
+        a, b = pair
+        if name in ("udiv", "urem"):
+            v = a // b if name == "udiv" else a % b
+        else:
+            sa, sb = signed(a, s), signed(b, s)
+            q = abs(sa) // abs(sb) * (1 if (sa >= 0) == (sb >= 0) else -1)
+            if name == "sdiv" and not -((s + 1) // 2) <= q < (s + 1) // 2:
+                return None  # INT_MIN / -1 overflows
+            v = q % s if name == "sdiv" else (sa - q * sb) % s
+        return w.tuple([mem, w.lit(w.idx(s_def), v)])
+    return norm
+
+
+def register(world: World) -> None:
+    r = world.register_normalizer
+    for name, fn in {"add": lambda a, b: a + b, "sub": lambda a, b: max(a - b, 0),
+                     "mul": lambda a, b: a * b}.items():
+        r(f"core.nat.{name}", 1, _nat(fn))
+    for name, cmp in {"e": int.__eq__, "ne": int.__ne__, "l": int.__lt__, "le": int.__le__,
+                      "g": int.__gt__, "ge": int.__ge__}.items():
+        r(f"core.ncmp.{name}", 1, _ncmp(cmp))
+    for name, cmp in {"e": int.__eq__, "ne": int.__ne__, "ul": int.__lt__, "ule": int.__le__,
+                      "ug": int.__gt__, "uge": int.__ge__, "sl": int.__lt__, "sle": int.__le__,
+                      "sg": int.__gt__, "sge": int.__ge__}.items():
+        r(f"core.icmp.{name}", 2, _icmp(cmp, name.startswith("s")))
+    for name, op in {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
+                     "mul": lambda a, b: a * b, "shl": lambda a, b: a << b}.items():
+        r(f"core.wrap.{name}", 3, _wrap(op, name))
+    for name in ("umin", "umax", "smin", "smax"):
+        r(f"core.extrema.{name}", 2, _extrema(name))
+    r("core.shr.a", 2, _shr(True))
+    r("core.shr.l", 2, _shr(False))
+    for i, tag in enumerate(_BIT2_TAGS):
+        r(f"core.bit2.{tag}", 3, _bit2(i))
+    for tag in ("f", "neg", "id", "t"):
+        r(f"core.bit1.{tag}", 3, _bit1(tag))
+    r("core.bitcast", 3, norm_bitcast)
+    r("core.conv.s", 3, _conv(True))
+    r("core.conv.u", 3, _conv(False))
+    r("core.trait.size", 1, _trait("size"))
+    r("core.trait.align", 1, _trait("align"))
+    r("core.idx", 3, norm_idx)
+    for name in ("sdiv", "udiv", "srem", "urem"):
+        r(f"core.div.{name}", 2, _div(name))
+

@@ -1,0 +1,272 @@
+"""Printing IR nodes back as Mim text.
+
+`show` prints one node (types in diagnostics, values in counterexamples); `verimim.dump` uses
+the same `ExprPrinter` for whole worlds. What is printed parses back to the identical node:
+bound variables get names (from the binder's debug names where the source had them), and
+literals carry their type whenever a plain literal would mean something else.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from verimim.ir.defs import (
+    App, Arr, Axiom, Bot, BVar, Def, Extract, Hole, IdxT, Insert, Lam, Lit, MutLam, NatT, Pack,
+    Param, Pi, Sigma, Top, Tuple, TypeU, Univ, Var,
+)
+
+_INT_NAMES = {2: "Bool", 2**8: "I8", 2**16: "I16", 2**32: "I32", 2**64: "I64"}
+_INT_SUFFIX = {2**8: "I8", 2**16: "I16", 2**32: "I32", 2**64: "I64"}
+
+
+class _Binder:
+    """A binder in scope while printing: `whole` names its value, `fields` its sigma fields."""
+
+    __slots__ = ("whole", "fields")
+
+    def __init__(self, whole: str, fields: tuple[str | None, ...] | None) -> None:
+        self.whole = whole
+        self.fields = fields
+
+
+def _uses_whole(d: Def, index: int, memo: dict[tuple[int, int], bool] | None = None) -> bool:
+    """Whether BVar(index) occurs other than as `BVar(index) # literal`."""
+    if d.bvd <= index:
+        return False
+    if isinstance(d, BVar):
+        return d.index == index
+    if isinstance(d, Extract) and isinstance(d.tup, BVar) and d.tup.index == index and isinstance(d.index, Lit):
+        return False
+    if memo is None:
+        memo = {}
+    key = (d.gid, index)
+    if key in memo:
+        return memo[key]
+    res = any(_uses_whole(op, index + 1 if i in d.binder_ops else index, memo) for i, op in enumerate(d.ops))
+    memo[key] = res
+    return res
+
+
+class ExprPrinter:
+    def __init__(self, mut_name: Callable[[MutLam], str] | None = None,
+                 var_name: Callable[[Var], str | None] | None = None,
+                 field_name: Callable[[Var, int], str | None] | None = None) -> None:
+        self.mut_name = mut_name or (lambda m: m.name or f"_{m.gid}")
+        self.var_name = var_name or (lambda v: None)
+        self.field_name = field_name or (lambda v, i: None)
+        self.binders: list[_Binder] = []
+        self._fresh = 0
+
+    # ------------------------------------------------------------------ names
+
+    def fresh(self, hint: str | None) -> str:
+        self._fresh += 1
+        base = hint if hint and hint != "_" else "x"
+        taken = {b.whole for b in self.binders} | {f for b in self.binders for f in (b.fields or ()) if f}
+        name = base
+        while name in taken:
+            self._fresh += 1
+            name = f"{base}_{self._fresh}"
+        return name
+
+    def _field_names(self, names: tuple[str | None, ...] | None, n: int) -> tuple[str, ...]:
+        out = []
+        for j in range(n):
+            hint = names[j] if names and j < len(names) else None
+            out.append(self.fresh(hint or f"x{j}"))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ entry points
+
+    def show(self, d: Def) -> str:
+        return self.expr(d)
+
+    def expr(self, d: Def) -> str:
+        """An expression at the loosest level (arrows allowed)."""
+        if isinstance(d, Pi):
+            return self.pi(d)
+        if isinstance(d, Lam):
+            return self.lam(d)
+        return self.app_level(d)
+
+    def app_level(self, d: Def) -> str:
+        if isinstance(d, App):
+            return f"{self.app_level(d.callee)} {self.atom(d.arg)}"
+        if isinstance(d, IdxT):
+            named = _INT_NAMES.get(d.size.value) if isinstance(d.size, Lit) else None
+            return named if named else f"Idx {self.atom(d.size)}"
+        if isinstance(d, TypeU) and d.level > 1:
+            return f"Type {d.level}"
+        if isinstance(d, Pi) and self._is_cn(d):
+            return f"Cn {self.atom(d.dom)}"
+        if isinstance(d, Insert):
+            return f"ins ({self.expr(d.ops[0])}, {self.expr(d.ops[1])}, {self.expr(d.ops[2])})"
+        return self.postfix(d)
+
+    def postfix(self, d: Def) -> str:
+        if isinstance(d, Extract):
+            field = self._extract_name(d)
+            if field is not None:
+                return field
+            if isinstance(d.index, Lit):
+                return f"{self.postfix(d.tup)}#{d.index.value}"
+            return f"{self.postfix(d.tup)}#{self.atom(d.index)}"
+        return self.atom(d)
+
+    def atom(self, d: Def) -> str:
+        if isinstance(d, Hole):
+            return self.atom(d.value) if d.value is not None else f"?{d.hint.split(' ')[0]}"
+        if isinstance(d, Univ):
+            return "Univ"
+        if isinstance(d, TypeU):
+            return {0: "*", 1: "□"}.get(d.level, f"(Type {d.level})")
+        if isinstance(d, NatT):
+            return "Nat"
+        if isinstance(d, Lit):
+            return self.lit(d)
+        if isinstance(d, (Top, Bot)):
+            sym = "⊤" if isinstance(d, Top) else "⊥"
+            return f"{sym}:{self.atom(d.ops[0])}"
+        if isinstance(d, Axiom):
+            return d.annex
+        if isinstance(d, MutLam):
+            return self.mut_name(d)
+        if isinstance(d, Param):
+            return d.name or f"_p{d.gid}"
+        if isinstance(d, BVar):
+            return self._bvar(d.index)
+        if isinstance(d, Var):
+            return self.var_name(d) or f"{self.mut_name(d.mut)}_var"
+        if isinstance(d, Tuple):
+            return "(" + ", ".join(self.expr(e) for e in d.ops) + ")"
+        if isinstance(d, Sigma):
+            return self.sigma(d)
+        if isinstance(d, Arr):
+            return self.arr_pack(d, "«", "»")
+        if isinstance(d, Pack):
+            return self.arr_pack(d, "‹", "›")
+        return f"({self.expr(d)})"
+
+    # ------------------------------------------------------------------ pieces
+
+    def lit(self, d: Lit) -> str:
+        t = d.ops[0]
+        if isinstance(t, NatT):
+            return str(d.value)
+        if isinstance(t, IdxT) and isinstance(t.size, Lit):
+            n = t.size.value
+            if n == 2:
+                return "tt" if d.value else "ff"
+            suffix = _INT_SUFFIX.get(n)
+            if suffix:
+                return f"{d.value}{suffix}"
+            return f"{d.value}_{n}"
+        return f"({d.value}:{self.atom(t)})"
+
+    def _bvar(self, index: int) -> str:
+        if index >= len(self.binders):
+            return f"_free{index}"
+        return self.binders[-1 - index].whole
+
+    def _extract_name(self, d: Extract) -> str | None:
+        if not isinstance(d.index, Lit):
+            return None
+        j = d.index.value
+        if isinstance(d.tup, BVar) and d.tup.index < len(self.binders):
+            fields = self.binders[-1 - d.tup.index].fields
+            if fields and j < len(fields):
+                return fields[j]
+        if isinstance(d.tup, Var):
+            return self.field_name(d.tup, j)
+        return None
+
+    def _is_cn(self, d: Pi) -> bool:
+        return isinstance(d.codom, Bot) and isinstance(d.codom.ops[0], TypeU) and d.codom.ops[0].level == 0
+
+    def _binder_header(self, dom: Def, body: Def, names: tuple[str | None, ...] | None,
+                       hint: str | None = None) -> tuple[str, _Binder]:
+        """How to write a binder's domain (`[a: A, b: B]`, `[x: D]` or just `D`) and its names."""
+        if isinstance(dom, Sigma) and not _uses_whole(body, 0) and len(dom.ops) > 1:
+            fields = self._field_names(names, len(dom.ops))
+            return self.sigma(dom, fields), _Binder(self.fresh("_"), fields)
+        whole = self.fresh(hint or (names[0] if names and len(names) == 1 else None))
+        return f"[{whole}: {self.expr(dom)}]", _Binder(whole, None)
+
+    def pi(self, d: Pi) -> str:
+        if self._is_cn(d):
+            return f"Cn {self.atom(d.dom)}"
+        from verimim.ir.defs import mentions
+
+        if not mentions(d.codom, 0) and not d.implicit:
+            self.binders.append(_Binder("_", None))
+            try:
+                codom = self.expr(d.codom)
+            finally:
+                self.binders.pop()
+            return f"{self.app_level(d.dom) if not isinstance(d.dom, Pi) else '(' + self.expr(d.dom) + ')'} → {codom}"
+        header, binder = self._binder_header(d.dom, d.codom, d.names)
+        if d.implicit:
+            header = "{" + header[1:-1] + "}"
+        self.binders.append(binder)
+        try:
+            codom = self.expr(d.codom)
+        finally:
+            self.binders.pop()
+        return f"{header} → {codom}"
+
+    def lam(self, d: Lam) -> str:
+        pi = d.pi
+        header, binder = self._binder_header(pi.dom, d.body, pi.names, d.name)
+        if pi.implicit:
+            header = "{" + header[1:-1] + "}"
+        else:
+            header = "(" + header[1:-1] + ")"
+        self.binders.append(binder)
+        try:
+            codom = self.expr(pi.codom)
+            body = self.expr(d.body)
+        finally:
+            self.binders.pop()
+        return f"lm {header}: {codom} = {body}"
+
+    def sigma(self, d: Sigma, fields: tuple[str, ...] | None = None) -> str:
+        if not d.ops:
+            return "[]"
+        dependent = fields is not None or any(_mentions0(f) for f in d.ops)
+        if dependent and fields is None:
+            fields = self._field_names(d.names, len(d.ops))
+        binder = _Binder(self.fresh("_s"), fields)
+        self.binders.append(binder)
+        try:
+            parts = []
+            for j, f in enumerate(d.ops):
+                text = self.expr(f)
+                parts.append(f"{fields[j]}: {text}" if fields else text)
+        finally:
+            self.binders.pop()
+        return "[" + ", ".join(parts) + "]"
+
+    def arr_pack(self, d: Arr | Pack, open_: str, close: str) -> str:
+        shape = self.expr(d.shape)
+        if _mentions0(d.body):
+            name = self.fresh(d.index_name or "i")
+            self.binders.append(_Binder(name, None))
+            try:
+                return f"{open_}{name}: {shape}; {self.expr(d.body)}{close}"
+            finally:
+                self.binders.pop()
+        self.binders.append(_Binder("_", None))
+        try:
+            return f"{open_}{shape}; {self.expr(d.body)}{close}"
+        finally:
+            self.binders.pop()
+
+
+def _mentions0(d: Def) -> bool:
+    from verimim.ir.defs import mentions
+
+    return mentions(d, 0)
+
+
+def show(d: Def) -> str:
+    """One node as Mim text (for diagnostics and repr)."""
+    return ExprPrinter().show(d)

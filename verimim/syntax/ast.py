@@ -1,0 +1,349 @@
+"""The surface syntax tree of Mim (spec/LANGUAGE.md), as the parser produces it.
+
+Every node keeps its source position in `loc`. Nodes are frozen dataclasses; lists are tuples.
+The parser desugars only what is purely syntactic: ASCII/Unicode spellings, `«2, 3; T»` into
+nested arrays, name groups `a b: T` into one element per name (sharing the type expression),
+and upstream's `%`-prefix on annex names. Everything with meaning (currying, `fun`'s `return`,
+`Fn`, `ret`) is left to the elaborator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal as TLiteral, Union
+
+from verimim.diagnostics import Loc
+
+# ----------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Expr:
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class NumLit(Expr):
+    """`42`, `0x1F`, `1'000` (Nat unless ascribed); `42I32`/`7i8` (bits=32/8: type Idx 2^bits);
+    `3_4`/`3₄` (size=4: type Idx 4); `42:T` (ascribed=T)."""
+
+    value: int
+    bits: int | None = None
+    size: int | None = None
+    ascribed: Expr | None = None
+
+
+@dataclass(frozen=True)
+class BoolLit(Expr):
+    """`ff` / `tt`."""
+
+    value: bool
+
+
+@dataclass(frozen=True)
+class TopBot(Expr):
+    """`⊤:T` / `⊥:T` (`top`/`bot` in ASCII); `type` is None when not ascribed."""
+
+    top: bool
+    type: Expr | None
+
+
+@dataclass(frozen=True)
+class CharLit(Expr):
+    """`'a'`: an I8."""
+
+    value: int
+
+
+@dataclass(frozen=True)
+class StrLit(Expr):
+    """`"text"`: a NUL-terminated «n; I8»; `value` excludes the NUL."""
+
+    value: bytes
+
+
+@dataclass(frozen=True)
+class Name(Expr):
+    """An identifier or dotted annex name: `m0`, `core.nat.add`, `%gpu.init` (parts without `%`)."""
+
+    parts: tuple[str, ...]
+    percent: bool = False
+
+    @property
+    def text(self) -> str:
+        return ".".join(self.parts)
+
+
+BuiltinName = TLiteral["Nat", "Bool", "I1", "I8", "I16", "I32", "I64", "Univ", "*", "□"]
+
+
+@dataclass(frozen=True)
+class Builtin(Expr):
+    """A predefined type name: `Nat Bool I1 I8 I16 I32 I64 Univ` and `*` (Type 0), `□` (Type 1)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class IdxType(Expr):
+    """`Idx e`."""
+
+    size: Expr
+
+
+@dataclass(frozen=True)
+class TypeUniverse(Expr):
+    """`Type e`."""
+
+    level: Expr
+
+
+@dataclass(frozen=True)
+class Tuple(Expr):
+    """`(a, b, c)`; `()` is the unit value; `(e)` is parsed as `e` itself (no Tuple node)."""
+
+    elems: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class SigmaElem:
+    """One element of a sigma type `[x: A, B]`: name None for an anonymous element."""
+
+    loc: Loc
+    name: str | None
+    type: Expr
+
+
+@dataclass(frozen=True)
+class Sigma(Expr):
+    """`[A, B]`, `[x: A, y: B x]`, `[a b: Nat, T: *]` (groups already split); `[]` is the unit type."""
+
+    elems: tuple[SigmaElem, ...]
+
+
+@dataclass(frozen=True)
+class Arr(Expr):
+    """`«n; T»` or `«i: n; T»` (`index` names the bound index). `«2, 3; T»` is `«2; «3; T»»`."""
+
+    index: str | None
+    shape: Expr
+    body: Expr
+
+
+@dataclass(frozen=True)
+class Pack(Expr):
+    """`‹n; e›` or `‹i: n; e›`."""
+
+    index: str | None
+    shape: Expr
+    body: Expr
+
+
+@dataclass(frozen=True)
+class App(Expr):
+    """`f a` (explicit=False: implicit arguments are inferred) or `f @ a` (explicit=True)."""
+
+    callee: Expr
+    arg: Expr
+    explicit: bool = False
+
+
+@dataclass(frozen=True)
+class Extract(Expr):
+    """`e # i`. `e # name` is an Extract whose index is a Name: the elaborator decides whether the
+    name is a variable holding an index or a field name of e's sigma type."""
+
+    tuple: Expr
+    index: Expr
+
+
+@dataclass(frozen=True)
+class Insert(Expr):
+    """`ins (e, i, v)`: e with element i replaced by v."""
+
+    tuple: Expr
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
+class Pi(Expr):
+    """`A → B`; `[x: A, y: B] → C` (names of a Sigma domain bind in the codomain);
+    `{T: *} → B` (implicit=True; dom is then a Sigma)."""
+
+    dom: Expr
+    codom: Expr
+    implicit: bool = False
+
+
+@dataclass(frozen=True)
+class Cn(Expr):
+    """`Cn T`."""
+
+    dom: Expr
+
+
+@dataclass(frozen=True)
+class Fn(Expr):
+    """`Fn A → B` (= `Cn [A, Cn B]`); names of a Sigma domain bind in the codomain."""
+
+    dom: Expr
+    codom: Expr
+
+
+# ----------------------------------------------------------------------------- patterns
+
+
+@dataclass(frozen=True)
+class Pattern:
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class PVar(Pattern):
+    """`x` or `x: T` (type None when not annotated); name `_` binds nothing."""
+
+    name: str
+    type: Expr | None = None
+
+
+@dataclass(frozen=True)
+class PTuple(Pattern):
+    """`(p, q: T, a b: T)` with groups split; `()` is the unit pattern.
+    `implicit=True` for a `{…}` domain of a lambda/function declaration.
+    `brackets=True` for the `[…]` spelling (a sigma pattern, every element typed)."""
+
+    elems: tuple[Pattern, ...]
+    implicit: bool = False
+    brackets: bool = False
+
+
+@dataclass(frozen=True)
+class PAs(Pattern):
+    """`p as x`."""
+
+    pattern: Pattern
+    name: str
+
+
+# ----------------------------------------------------------------------------- binding expressions
+
+
+LamKind = TLiteral["lam", "con", "fun"]
+
+
+@dataclass(frozen=True)
+class Lambda(Expr):
+    """An anonymous `λ p+ (: T)? = e` (kind "lam", also spelled `lm`), `cn p+ = e` ("con"),
+    `fn p+ (: T)? = e` ("fun"). Each domain is a pattern; a PTuple with implicit=True is `{…}`."""
+
+    kind: LamKind
+    domains: tuple[Pattern, ...]
+    codom: Expr | None
+    body: Expr
+
+
+@dataclass(frozen=True)
+class Ret(Expr):
+    """`ret p = f $ x; body`."""
+
+    pattern: Pattern
+    callee: Expr
+    arg: Expr
+    body: Expr
+
+
+@dataclass(frozen=True)
+class Block(Expr):
+    """A sequence of declarations followed by an expression: a body `let …; let …; e`, or `{ decl* e }`.
+    `braces=True` for the `{ … }` spelling."""
+
+    decls: tuple[Decl, ...]
+    expr: Expr
+    braces: bool = False
+
+
+@dataclass(frozen=True)
+class Where(Expr):
+    """`e where decl* end`."""
+
+    expr: Expr
+    decls: tuple[Decl, ...]
+
+
+# ----------------------------------------------------------------------------- declarations
+
+
+@dataclass(frozen=True)
+class Decl:
+    loc: Loc
+    doc: str | None  # `///` documentation lines joined by "\n", without the slashes
+
+
+@dataclass(frozen=True)
+class DeclAxm(Decl):
+    """`axm N: T;` or `axm N(t1, t2): T;` (tags = ("t1", "t2")); `%`-spelled names keep their dots.
+    `anx` is never written on axioms: every axiom is an annex."""
+
+    name: tuple[str, ...]
+    tags: tuple[str, ...] | None
+    type: Expr
+    percent: bool = False
+
+
+@dataclass(frozen=True)
+class DeclLet(Decl):
+    """`let p = e;` / `anx let N = e;` (anx=True, pattern a PVar) / upstream's `let %p.n = e;`
+    (anx=True, percent_name=("p", "n"))."""
+
+    pattern: Pattern
+    value: Expr
+    anx: bool = False
+    percent_name: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DeclLam(Decl):
+    """`lam|con|fun N dom+ (: T)? = e;` with the `anx` and `extern` flags. `body` is None for a
+    declaration without a body (`con N dom;`)."""
+
+    kind: LamKind
+    name: str
+    domains: tuple[Pattern, ...]
+    codom: Expr | None
+    body: Expr | None
+    anx: bool = False
+    extern: bool = False
+    percent_name: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DeclMod(Decl):
+    """`mod N { decl* }` / `pub mod N { decl* }`."""
+
+    name: str
+    decls: tuple[Decl, ...]
+    pub: bool = False
+
+
+@dataclass(frozen=True)
+class DeclRec(Decl):
+    """`rec d1 and d2 and …;` (upstream compatibility): its members behave as ordinary declarations."""
+
+    decls: tuple[Decl, ...]
+
+
+@dataclass(frozen=True)
+class Import:
+    loc: Loc
+    kind: TLiteral["plugin", "import"]
+    name: str
+
+
+@dataclass(frozen=True)
+class Module:
+    loc: Loc
+    imports: tuple[Import, ...]
+    decls: tuple[Decl, ...]
+
+
+Node = Union[Expr, Pattern, Decl, Module]

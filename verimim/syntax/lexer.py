@@ -1,0 +1,375 @@
+"""The Mim lexer (spec/LANGUAGE.md, "Lexical").
+
+`tokenize` turns source text into a list of `Token`s ending in one `EOF` token. Positions are
+1-based; columns count Unicode code points. ASCII spellings are folded into their Unicode
+kind here (`->` is `→`, `<<` is `«`, `lm` is `λ`, …) so the parser sees one kind per symbol;
+`Token.text` keeps the source spelling for messages (and for splitting `>>` into `› ›`).
+`///` documentation lines are not tokens: they are attached to the next token's `doc`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from verimim.diagnostics import Loc, ParseError
+
+# Token kinds that are not keywords or punctuation.
+NAME = "name"
+NUM = "num"
+CHAR = "char"
+STR = "str"
+EOF = "eof"
+
+KEYWORDS: frozenset[str] = frozenset(
+    "Bool Cn Fn I1 I8 I16 I32 I64 Idx Nat Type Univ and anx as axm cn con end extern ff fn fun "
+    "i1 i8 i16 i32 i64 import ins lam let lm mod plugin pub rec ret tt where top bot".split()
+)
+
+# ASCII keywords that are spellings of a Unicode symbol.
+KEYWORD_ALIASES: dict[str, str] = {"lm": "λ", "top": "⊤", "bot": "⊥"}
+
+# Multi-character punctuation first: the lexer takes the longest match.
+PUNCT_ASCII: tuple[tuple[str, str], ...] = (
+    ("->", "→"),
+    ("<<", "«"),
+    (">>", "»"),
+    ("<", "‹"),
+    (">", "›"),
+)
+
+PUNCT_SINGLE: frozenset[str] = frozenset("()[]{}«»‹›,;:=#@$→.*□λ⊤⊥")
+
+VALID_WIDTHS: frozenset[int] = frozenset({1, 8, 16, 32, 64})
+
+SUBSCRIPTS = "₀₁₂₃₄₅₆₇₈₉"
+
+ESCAPES: dict[str, int] = {"n": 10, "t": 9, "0": 0, "\\": 92, "'": 39, '"': 34}
+
+# Longer literals are certainly not meant: refuse them before int() does quadratic work
+# (and before Python's int-string-conversion limit raises a ValueError).
+MAX_DIGITS = 1000
+
+WHITESPACE = frozenset(" \t\r\n\f\v")
+WHITESPACE_RUN = re.compile(r"[ \t\r\n\f\v]+")
+
+# `a.b.c`: a dot continues the name only when an identifier starts right after it.
+DOTTED_NAME = re.compile(r"[_a-zA-Z][_0-9a-zA-Z]*(?:\.[_a-zA-Z][_0-9a-zA-Z]*)*")
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token. `kind` is NAME/NUM/CHAR/STR/EOF, a keyword, or a canonical punctuation symbol.
+
+    `value`: for NAME the tuple of dotted parts; for NUM `(value, bits, size)`; for CHAR an int;
+    for STR bytes; else None. `percent` marks the `%a.b` annex spelling.
+    """
+
+    kind: str
+    text: str
+    line: int
+    col: int
+    value: object = None
+    percent: bool = False
+    doc: str | None = None
+
+    def loc(self, file: str) -> Loc:
+        return Loc(file, self.line, self.col)
+
+    def describe(self) -> str:
+        """How an error message names this token: `found <describe()>`."""
+        if self.kind == EOF:
+            return "end of input"
+        if self.kind == NAME:
+            return f"name '{self.text}'"
+        if self.kind == NUM:
+            return f"number '{self.text}'"
+        if self.kind == CHAR:
+            return f"character literal {self.text}"
+        if self.kind == STR:
+            return f"string literal {_shorten(self.text)}"
+        if self.text in KEYWORDS:
+            return f"keyword '{self.text}'"
+        return f"'{self.text}'"
+
+
+def _shorten(text: str, limit: int = 30) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_ident_start(c: str) -> bool:
+    return c == "_" or ("a" <= c <= "z") or ("A" <= c <= "Z")
+
+
+def _is_ident_char(c: str) -> bool:
+    return _is_ident_start(c) or ("0" <= c <= "9")
+
+
+def _is_subscript(c: str) -> bool:
+    # `"" in SUBSCRIPTS` is true, hence the length test (peek() is "" at end of input).
+    return len(c) == 1 and c in SUBSCRIPTS
+
+
+def _digit_value(c: str) -> int:
+    if "0" <= c <= "9":
+        return ord(c) - ord("0")
+    if "a" <= c <= "z":
+        return ord(c) - ord("a") + 10
+    if "A" <= c <= "Z":
+        return ord(c) - ord("A") + 10
+    return 99
+
+
+class Lexer:
+    """A single left-to-right pass over the text; every method advances `pos` (linear time)."""
+
+    def __init__(self, text: str, file: str) -> None:
+        self.text = text
+        self.file = file
+        self.pos = 0
+        self.line = 1
+        self.col = 1
+        self.tokens: list[Token] = []
+        self.doc_lines: list[str] = []
+
+    # ------------------------------------------------------------------ helpers
+
+    def peek(self, ahead: int = 0) -> str:
+        i = self.pos + ahead
+        return self.text[i] if i < len(self.text) else ""
+
+    def advance(self, n: int = 1) -> None:
+        """Moves over n characters, keeping line and column (columns count code points)."""
+        end = self.pos + n
+        newlines = self.text.count("\n", self.pos, end)
+        if newlines:
+            self.line += newlines
+            self.col = end - self.text.rfind("\n", self.pos, end)
+        else:
+            self.col += n
+        self.pos = end
+
+    def error(self, message: str, line: int | None = None, col: int | None = None) -> ParseError:
+        return ParseError(message, Loc(self.file, line or self.line, col or self.col))
+
+    def emit(self, kind: str, start: int, line: int, col: int, value: object = None, percent: bool = False) -> None:
+        doc = "\n".join(self.doc_lines) if self.doc_lines else None
+        self.doc_lines = []
+        self.tokens.append(Token(kind, self.text[start : self.pos], line, col, value, percent, doc))
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> list[Token]:
+        while True:
+            self.skip_space_and_comments()
+            if self.pos >= len(self.text):
+                self.emit(EOF, self.pos, self.line, self.col)
+                return self.tokens
+            self.lex_token()
+
+    def skip_space_and_comments(self) -> None:
+        while self.pos < len(self.text):
+            c = self.peek()
+            if c in WHITESPACE:
+                self.advance(WHITESPACE_RUN.match(self.text, self.pos).end() - self.pos)  # type: ignore[union-attr]
+            elif c == "/" and self.peek(1) == "/":
+                self.line_comment()
+            elif c == "/" and self.peek(1) == "*":
+                self.block_comment()
+            else:
+                return
+
+    def line_comment(self) -> None:
+        end = self.text.find("\n", self.pos)
+        if end < 0:
+            end = len(self.text)
+        body = self.text[self.pos : end]
+        # `///` is documentation; `////…` is an ordinary comment (a ruler line).
+        if body.startswith("///") and not body.startswith("////"):
+            line = body[3:]
+            if line.startswith(" "):
+                line = line[1:]
+            self.doc_lines.append(line.rstrip("\r"))
+        self.col += end - self.pos
+        self.pos = end
+
+    def block_comment(self) -> None:
+        line, col = self.line, self.col
+        end = self.text.find("*/", self.pos + 2)
+        if end < 0:
+            raise self.error("unterminated comment '/*'", line, col)
+        self.advance(end + 2 - self.pos)
+
+    def lex_token(self) -> None:
+        c = self.peek()
+        if _is_ident_start(c):
+            return self.lex_name(percent=False)
+        if c == "%":
+            return self.lex_percent_name()
+        if "0" <= c <= "9":
+            return self.lex_number()
+        if c == "'":
+            return self.lex_char()
+        if c == '"':
+            return self.lex_string()
+        for ascii_, kind in PUNCT_ASCII:
+            if self.text.startswith(ascii_, self.pos):
+                return self.lex_punct(kind, len(ascii_))
+        if c in PUNCT_SINGLE:
+            return self.lex_punct(c, 1)
+        raise self.error(f"unexpected character {c!r}")
+
+    def lex_punct(self, kind: str, length: int) -> None:
+        start, line, col = self.pos, self.line, self.col
+        self.advance(length)
+        self.emit(kind, start, line, col)
+
+    # ------------------------------------------------------------------ names
+
+    def scan_dotted(self) -> tuple[str, ...]:
+        """`a.b.c`: a dot continues the name only when an identifier follows it directly."""
+        match = DOTTED_NAME.match(self.text, self.pos)
+        assert match is not None  # the caller saw an identifier start
+        self.advance(match.end() - self.pos)
+        return tuple(match.group().split("."))
+
+    def lex_name(self, percent: bool) -> None:
+        start, line, col = self.pos, self.line, self.col
+        parts = self.scan_dotted()
+        if len(parts) == 1 and parts[0] in KEYWORDS and not percent:
+            word = parts[0]
+            self.emit(KEYWORD_ALIASES.get(word, word), start, line, col)
+            return
+        self.emit(NAME, start, line, col, parts, percent)
+
+    def lex_percent_name(self) -> None:
+        start, line, col = self.pos, self.line, self.col
+        self.advance()
+        if not _is_ident_start(self.peek()):
+            raise self.error("expected an annex name after '%'", line, col)
+        parts = self.scan_dotted()
+        self.emit(NAME, start, line, col, parts, True)
+
+    # ------------------------------------------------------------------ numbers
+
+    def lex_number(self) -> None:
+        start, line, col = self.pos, self.line, self.col
+        value = self.scan_magnitude(line, col)
+        bits, size = self.scan_suffix(line, col)
+        if _is_ident_char(self.peek()) or _is_subscript(self.peek()):
+            raise self.error(f"invalid character {self.peek()!r} in number literal")
+        self.check_fits(value, bits, size, line, col)
+        self.emit(NUM, start, line, col, (value, bits, size))
+
+    def scan_magnitude(self, line: int, col: int) -> int:
+        base, name = 10, "decimal"
+        prefix = self.peek(1).lower() if self.peek() == "0" else ""
+        if prefix in ("x", "b", "o"):
+            base, name = {"x": (16, "hexadecimal"), "b": (2, "binary"), "o": (8, "octal")}[prefix]
+            self.advance(2)
+        digits = self.scan_digits(base)
+        if not digits:
+            raise self.error(f"expected a digit in {name} literal")
+        # A decimal digit that the base refuses (`0b102`) is a typo, not the start of a new token.
+        if "0" <= self.peek() <= "9" or (base == 16 and _digit_value(self.peek()) < 16):
+            raise self.error(f"invalid digit {self.peek()!r} in {name} literal")
+        if len(digits) > MAX_DIGITS:
+            raise self.error("number literal too long", line, col)
+        return int(digits, base)
+
+    def scan_digits(self, base: int) -> str:
+        """Digits of `base` with `'` separators, which must sit between two digits."""
+        out: list[str] = []
+        while True:
+            c = self.peek()
+            if _digit_value(c) < base:
+                out.append(c)
+                self.advance()
+            elif c == "'" and out and _digit_value(self.peek(1)) < base:
+                self.advance()
+            else:
+                return "".join(out)
+
+    def scan_suffix(self, line: int, col: int) -> tuple[int | None, int | None]:
+        c = self.peek()
+        if c in ("I", "i") and "0" <= self.peek(1) <= "9":
+            self.advance()
+            width = self.scan_decimal_run(line, col)
+            if width not in VALID_WIDTHS:
+                raise self.error(f"invalid width {width} in index literal (expected 1, 8, 16, 32 or 64)", line, col)
+            return width, None
+        if c == "_" and "0" <= self.peek(1) <= "9":
+            self.advance()
+            return None, self.check_size(self.scan_decimal_run(line, col), line, col)
+        if _is_subscript(c):
+            digits: list[str] = []
+            while _is_subscript(self.peek()):
+                digits.append(str(SUBSCRIPTS.index(self.peek())))
+                self.advance()
+            if len(digits) > MAX_DIGITS:
+                raise self.error("number literal too long", line, col)
+            return None, self.check_size(int("".join(digits)), line, col)
+        return None, None
+
+    def scan_decimal_run(self, line: int, col: int) -> int:
+        digits = self.scan_digits(10)
+        if len(digits) > MAX_DIGITS:
+            raise self.error("number literal too long", line, col)
+        return int(digits)
+
+    def check_size(self, size: int, line: int, col: int) -> int:
+        if size == 0:
+            raise self.error("index literal of size 0: Idx 0 has no values", line, col)
+        return size
+
+    def check_fits(self, value: int, bits: int | None, size: int | None, line: int, col: int) -> None:
+        # The literal itself states its type, so a value that does not fit is malformed text.
+        if bits is not None and value >= 1 << bits:
+            raise self.error(f"literal {value} does not fit in I{bits} (Idx {1 << bits})", line, col)
+        if size is not None and value >= size:
+            raise self.error(f"literal {value} does not fit in Idx {size}", line, col)
+
+    # ------------------------------------------------------------------ characters and strings
+
+    def scan_char_item(self, quote: str, line: int, col: int, what: str) -> str:
+        """One character (or escape) inside a literal; refuses end of line/input."""
+        c = self.peek()
+        if c == "" or c == "\n":
+            raise self.error(f"unterminated {what}", line, col)
+        if c != "\\":
+            self.advance()
+            return c
+        esc_line, esc_col = self.line, self.col
+        self.advance()
+        e = self.peek()
+        if e not in ESCAPES:
+            shown = repr(e) if e else "end of input"
+            raise self.error(f"invalid escape sequence '\\' followed by {shown}", esc_line, esc_col)
+        self.advance()
+        return chr(ESCAPES[e])
+
+    def lex_char(self) -> None:
+        start, line, col = self.pos, self.line, self.col
+        self.advance()
+        if self.peek() == "'":
+            raise self.error("empty character literal", line, col)
+        c = self.scan_char_item("'", line, col, "character literal")
+        if self.peek() != "'":
+            raise self.error("unterminated character literal (expected ' after one character)", line, col)
+        self.advance()
+        if ord(c) > 0x7F:
+            raise self.error(f"character literal {c!r} is not ASCII (it must fit in I8)", line, col)
+        self.emit(CHAR, start, line, col, ord(c))
+
+    def lex_string(self) -> None:
+        start, line, col = self.pos, self.line, self.col
+        self.advance()
+        chars: list[str] = []
+        while self.peek() != '"':
+            chars.append(self.scan_char_item('"', line, col, "string literal"))
+        self.advance()
+        self.emit(STR, start, line, col, "".join(chars).encode("utf-8"))
+
+
+def tokenize(text: str, file: str = "<input>") -> list[Token]:
+    """All tokens of `text`, ending with an EOF token; raises ParseError on malformed input."""
+    return Lexer(text, file).run()

@@ -1,1 +1,424 @@
-"""placeholder replaced below"""
+"""`verimim dump`: a World printed back as Mim (or as a Graphviz graph).
+
+The printed text parses back to the same World: declarations keep their names, continuations
+that capture another's parameters are printed nested in its `where` block, and every node that
+is shared or has an effect (its type holds a `mem.M`) is bound once with a `let`, in dependency
+order, so that printing a DAG never duplicates work.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Sigma, Var
+from verimim.ir.world import World
+from verimim.printer import ExprPrinter
+from verimim.syntax import ast
+from verimim.frontend.loader import Unit
+from verimim.frontend.scope import Lazy
+
+INDENT = "    "
+
+
+def free_muts(m: MutLam, cache: dict[int, frozenset[MutLam]]) -> frozenset[MutLam]:
+    """The mutables whose parameters `m`'s body uses, directly or through nested mutables."""
+    # A fixpoint over the (possibly recursive) graph of mutables.
+    order: list[MutLam] = []
+    direct: dict[int, tuple[set[MutLam], set[MutLam]]] = {}
+    stack = [m]
+    while stack:
+        x = stack.pop()
+        if x.gid in direct or x.gid in cache:
+            continue
+        vars_, muts = _scan(x)
+        direct[x.gid] = (vars_, muts)
+        order.append(x)
+        stack.extend(muts)
+    result = {x.gid: set(direct[x.gid][0]) - {x} for x in order}
+    changed = True
+    while changed:
+        changed = False
+        for x in order:
+            acc = result[x.gid]
+            before = len(acc)
+            for y in direct[x.gid][1]:
+                acc |= cache.get(y.gid, result.get(y.gid, set()))
+            acc.discard(x)
+            if len(acc) != before:
+                changed = True
+    for x in order:
+        cache[x.gid] = frozenset(result[x.gid])
+    return cache[m.gid]
+
+
+def _scan(m: MutLam) -> tuple[set[MutLam], set[MutLam]]:
+    """Owners of the Vars used in m's body, and the mutables it references (not looking inside)."""
+    vars_: set[MutLam] = set()
+    muts: set[MutLam] = set()
+    if m.body is None:
+        return vars_, muts
+    seen: set[int] = set()
+    stack: list[Def] = [m.body]
+    while stack:
+        d = stack.pop()
+        if d.gid in seen:
+            continue
+        seen.add(d.gid)
+        if isinstance(d, Var):
+            vars_.add(d.mut)
+            continue
+        if isinstance(d, MutLam):
+            if d.annex is None:
+                muts.add(d)
+            continue
+        stack.extend(d.ops)
+    return vars_, muts
+
+
+class Dumper:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.fv_cache: dict[int, frozenset[MutLam]] = {}
+        self.mut_names: dict[int, str] = {}
+        self.used_names: set[str] = set()
+        self.children: dict[int, list[MutLam]] = {}
+        self.let_counter = 0
+        self.printer = ExprPrinter(mut_name=self.mut_name, type_of=world.type_of)
+        self.named = self.printer.named  # Def gid → name (parameters and let-bound nodes)
+
+    # ------------------------------------------------------------------ names
+
+    def unique(self, base: str) -> str:
+        name = base
+        k = 0
+        while name in self.used_names or name in _KEYWORDS:
+            k += 1
+            name = f"{base}_{k}"
+        self.used_names.add(name)
+        return name
+
+    def mut_name(self, m: MutLam) -> str:
+        if m.annex:
+            return m.annex
+        hit = self.mut_names.get(m.gid)
+        if hit is None:
+            hit = self.unique(m.name or "k")
+            self.mut_names[m.gid] = hit
+        return hit
+
+    # ------------------------------------------------------------------ structure
+
+    def plan(self, roots: list[MutLam]) -> list[MutLam]:
+        """Assign every reachable non-annex mutable to its parent; returns the top-level ones
+        not among `roots` (continuations that capture nothing)."""
+        seen: set[int] = set()
+        extra_top: list[MutLam] = []
+        stack = list(roots)
+        root_ids = {r.gid for r in roots}
+        while stack:
+            m = stack.pop()
+            if m.gid in seen:
+                continue
+            seen.add(m.gid)
+            _, muts = _scan(m)
+            stack.extend(sorted(muts, key=lambda x: x.gid))
+            if m.gid in root_ids:
+                continue
+            fv = free_muts(m, self.fv_cache)
+            if not fv:
+                extra_top.append(m)
+                continue
+            parent = max(fv, key=lambda o: (len(free_muts(o, self.fv_cache)), o.gid))
+            self.children.setdefault(parent.gid, []).append(m)
+        for lst in self.children.values():
+            lst.sort(key=lambda x: x.gid)
+        return sorted(extra_top, key=lambda x: x.gid)
+
+    # ------------------------------------------------------------------ printing mutables
+
+    def bind_params(self, m: MutLam) -> str:
+        """Name m's parameter (and its fields) and return the printed domain."""
+        w = self.world
+        dom = m.pi.dom
+        var = w.var(m)
+        if m.kind == "fun" and self._fun_shape(m):
+            assert isinstance(dom, Sigma)
+            args_t = w.shift(dom.ops[0], -1)
+            args = w.extract_n(var, 2, 0)
+            self.named[w.extract_n(var, 2, 1).gid] = "return"
+            return self._domain(args, args_t, m.param_names)
+        return self._domain(var, dom, m.param_names)
+
+    def _fun_shape(self, m: MutLam) -> bool:
+        dom = m.pi.dom
+        return isinstance(dom, Sigma) and len(dom.ops) == 2 and not dom.dependent \
+            and self.world.is_cn(self.world.shift(dom.ops[1], -1))
+
+    def _domain(self, value: Def, t: Def, hint: tuple[str | None, ...] | None) -> str:
+        w = self.world
+        if isinstance(t, Sigma) and t.ops:
+            n = len(t.ops)
+            names = hint if hint and len(hint) == n else (t.names or ())
+            parts = []
+            binder_names = []
+            for j, f in enumerate(t.ops):
+                base = names[j] if j < len(names) and names[j] and names[j] != "_" else f"x{j}"
+                nm = self.unique(base)
+                binder_names.append(nm)
+                self.named[w.extract_n(value, n, j).gid] = nm
+            # Field types may mention earlier fields (dependent sigma): print them with the
+            # sigma's own binder named by those fields.
+            from verimim.printer import _Binder
+
+            self.printer.binders.append(_Binder(self.unique("_self"), tuple(binder_names)))
+            try:
+                for j, f in enumerate(t.ops):
+                    parts.append(f"{binder_names[j]}: {self.printer.expr(f)}")
+            finally:
+                self.printer.binders.pop()
+            return "(" + ", ".join(parts) + ")"
+        nm = self.unique(hint[0] if hint and len(hint) == 1 and hint[0] and hint[0] != "_" else "x")
+        self.named[value.gid] = nm
+        return f"({nm}: {self.printer.expr(t)})"
+
+    def print_mut(self, m: MutLam, depth: int, keyword: str | None = None) -> list[str]:
+        pad = INDENT * depth
+        lines: list[str] = []
+        if m.doc:
+            lines += [f"{pad}/// {ln}".rstrip() for ln in m.doc.split("\n")]
+        name = self.mut_name(m)
+        dom = self.bind_params(m)
+        kind = keyword or (m.kind if m.kind in ("con", "fun", "lam") else "con")
+        if kind == "fun" and not self._fun_shape(m):
+            kind = "con" if self.world.is_cn(m.pi) else "lam"
+        ext = " extern" if m.external else ""
+        head = f"{pad}{kind}{ext} {name} {dom}"
+        w = self.world
+        if kind == "fun":
+            dom_t = m.pi.dom
+            assert isinstance(dom_t, Sigma)
+            ret_t = w.shift(dom_t.ops[1], -1)
+            from verimim.ir.defs import Pi
+
+            assert isinstance(ret_t, Pi)
+            r = w.open(dom_t.ops[1], w.var(m))
+            assert isinstance(r, Pi)
+            head += f": {self.printer.expr(r.dom)}"
+        elif kind == "lam":
+            head += f": {self.printer.expr(w.open(m.pi.codom, w.var(m)))}"
+        if m.body is None:
+            return lines + [head + ";"]
+        body_lines = self.print_body(m.body, depth + 1)
+        lines.append(head + " =")
+        lines += body_lines
+        kids = self.children.get(m.gid, [])
+        if kids:
+            lines.append(f"{pad}{INDENT}where")
+            for k in kids:
+                lines += self.print_mut(k, depth + 2)
+            lines.append(f"{pad}{INDENT}end;")
+        else:
+            lines[-1] += ";"
+        return lines
+
+    def print_body(self, body: Def, depth: int) -> list[str]:
+        pad = INDENT * depth
+        lets = self.lets_of(body)
+        lines = []
+        for d in lets:
+            text = self.printer.expr(d)
+            nm = self.unique(f"_{self.let_counter}")
+            self.let_counter += 1
+            lines.append(f"{pad}let {nm} = {text};")
+            self.named[d.gid] = nm
+        lines.append(f"{pad}{self.printer.expr(body)}")
+        return lines
+
+    def lets_of(self, body: Def) -> list[Def]:
+        """Nodes of a body to bind with `let`, dependencies first: those used more than once
+        and those with an effect, excluding what is already named or trivially small."""
+        uses: Counter[int] = Counter()
+        nodes: dict[int, Def] = {}
+        stack: list[Def] = [body]
+        while stack:
+            d = stack.pop()
+            uses[d.gid] += 1
+            if d.gid in nodes:
+                continue
+            nodes[d.gid] = d
+            if self._opaque(d):
+                continue
+            stack.extend(d.ops)
+        chosen = {gid for gid, d in nodes.items() if d is not body and self._bindable(d)
+                  and (uses[gid] > 1 or self._effectful(d))}
+        order: list[Def] = []
+        done: set[int] = set()
+
+        def visit(d: Def) -> None:
+            # iterative post-order
+            work: list[tuple[Def, bool]] = [(d, False)]
+            while work:
+                x, expanded = work.pop()
+                if x.gid in done:
+                    continue
+                if expanded:
+                    done.add(x.gid)
+                    if x.gid in chosen:
+                        order.append(x)
+                    continue
+                work.append((x, True))
+                if not self._opaque(x):
+                    for op in reversed(x.ops):
+                        if op.gid not in done:
+                            work.append((op, False))
+
+        visit(body)
+        return order
+
+    def _opaque(self, d: Def) -> bool:
+        return d.gid in self.named or isinstance(d, (MutLam, Var, Axiom, Lit, Lam)) or d.bvd > 0
+
+    def _bindable(self, d: Def) -> bool:
+        if d.gid in self.named or d.bvd > 0 or d.mutable:
+            return False
+        if isinstance(d, Extract) and (isinstance(d.tup, Var) or d.tup.gid in self.named):
+            return False
+        if isinstance(d, App):
+            from verimim.ir.defs import Pi
+
+            try:
+                if isinstance(self.world.type_of(d), Pi):
+                    return False  # a partial application: printed where it is applied
+            except Exception:
+                return False
+        return isinstance(d, (App, Extract)) and not self._is_type(d)
+
+    def _is_type(self, d: Def) -> bool:
+        try:
+            from verimim.ir.defs import TypeU, Univ
+
+            return isinstance(self.world.type_of(d), (TypeU, Univ))
+        except Exception:
+            return False
+
+    def _effectful(self, d: Def) -> bool:
+        if not isinstance(d, App):
+            return False
+        try:
+            t = self.world.type_of(d)
+        except Exception:
+            return False
+        return _mentions_mem(t)
+
+
+def _mentions_mem(t: Def) -> bool:
+    stack = [t]
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if x.gid in seen:
+            continue
+        seen.add(x.gid)
+        if isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == "mem.M":
+            return True
+        stack.extend(x.ops)
+    return False
+
+
+_KEYWORDS = set("""Bool Cn Fn I1 I8 I16 I32 I64 Idx Nat Type Univ and anx as axm cn con end extern ff
+fn fun i1 i8 i16 i32 i64 import ins lam let lm mod plugin pub rec ret tt where top bot""".split())
+
+
+def _unit_decls(unit: Unit) -> Iterator[tuple[ast.Decl, str, Def]]:
+    """Top-level declarations of a unit with the value each name denotes."""
+    for d in unit.module.decls:
+        yield from _decl_values(d, unit)
+
+
+def _decl_values(d: ast.Decl, unit: Unit) -> Iterator[tuple[ast.Decl, str, Def]]:
+    if isinstance(d, ast.DeclRec):
+        for sub in d.decls:
+            yield from _decl_values(sub, unit)
+        return
+    names: list[str] = []
+    if isinstance(d, ast.DeclLam):
+        names = [d.name]
+    elif isinstance(d, ast.DeclLet) and isinstance(d.pattern, ast.PVar):
+        names = [d.pattern.name]
+    for nm in names:
+        entry = unit.scope.names.get(nm)
+        if entry is None:
+            continue
+        v = entry.force() if isinstance(entry, Lazy) else entry
+        yield d, nm, v
+
+
+def dump_unit(world: World, unit: Unit) -> str:
+    dumper = Dumper(world)
+    out: list[str] = []
+    for imp in unit.module.imports:
+        out.append(f"{imp.kind} {imp.name};")
+    if out:
+        out.append("")
+    decls = list(_unit_decls(unit))
+    roots = [v for _, _, v in decls if isinstance(v, MutLam)]
+    for _, nm, v in decls:
+        if isinstance(v, MutLam):
+            dumper.mut_names[v.gid] = dumper.unique(nm)
+    extra_top = dumper.plan(roots)
+    for m in extra_top:
+        out += dumper.print_mut(m, 0) + [""]
+    for d, nm, v in decls:
+        if isinstance(v, MutLam):
+            out += dumper.print_mut(v, 0) + [""]
+            continue
+        if d.doc:
+            out += [f"/// {ln}".rstrip() for ln in d.doc.split("\n")]
+        name = dumper.unique(nm)
+        out.append(f"let {name} = {dumper.printer.expr(v)};")
+        dumper.named.setdefault(v.gid, name) if not isinstance(v, (Lit,)) else None
+        out.append("")
+    while out and out[-1] == "":
+        out.pop()
+    return "\n".join(out) + "\n"
+
+
+def dump_dot(world: World, unit: Unit) -> str:
+    """A Graphviz digraph of the unit's mutables and the nodes of their bodies."""
+    dumper = Dumper(world)
+    lines = ["digraph verimim {", '  node [shape=box, fontname="monospace"];']
+    seen: set[int] = set()
+    roots = [v for _, _, v in _unit_decls(unit)]
+    stack: list[Def] = list(roots)
+    while stack:
+        d = stack.pop()
+        if d.gid in seen:
+            continue
+        seen.add(d.gid)
+        if isinstance(d, MutLam):
+            label = f"{d.kind} {dumper.mut_name(d)}"
+            ops = [d.body] if d.body is not None and not d.annex else []
+        else:
+            label = _dot_label(dumper, d)
+            ops = [] if isinstance(d, Axiom) else list(d.ops)
+        shape = ', shape=ellipse' if isinstance(d, MutLam) else ""
+        lines.append(f'  n{d.gid} [label="{_esc(label)}"{shape}];')
+        for i, op in enumerate(ops):
+            lines.append(f'  n{d.gid} -> n{op.gid} [label="{i}"];')
+            stack.append(op)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_label(dumper: Dumper, d: Def) -> str:
+    kind = type(d).__name__
+    if isinstance(d, (Lit, Axiom, Var)):
+        try:
+            return f"{kind}: {dumper.printer.expr(d)}"
+        except Exception:
+            return kind
+    return kind
+
+
+def _esc(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"')

@@ -49,8 +49,11 @@ def _uses_whole(d: Def, index: int, memo: dict[tuple[int, int], bool] | None = N
 class ExprPrinter:
     def __init__(self, mut_name: Callable[[MutLam], str] | None = None,
                  var_name: Callable[[Var], str | None] | None = None,
-                 field_name: Callable[[Var, int], str | None] | None = None) -> None:
+                 field_name: Callable[[Var, int], str | None] | None = None,
+                 type_of: Callable[[Def], Def] | None = None) -> None:
         self.mut_name = mut_name or (lambda m: m.name or f"_{m.gid}")
+        self.type_of = type_of
+        self.named: dict[int, str] = {}  # nodes printed by a name (parameters, let-bound nodes)
         self.var_name = var_name or (lambda v: None)
         self.field_name = field_name or (lambda v, i: None)
         self.binders: list[_Binder] = []
@@ -82,6 +85,9 @@ class ExprPrinter:
 
     def expr(self, d: Def) -> str:
         """An expression at the loosest level (arrows allowed)."""
+        hit = self.named.get(d.gid)
+        if hit is not None:
+            return hit
         if isinstance(d, Pi):
             return self.pi(d)
         if isinstance(d, Lam):
@@ -89,8 +95,12 @@ class ExprPrinter:
         return self.app_level(d)
 
     def app_level(self, d: Def) -> str:
+        hit = self.named.get(d.gid)
+        if hit is not None:
+            return hit
         if isinstance(d, App):
-            return f"{self.app_level(d.callee)} {self.atom(d.arg)}"
+            sep = " @" if self._implicit_callee(d.callee) else " "
+            return f"{self.app_level(d.callee)}{sep}{self.atom(d.arg)}"
         if isinstance(d, IdxT):
             named = _INT_NAMES.get(d.size.value) if isinstance(d.size, Lit) else None
             return named if named else f"Idx {self.atom(d.size)}"
@@ -102,7 +112,20 @@ class ExprPrinter:
             return f"ins ({self.expr(d.ops[0])}, {self.expr(d.ops[1])}, {self.expr(d.ops[2])})"
         return self.postfix(d)
 
+    def _implicit_callee(self, callee: Def) -> bool:
+        """Whether an argument fills an implicit domain (printed with `@` to parse back)."""
+        if self.type_of is None or callee.bvd or callee.has_hole:
+            return False
+        try:
+            t = self.type_of(callee)
+        except Exception:
+            return False
+        return isinstance(t, Pi) and t.implicit
+
     def postfix(self, d: Def) -> str:
+        hit = self.named.get(d.gid)
+        if hit is not None:
+            return hit
         if isinstance(d, Extract):
             field = self._extract_name(d)
             if field is not None:
@@ -113,6 +136,9 @@ class ExprPrinter:
         return self.atom(d)
 
     def atom(self, d: Def) -> str:
+        hit = self.named.get(d.gid)
+        if hit is not None:
+            return hit
         if isinstance(d, Hole):
             return self.atom(d.value) if d.value is not None else f"?{d.hint.split(' ')[0]}"
         if isinstance(d, Univ):
@@ -121,6 +147,8 @@ class ExprPrinter:
             return {0: "*", 1: "□"}.get(d.level, f"(Type {d.level})")
         if isinstance(d, NatT):
             return "Nat"
+        if isinstance(d, IdxT) and isinstance(d.size, Lit) and d.size.value in _INT_NAMES:
+            return _INT_NAMES[d.size.value]
         if isinstance(d, Lit):
             return self.lit(d)
         if isinstance(d, (Top, Bot)):

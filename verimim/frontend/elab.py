@@ -241,7 +241,7 @@ class Elaborator:
                 for _, p, path in per_field[k][1]:
                     t_j = w.abstract(t_j, p, self.extract_path(w.bvar(0), ((n, k),) + path))
             fields.append(t_j)
-        names = tuple(el.name if isinstance(el, ast.PVar) else None for el in pat.elems)
+        names = tuple(el.name if isinstance(el, ast.PVar) and el.name != "_" else None for el in pat.elems)
         t = w.sigma(fields, names=names)
         leaves = [(nm, p, ((n, j),) + path) for j, (_, lv) in enumerate(per_field) for nm, p, path in lv]
         return t, leaves, sc
@@ -601,6 +601,7 @@ class Elaborator:
                 raise TypeError_(f"`ret` needs a function `Fn A → B`; found `{show(ct)}`", e.callee.loc)
             k = w.mut_lam(w.cn(k_t.dom), self.ret_name(e.pattern), "con")
             k.loc = e.loc
+            k.param_names = self.pattern_names(e.pattern)
             return w.app(w.zonk(callee), w.tuple([w.zonk(arg), k]))
 
         jump = self.statement(call)
@@ -614,6 +615,16 @@ class Elaborator:
     @staticmethod
     def ret_name(p: ast.Pattern) -> str:
         return "ret"
+
+    @staticmethod
+    def pattern_names(p: ast.Pattern) -> tuple[str | None, ...]:
+        """The first-level names of a pattern (for printing a mutable's parameters)."""
+        if isinstance(p, ast.PTuple):
+            return tuple(el.name if isinstance(el, ast.PVar) else
+                         el.name if isinstance(el, ast.PAs) else None for el in p.elems)
+        if isinstance(p, (ast.PVar, ast.PAs)):
+            return (p.name,)
+        return ()
 
     def infer_Lambda(self, e: ast.Lambda, scope: Scope) -> Def:
         return self.elab_lambda(e, scope, None)
@@ -635,6 +646,7 @@ class Elaborator:
         def __init__(self) -> None:
             self.pi: Pi
             self.outer: Scope
+            self.patterns: list[ast.Pattern] = []
             self.doms: list[tuple[Def, list[Leaf], bool]] = []
             self.codom: Def | None = None
             self.scope: Scope
@@ -648,6 +660,7 @@ class Elaborator:
         w = self.world
         sig = Elaborator.Signature()
         sig.outer = scope
+        sig.patterns = list(domains)
         if not domains:
             raise TypeError_("a lambda needs at least one domain", loc)
         sc = scope
@@ -736,6 +749,7 @@ class Elaborator:
             n = len(sig.doms)
             for i, (_, leaves, _) in enumerate(sig.doms):
                 var = w.var(cur)
+                cur.param_names = self.pattern_names(sig.patterns[i])
                 last = i == n - 1
                 root = w.extract_n(var, 2, 0) if (last and kind == "fun") else var
                 for nm, _, path in leaves:

@@ -436,7 +436,7 @@ class MutLam(Def):
     """A mutable (nominal) lambda or continuation: created with its type, body set later.
     `kind` is "con", "fun" or "lam" as declared; `external` for `extern` declarations."""
 
-    __slots__ = ("pi", "body", "kind", "external", "annex", "doc")
+    __slots__ = ("pi", "body", "kind", "external", "annex", "doc", "param_names")
     mutable = True
 
     def __init__(self, pi: Pi, name: str, kind: str) -> None:
@@ -449,6 +449,7 @@ class MutLam(Def):
         self.external = False
         self.annex: str | None = None
         self.doc: str | None = None
+        self.param_names: tuple[str | None, ...] | None = None  # the source's names (printing)
 
     def rebuild(self, world: World, ops: tuple[Def, ...]) -> Def:
         return self

@@ -139,13 +139,25 @@ class Parser:
         return self.next()
 
     def expect_close(self, kind: str, what: str) -> None:
-        """Like expect, but splits an ASCII `>>` into two `›` (as in `<i: 2; <j: 2; e>>`)."""
+        """Like expect, but re-splits ASCII closers that maximal munch grouped wrongly:
+        `<i: 2; <j: 2; e>>` closes two packs (`>>` = `› ›`) and `<<3; <4; e>>>` closes a pack
+        and then an array (`>>>` = `› »`, where `»` is then made of two adjacent `>`)."""
         tok = self.peek()
         if tok.kind == kind:
             self.next()
             return
-        if kind == "›" and tok.kind == "»" and tok.text == ">>":
+        if kind == "›" and tok.text == ">>":
+            # Consume the first `>`; the second stays as a `›` token.
             self.toks[self.pos] = Token("›", ">", tok.line, tok.col + 1)
+            return
+        after = self.peek(1)
+        adjacent = after.line == tok.line and after.col == tok.col + 1
+        if kind == "»" and tok.text == ">" and adjacent and after.text in (">", ">>"):
+            self.next()
+            if after.text == ">":
+                self.next()
+            else:
+                self.toks[self.pos] = Token("›", ">", after.line, after.col + 1)
             return
         raise self.error(what)
 
@@ -264,7 +276,7 @@ class Parser:
         else:
             pattern = self.parse_pattern()
             if anx and not isinstance(pattern, ast.PVar):
-                raise ParseError(f"expected a name after 'anx let', found a pattern", pattern.loc)
+                raise ParseError("expected a name after 'anx let', found a pattern", pattern.loc)
         self.expect("=")
         value = self.parse_expr()
         return ast.DeclLet(self.loc(start), start.doc, pattern, value, anx, percent_name)

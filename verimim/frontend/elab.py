@@ -93,6 +93,7 @@ class Elaborator:
         self.prefixes: list[str] = [plugin] if plugin else []
         self.deferred: list[Callable[[], None]] = []
         self.holes: list[tuple[Hole, Loc]] = []
+        self.in_mod = 0  # inside `mod { … }`: every declaration is an annex
 
     # ================================================================== errors and helpers
 
@@ -162,8 +163,9 @@ class Elaborator:
             if only is not None:
                 h.value = only
                 continue
-            what = f" of type `{show(t)}`" if t is not None else ""
-            raise TypeError_(f"cannot infer the implicit argument `{h.hint}`{what}; "
+            name, _, owner = h.hint.partition(" of ")
+            typed = f" (of type `{show(t)}`)" if t is not None else ""
+            raise TypeError_(f"cannot infer the implicit argument `{name}`{typed} of {owner}; "
                              f"supply it with `@`", loc)
         return self.world.zonk(res)
 
@@ -524,25 +526,25 @@ class Elaborator:
         w = self.world
         ct = w.zonk(ct)
         while isinstance(ct, Pi) and ct.implicit:
-            arg = self.holes_for(ct, self.describe(at))
+            arg = self.holes_for(ct, self.describe(at), at.loc)
             callee = w.app(callee, arg)
             ct = w.zonk(self.type_of(callee, at.loc))
         return callee, ct
 
-    def holes_for(self, pi: Pi, what: str) -> Def:
+    def holes_for(self, pi: Pi, what: str, loc: Loc) -> Def:
         w = self.world
         dom = w.zonk(pi.dom)
         names = pi.names or ()
         if isinstance(dom, Sigma):
             n = len(dom.ops)
             holes = [self.new_hole(None, f"{names[j] if j < len(names) and names[j] else j} of {what}",
-                                   Loc(self.file)) for j in range(n)]
+                                   loc) for j in range(n)]
             tup = w.tuple(holes)
             for j, h in enumerate(holes):
                 h._type = w.open(dom.ops[j], tup)
             return tup
         hint = names[0] if len(names) == 1 and names[0] else "implicit"
-        return self.new_hole(dom, f"{hint} of {what}", Loc(self.file))
+        return self.new_hole(dom, f"{hint} of {what}", loc)
 
     def describe(self, e: ast.Expr) -> str:
         while isinstance(e, ast.App):
@@ -816,7 +818,8 @@ class Elaborator:
         lst.append(lazy)
 
     def declare_lam(self, d: ast.DeclLam, scope: Scope) -> None:
-        annex = ".".join(d.percent_name) if d.percent_name else (self.annex_name(d.name) if d.anx else None)
+        annex = ".".join(d.percent_name) if d.percent_name else \
+            (self.annex_name(d.name) if d.anx or self.in_mod else None)
         prefixes = list(self.prefixes)
 
         def make() -> Def:
@@ -893,7 +896,7 @@ class Elaborator:
         annex: str | None = None
         if d.percent_name:
             annex = ".".join(d.percent_name)
-        elif d.anx:
+        elif d.anx or (self.in_mod and isinstance(d.pattern, ast.PVar)):
             if not isinstance(d.pattern, ast.PVar):
                 raise TypeError_("`anx let` binds a single name", d.loc)
             annex = self.annex_name(d.pattern.name)
@@ -937,7 +940,9 @@ class Elaborator:
         return [n for el in p.elems for n in self._pattern_names(el)]
 
     def declare_mod(self, d: ast.DeclMod, scope: Scope) -> None:
+        # Every member of a `mod` is an annex `P.N.m`, with or without `anx`.
         self.prefixes.append(d.name)
+        self.in_mod += 1
         try:
             sc = scope.child()
             self.declare(d.decls, sc)
@@ -946,6 +951,7 @@ class Elaborator:
                     self._remember(d, lazy)
         finally:
             self.prefixes.pop()
+            self.in_mod -= 1
 
     # ================================================================== modules
 

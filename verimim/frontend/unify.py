@@ -9,7 +9,7 @@ and `?Ts` to X's element types.
 """
 from __future__ import annotations
 
-from verimim.ir.defs import Arr, BVar, Def, Extract, Hole, IdxT, Lit, Pack, Sigma, Tuple, TypeU
+from verimim.ir.defs import App, Arr, BVar, Def, Extract, Hole, IdxT, Lit, Pack, Sigma, Tuple, TypeU
 from verimim.ir.world import World
 
 Mismatch = tuple[Def, Def]
@@ -61,6 +61,8 @@ class Unifier:
         x, y = sub
         if isinstance(x, (Lit, BVar, TypeU)) or isinstance(y, (Lit, BVar, TypeU)):
             return (a, b)
+        if isinstance(a, App) and isinstance(b, App) and (x is a.arg or y is b.arg):
+            return (a, b)  # `mem.Ptr (I32, 0)` reads better than its argument tuple
         return sub
 
     def _occurs(self, h: Hole, d: Def) -> bool:

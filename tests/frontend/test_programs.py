@@ -1,0 +1,88 @@
+"""Every program of the corpus and of ../shared/examples through the frontend, and back through
+`verimim dump`: well-formed ones type-check, ill-typed ones fail with their code at their
+location, and printing then re-parsing is the identity."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROGRAMS, annotations, need_shared, shared_examples
+from verimim import driver
+
+WELL_TYPED = sorted((PROGRAMS / "valid").glob("*.mim")) + sorted((PROGRAMS / "runtime_errors").glob("*.mim")) \
+    + sorted((PROGRAMS / "phase_errors").glob("*.mim"))
+ILL_TYPED = sorted((PROGRAMS / "ill_typed").glob("*.mim"))
+
+
+def ids(paths: list[Path]) -> list[str]:
+    return [f"{p.parent.name}/{p.name}" for p in paths]
+
+
+@pytest.mark.parametrize("path", WELL_TYPED, ids=ids(WELL_TYPED))
+def test_well_typed_program_checks(path: Path) -> None:
+    report = driver.check(str(path), [])
+    assert report.ok, [d.render() for d in report.diagnostics]
+
+
+@pytest.mark.parametrize("path", ILL_TYPED, ids=ids(ILL_TYPED))
+def test_ill_typed_program_is_rejected_at_its_location(path: Path) -> None:
+    ann = annotations(path)
+    report = driver.check(str(path), [])
+    assert not report.ok
+    assert report.exit_code == 1
+    diag = report.diagnostics[0]
+    assert diag.code == ann["EXPECT-ERROR"], diag.render()
+    if "EXPECT-LOC" in ann:
+        line, col = (int(x) for x in ann["EXPECT-LOC"].split(":"))
+        assert diag.loc is not None and (diag.loc.line, diag.loc.col) == (line, col), diag.render()
+
+
+def test_corpus_is_present() -> None:
+    assert len(WELL_TYPED) >= 40 and len(ILL_TYPED) >= 15
+
+
+@pytest.mark.parametrize("name", [p.name for p in shared_examples()] or ["none"])
+def test_shared_example_checks(name: str) -> None:
+    need_shared()
+    from tests.conftest import EXAMPLES
+
+    report = driver.check(str(EXAMPLES / name), [])
+    assert report.ok, [d.render() for d in report.diagnostics]
+    assert report.to_json()["ok"] is True
+
+
+def _dump_fixpoint(path: Path, tmp_path: Path) -> None:
+    first = driver.dump(str(path), [])
+    assert first.ok and first.text, [d.render() for d in first.diagnostics]
+    again = tmp_path / ("re_" + path.name)
+    again.write_text(first.text, encoding="utf-8")
+    second = driver.dump(str(again), [])
+    assert second.ok, [d.render() for d in second.diagnostics] + [first.text]
+    assert second.text == first.text
+
+
+@pytest.mark.parametrize("path", WELL_TYPED, ids=ids(WELL_TYPED))
+def test_dump_round_trips(path: Path, tmp_path: Path) -> None:
+    _dump_fixpoint(path, tmp_path)
+
+
+@pytest.mark.parametrize("name", [p.name for p in shared_examples()] or ["none"])
+def test_dump_round_trips_shared_examples(name: str, tmp_path: Path) -> None:
+    need_shared()
+    from tests.conftest import EXAMPLES
+
+    _dump_fixpoint(EXAMPLES / name, tmp_path)
+
+
+def test_dot_output_is_a_graph() -> None:
+    report = driver.dump(str(driver.DEMO_PROGRAM), [], dot=True)
+    assert report.ok and report.text is not None
+    assert report.text.startswith("digraph verimim {")
+    assert "con square" in report.text and "->" in report.text
+
+
+def test_errors_do_not_poison_the_next_file() -> None:
+    bad = ILL_TYPED[0]
+    assert not driver.check(str(bad), []).ok
+    assert driver.check(str(driver.DEMO_PROGRAM), []).ok

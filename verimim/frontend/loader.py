@@ -44,12 +44,13 @@ class Loader:
     include_dirs: list[Path] = field(default_factory=list)
     units: dict[str, Unit] = field(default_factory=dict)
     loading: set[str] = field(default_factory=set)
+    plugin_dir: Path = PLUGIN_DIR  # the shipped plugins; searched before the user's -I dirs
 
     def __post_init__(self) -> None:
         self.annexes = AnnexTable(self.world)
 
     def search_path(self) -> list[Path]:
-        return [PLUGIN_DIR, *self.include_dirs]
+        return [self.plugin_dir, *self.include_dirs]
 
     def find(self, name: str, loc: Loc) -> Path:
         if not _IDENT.match(name):

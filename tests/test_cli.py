@@ -1,0 +1,101 @@
+"""The command-line contract of spec/CLI.md: exit codes, exactly one JSON object with the
+documented keys, diagnostics with code and position, no traceback without --debug."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROGRAMS
+from verimim import driver
+
+
+def verimim(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "verimim.cli", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_check_demo_without_file_succeeds() -> None:
+    p = verimim("check")
+    assert p.returncode == 0, p.stderr
+    assert "demo" in p.stderr
+
+
+def test_check_json_keys_on_success() -> None:
+    p = verimim("check", str(driver.DEMO_PROGRAM), "--json")
+    assert p.returncode == 0
+    obj = json.loads(p.stdout)
+    assert obj["ok"] is True and obj["file"] == str(driver.DEMO_PROGRAM)
+    assert obj["diagnostics"] == [] and isinstance(obj["phases"], list)
+
+
+def test_type_error_json_and_exit_1() -> None:
+    path = PROGRAMS / "ill_typed" / "store_wrong_value_type.mim"
+    p = verimim("check", str(path), "--json")
+    assert p.returncode == 1
+    obj = json.loads(p.stdout)
+    assert obj["ok"] is False
+    (diag,) = obj["diagnostics"]
+    assert set(diag) == {"severity", "code", "message", "file", "line", "col", "related"}
+    assert diag["code"] == "E-TYPE" and diag["severity"] == "error"
+    assert diag["file"] == str(path) and isinstance(diag["line"], int) and isinstance(diag["col"], int)
+    assert "expected" in diag["message"] and "found" in diag["message"]
+    assert "Traceback" not in p.stderr
+
+
+def test_human_output_names_position() -> None:
+    path = PROGRAMS / "ill_typed" / "unknown_name.mim"
+    p = verimim("check", str(path))
+    assert p.returncode == 1 and p.stdout == ""
+    assert f"{path}:" in p.stderr and "E-NAME" in p.stderr and "did you mean" in p.stderr
+
+
+def test_unreadable_file_is_exit_2(tmp_path: Path) -> None:
+    p = verimim("check", str(tmp_path / "missing.mim"), "--json")
+    assert p.returncode == 2
+    assert json.loads(p.stdout)["ok"] is False
+
+
+def test_bad_option_is_exit_2_with_json() -> None:
+    p = verimim("check", "--no-such-option", "--json")
+    assert p.returncode == 2
+    assert json.loads(p.stdout)["diagnostics"][0]["code"] == "E-USAGE"
+
+
+def test_parse_error_exit_1(tmp_path: Path) -> None:
+    f = tmp_path / "bad.mim"
+    f.write_text("plugin core;\nlet x = (1, ;\n", encoding="utf-8")
+    p = verimim("check", str(f), "--json")
+    assert p.returncode == 1
+    diag = json.loads(p.stdout)["diagnostics"][0]
+    assert diag["code"] == "E-PARSE" and (diag["line"], diag["col"]) == (2, 13)
+
+
+def test_dump_prints_mim_and_json_carries_it() -> None:
+    p = verimim("dump", str(driver.DEMO_PROGRAM))
+    assert p.returncode == 0 and "con square" in p.stdout
+    pj = verimim("dump", str(driver.DEMO_PROGRAM), "--json")
+    assert json.loads(pj.stdout)["output"] == p.stdout
+
+
+def test_internal_error_is_exit_3_without_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(path: str, include: list[str]) -> None:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(driver, "load", boom)
+    report = driver.check(str(driver.DEMO_PROGRAM), [])
+    assert report.exit_code == 3
+    assert report.diagnostics[0].code == "E-INTERNAL"
+    assert report.traceback is not None and "simulated bug" in report.traceback
+
+
+def test_include_directory_finds_a_user_plugin(tmp_path: Path) -> None:
+    (tmp_path / "mylib.mim").write_text("plugin core;\naxm widget: Nat → Nat;\n", encoding="utf-8")
+    prog = tmp_path / "prog.mim"
+    prog.write_text("plugin mylib;\nlet y = mylib.widget 3;\n", encoding="utf-8")
+    assert verimim("check", str(prog)).returncode == 1  # E-IMPORT without -I
+    p = verimim("check", str(prog), "-I", str(tmp_path))
+    assert p.returncode == 0, p.stderr

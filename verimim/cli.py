@@ -44,11 +44,14 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
         click.echo("  (run with --debug for the traceback)", err=True)
     if as_json:
         obj = report.to_json()
+        obj.pop("summary", None)
         if report.text is not None:
             obj["output"] = report.text
         click.echo(json.dumps(obj, ensure_ascii=False))
     elif report.ok and report.data.get("summary"):
         click.echo(report.data["summary"], err=True)
+    if not as_json and "result" in report.data and report.data["result"] is not None:
+        click.echo(str(report.data["result"]))
     sys.exit(report.exit_code)
 
 
@@ -74,6 +77,31 @@ def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]
     report = driver.check(path, list(include))
     if report.ok:
         report.data.setdefault("summary", f"{path}: ok")
+    emit(report, as_json, debug)
+
+
+@cli.command(context_settings={"ignore_unknown_options": False})
+@click.argument("file", required=False)
+@click.argument("args", nargs=-1)
+@click.option("--target", type=click.Choice(["interp", "gpu"]), default=None,
+              help="where to run main (default: the interpreter when no CUDA device is found)")
+@click.option("--fuel", type=click.IntRange(min=1), default=None, help="step budget (E-FUEL when exceeded)")
+@click.option("--schedule", type=int, default=0,
+              help="seed of the order in which work-items run between barriers (0: in order)")
+@common
+def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int | None, schedule: int,
+        as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+    """Execute main of FILE (default: the embedded demo) with ARGS as argv[1..]."""
+    path = resolve_file(file)
+    target = target or "interp"
+    if target == "gpu":
+        report = Report(path, data={"target": "gpu"})
+        report.diagnostics.append(Diagnostic("E-USAGE", "--target gpu: the GPU backend is not built yet "
+                                             "(a later issue); use --target interp", None))
+        emit(report, as_json, debug)
+    report = driver.run(path, list(include), list(args), fuel=fuel, seed=schedule, target=target)
+    if report.ok:
+        report.data.setdefault("summary", f"{path}: main returned {report.data.get('result')}")
     emit(report, as_json, debug)
 
 

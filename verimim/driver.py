@@ -67,7 +67,7 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "ok": self.ok}
-        out.update(self.data)
+        out.update({k: v for k, v in self.data.items() if k != "summary"})
         out["diagnostics"] = [d.to_json() for d in self.diagnostics]
         return out
 
@@ -102,6 +102,30 @@ def check(path: str, include: list[str]) -> Report:
         report.data["phases"] = []
 
     return guarded(report, body)
+
+
+def run(path: str, include: list[str], args: list[str], fuel: int | None = None, seed: int = 0,
+        target: str = "interp") -> Report:
+    """Compile (for now: elaborate) and execute `main` on the reference interpreter."""
+    from verimim.interp.machine import DEFAULT_FUEL, Machine, find_main
+
+    report = Report(path)
+    report.data["target"] = target
+
+    def body() -> None:
+        world, unit = load(path, include)
+        machine = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed)
+        try:
+            result = machine.run_main(find_main(world), [path, *args])
+        finally:
+            report.diagnostics.extend(machine.warnings)
+            report.data["steps"] = machine.steps
+        report.data["result"] = result
+
+    guarded(report, body)
+    # Warnings found before an error stay; the error comes first.
+    report.diagnostics.sort(key=lambda d: d.severity != "error")
+    return report
 
 
 def dump(path: str, include: list[str], dot: bool = False) -> Report:

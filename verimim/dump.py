@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
+from verimim.ir.analysis import free_muts, scan_mut as _scan
 from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Sigma, Var
 from verimim.ir.world import World
 from verimim.printer import ExprPrinter
@@ -18,61 +19,6 @@ from verimim.frontend.loader import Unit
 from verimim.frontend.scope import Lazy
 
 INDENT = "    "
-
-
-def free_muts(m: MutLam, cache: dict[int, frozenset[MutLam]]) -> frozenset[MutLam]:
-    """The mutables whose parameters `m`'s body uses, directly or through nested mutables."""
-    # A fixpoint over the (possibly recursive) graph of mutables.
-    order: list[MutLam] = []
-    direct: dict[int, tuple[set[MutLam], set[MutLam]]] = {}
-    stack = [m]
-    while stack:
-        x = stack.pop()
-        if x.gid in direct or x.gid in cache:
-            continue
-        vars_, muts = _scan(x)
-        direct[x.gid] = (vars_, muts)
-        order.append(x)
-        stack.extend(muts)
-    result = {x.gid: set(direct[x.gid][0]) - {x} for x in order}
-    changed = True
-    while changed:
-        changed = False
-        for x in order:
-            acc = result[x.gid]
-            before = len(acc)
-            for y in direct[x.gid][1]:
-                acc |= cache.get(y.gid, result.get(y.gid, set()))
-            acc.discard(x)
-            if len(acc) != before:
-                changed = True
-    for x in order:
-        cache[x.gid] = frozenset(result[x.gid])
-    return cache[m.gid]
-
-
-def _scan(m: MutLam) -> tuple[set[MutLam], set[MutLam]]:
-    """Owners of the Vars used in m's body, and the mutables it references (not looking inside)."""
-    vars_: set[MutLam] = set()
-    muts: set[MutLam] = set()
-    if m.body is None:
-        return vars_, muts
-    seen: set[int] = set()
-    stack: list[Def] = [m.body]
-    while stack:
-        d = stack.pop()
-        if d.gid in seen:
-            continue
-        seen.add(d.gid)
-        if isinstance(d, Var):
-            vars_.add(d.mut)
-            continue
-        if isinstance(d, MutLam):
-            if d.annex is None:
-                muts.add(d)
-            continue
-        stack.extend(d.ops)
-    return vars_, muts
 
 
 class Dumper:

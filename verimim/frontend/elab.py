@@ -293,6 +293,8 @@ class Elaborator:
         if method is None:
             raise TypeError_(f"cannot elaborate a {type(e).__name__} here", e.loc)
         v = method(e, scope)
+        if v.loc is None:
+            v.loc = e.loc  # the first source position of a (hash-consed) node: for run-time errors
         return v, self.type_of(v, e.loc)
 
     def check(self, e: ast.Expr, expected: Def, scope: Scope) -> Def:

@@ -1,0 +1,292 @@
+"""Compiling a mutable's body into a flat list of instructions for the interpreter.
+
+A body is a DAG ending in one jump. Its nodes are scheduled in demand order (operands first,
+left to right, from the jump backwards), so an effect whose memory token never reaches the
+jump is never scheduled — exactly the demand-driven meaning of SEMANTICS.md. Each node becomes
+a small Python closure that reads its operands from the frame and writes its value to its
+slot; the interpreter runs the list with a program counter, which lets a work-item stop at a
+barrier and resume later without any Python recursion.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from verimim.interp.values import Closure, Partial, RuntimeFault, Value
+from verimim.ir.analysis import postorder
+from verimim.ir.defs import (
+    App, Axiom, Bot, Def, Extract, Insert, Lam, Lit, MutLam, Pack, Sigma, Top, Tuple, TypeU, Univ, Var,
+)
+from verimim.printer import show
+
+if TYPE_CHECKING:
+    from verimim.interp.machine import Machine, Thread
+
+Env = dict[int, Value]
+Getter = Callable[[list[Value], Env], Value]
+Instr = Callable[[list[Value], Env, "Thread"], Any]
+
+SUSPEND = object()  # returned by an instruction that stops its work-item at a barrier
+
+
+@dataclass
+class Code:
+    """A compiled body: instructions, then either a jump (callee, argument) or a result value.
+    `premade` are the slots of the closures this activation creates: they exist from its start
+    (so that sibling continuations can capture each other) and get their captures when their
+    instruction runs."""
+
+    instrs: list[Instr]
+    nslots: int
+    result: Getter
+    callee: Getter | None  # a jump when set; `result` is then the argument
+    premade: list[tuple[int, MutLam]]
+
+
+class Compiler:
+    def __init__(self, machine: Machine) -> None:
+        self.m = machine
+        self.world = machine.world
+        self._static: dict[int, bool] = {}
+        self._has_var: dict[int, bool] = {}
+
+    # ------------------------------------------------------------------ classification
+
+    def is_static(self, d: Def) -> bool:
+        """Whether `d` denotes a type-level value (a type, or a tuple of types): its run-time
+        value is an IR node, not data."""
+        hit = self._static.get(d.gid)
+        if hit is not None:
+            return hit
+        if isinstance(d, (TypeU, Univ)):
+            res = True
+        elif isinstance(d, Tuple):
+            res = False  # a tuple is built at run time; its type-level elements stay IR nodes
+        else:
+            try:
+                res = self.world.level(self.world.type_of(d)) >= 1
+            except Exception:
+                res = False
+        self._static[d.gid] = res
+        return res
+
+    def has_var(self, d: Def) -> bool:
+        """Whether `d` mentions a mutable's parameter (so its value depends on the activation)."""
+        hit = self._has_var.get(d.gid)
+        if hit is not None:
+            return hit
+        order = postorder(d, lambda x: x.gid in self._has_var,
+                          lambda x: () if isinstance(x, (Var, MutLam)) else x.ops)
+        for x in order:
+            if isinstance(x, Var):
+                self._has_var[x.gid] = True
+            elif isinstance(x, MutLam):
+                self._has_var[x.gid] = False
+            else:
+                self._has_var[x.gid] = any(self._has_var.get(op.gid, False) for op in x.ops)
+        return self._has_var[d.gid]
+
+    # ------------------------------------------------------------------ compiling
+
+    def captured(self, owner: MutLam | None, d: Def) -> bool:
+        """Whether `d` is computed by an enclosing activation and reaches this one through the
+        closure's environment (see verimim.ir.analysis.Scopes)."""
+        if owner is None:
+            return False
+        return d is owner or d.gid in self.m.scopes.avail(owner, self.is_leaf)
+
+    def is_leaf(self, d: Def) -> bool:
+        return self.leaf_getter(d) is not None
+
+    def compile(self, root: Def, jump: bool, owner: MutLam | None = None) -> Code:
+        slots: dict[int, int] = {}
+        instrs: list[Instr] = []
+        getters: dict[int, Getter] = {}
+        premade: list[tuple[int, MutLam]] = []
+
+        def getter(d: Def) -> Getter:
+            hit = getters.get(d.gid)
+            if hit is not None:
+                return hit
+            g = self.leaf_getter(d)
+            if g is None and self.captured(owner, d):
+                gid = d.gid
+                g = lambda fr, env, gid=gid: env[gid]  # noqa: E731
+            if g is None:
+                i = slots[d.gid]
+                g = lambda fr, env, i=i: fr[i]  # noqa: E731
+            getters[d.gid] = g
+            return g
+
+        def needs_instr(d: Def) -> bool:
+            return self.leaf_getter(d) is None and not self.captured(owner, d)
+
+        # Post-order over the DAG, operands left to right, without Python recursion.
+        top_ops: list[Def]
+        callee_node: Def | None = None
+        if jump:
+            if not isinstance(root, App):
+                raise RuntimeFault("E-UNSUPPORTED", f"a continuation body must end in a jump; found "
+                                   f"`{show(root)}`", root.loc)
+            callee_node, arg_node = root.callee, root.arg
+            top_ops = [callee_node, arg_node]
+        else:
+            top_ops = [root]
+        done: set[int] = set()
+        visiting: set[int] = set()
+        for top in top_ops:
+            work: list[tuple[Def, bool]] = [(top, False)]
+            while work:
+                d, expanded = work.pop()
+                if d.gid in done:
+                    continue
+                if expanded:
+                    done.add(d.gid)
+                    if needs_instr(d):
+                        if isinstance(d, MutLam):
+                            premade.append((slots[d.gid], d))
+                        instrs.append(self.instr(d, slots[d.gid], getter))
+                    continue
+                if d.gid in visiting:
+                    continue  # a cycle through closures that capture each other
+                visiting.add(d.gid)
+                work.append((d, True))
+                if needs_instr(d):
+                    slots[d.gid] = len(slots)
+                    for op in reversed(self.operands(d)):
+                        if op.gid not in done:
+                            work.append((op, False))
+        if jump:
+            assert callee_node is not None
+            return Code(instrs, len(slots), getter(top_ops[1]), getter(callee_node), premade)
+        return Code(instrs, len(slots), getter(root), None, premade)
+
+    def operands(self, d: Def) -> list[Def]:
+        """The nodes an instruction for `d` reads."""
+        if isinstance(d, MutLam):
+            return list(self.m.scopes.avail(d, self.is_leaf).values())
+        if self.is_static(d) or isinstance(d, Pack):
+            return []
+        if isinstance(d, App):
+            head = d.head
+            if isinstance(head, Axiom) and head.annex in self.m.semantics:
+                return d.args()
+            return [d.callee, d.arg]
+        return list(d.ops)
+
+    def leaf_getter(self, d: Def) -> Getter | None:
+        """A getter for nodes that need no instruction: constants and parameters."""
+        if isinstance(d, Var):
+            gid = d.gid  # parameters are keyed by their Var node, captured nodes by themselves
+            return lambda fr, env: env[gid]
+        if isinstance(d, Lit):
+            v = d.value
+            return lambda fr, env: v
+        if isinstance(d, MutLam):
+            if d.annex is not None or not self.m.scopes.free(d):
+                clo = Closure(d, {})  # captures nothing: one closure for all
+                return lambda fr, env: clo
+            return None
+        if isinstance(d, Axiom):
+            val = self.m.axiom_value(d)
+            return lambda fr, env: val
+        if self.is_static(d) and not self.has_var(d):
+            return lambda fr, env: d
+        return None
+
+    # ------------------------------------------------------------------ instructions
+
+    def instr(self, d: Def, slot: int, getter: Callable[[Def], Getter]) -> Instr:
+        m = self.m
+        if self.is_static(d):
+            return self._reify_instr(d, slot)
+        if isinstance(d, MutLam):
+            caps = [(x.gid, getter(x)) for x in self.m.scopes.avail(d, self.is_leaf).values()]
+
+            def make_closure(fr: list[Value], env: Env, th: Thread) -> None:
+                clo_env = fr[slot].env  # the closure was made at the activation's start
+                clo_env.update(env)
+                for gid, g in caps:
+                    clo_env[gid] = g(fr, env)
+            return make_closure
+        if isinstance(d, Tuple):
+            gs = [getter(op) for op in d.ops]
+
+            def tup(fr: list[Value], env: Env, th: Thread) -> None:
+                fr[slot] = tuple(g(fr, env) for g in gs)
+            return tup
+        if isinstance(d, Extract):
+            gt, gi = getter(d.tup), getter(d.index)
+
+            def ext(fr: list[Value], env: Env, th: Thread) -> None:
+                t = gt(fr, env)
+                i = gi(fr, env)
+                fr[slot] = m.extract_value(t, i, d)
+            return ext
+        if isinstance(d, Insert):
+            gt, gi, gv = (getter(op) for op in d.ops)
+
+            def ins(fr: list[Value], env: Env, th: Thread) -> None:
+                t = list(gt(fr, env))
+                t[gi(fr, env)] = gv(fr, env)
+                fr[slot] = tuple(t)
+            return ins
+        if isinstance(d, Pack):
+            def pack(fr: list[Value], env: Env, th: Thread) -> None:
+                fr[slot] = m.eval_pack(d, env, th)
+            return pack
+        if isinstance(d, App):
+            return self._app_instr(d, slot, getter)
+        if isinstance(d, (Bot, Top)):
+            def undef(fr: list[Value], env: Env, th: Thread) -> None:
+                fr[slot] = None
+            return undef
+        if isinstance(d, Lam):
+            def lam(fr: list[Value], env: Env, th: Thread) -> None:
+                fr[slot] = (d, env)
+            return lam
+        raise RuntimeFault("E-UNSUPPORTED", f"the interpreter cannot evaluate `{show(d)}` "
+                           f"({type(d).__name__})", d.loc)
+
+    def _reify_instr(self, d: Def, slot: int) -> Instr:
+        m = self.m
+
+        def reify(fr: list[Value], env: Env, th: Thread) -> None:
+            fr[slot] = m.substitute(d, env)
+        return reify
+
+    def _app_instr(self, d: App, slot: int, getter: Callable[[Def], Getter]) -> Instr:
+        m = self.m
+        head = d.head
+        if isinstance(head, Axiom) and head.annex in m.semantics:
+            arity, fn = m.semantics[head.annex]
+            args = d.args()
+            gs = [getter(a) for a in args]
+            if len(args) < arity:
+                def partial(fr: list[Value], env: Env, th: Thread) -> None:
+                    fr[slot] = Partial(head, tuple(g(fr, env) for g in gs))
+                return partial
+            if len(args) > arity:
+                raise RuntimeFault("E-UNSUPPORTED", f"`{head.annex}` applied to too many arguments", d.loc)
+
+            def call(fr: list[Value], env: Env, th: Thread) -> Any:
+                m.tick(th)
+                res = fn(m, th, [g(fr, env) for g in gs], d)
+                if res is SUSPEND:
+                    fr[slot] = th.barrier_result
+                    return SUSPEND
+                fr[slot] = res
+                return None
+            return call
+        if isinstance(head, Axiom):
+            raise RuntimeFault("E-UNSUPPORTED", f"the interpreter has no semantics for `{head.annex}`", d.loc)
+        gc, ga = getter(d.callee), getter(d.arg)
+
+        def apply(fr: list[Value], env: Env, th: Thread) -> None:
+            fr[slot] = m.call_value(gc(fr, env), ga(fr, env), d, th)
+        return apply
+
+
+def sigma_fields(t: Def) -> tuple[Def, ...]:
+    return t.ops if isinstance(t, Sigma) else (t,)

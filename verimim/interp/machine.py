@@ -1,0 +1,360 @@
+"""The reference interpreter: runs any World (before or after any phase) from `main`.
+
+Continuations are run as a loop of jumps (constant Python stack: a loop written as a recursive
+continuation runs any number of iterations). Each body is compiled once into instructions
+(verimim.interp.compile). Host code is one `Thread`; a kernel launch runs one `Thread` per
+work-item, group by group, switching work-items only at barriers, in an order fixed by the
+schedule seed. Undefined behaviour raises a `RuntimeFault` with its code and locations;
+warnings (benign races, leaks) are collected.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from verimim.diagnostics import Diagnostic, Loc
+from verimim.interp.compile import SUSPEND, Code, Compiler, Env
+from verimim.interp.memory import Memory, Ptr
+from verimim.interp.values import (
+    Closure, FuelExhausted, Halt, KernelReturn, Partial, RuntimeFault, Token, Value,
+)
+from verimim.ir.defs import (
+    App, Arr, Axiom, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Pi, Sigma, Tuple, Var,
+)
+from verimim.ir.analysis import Scopes
+from verimim.ir.world import World
+from verimim.printer import show
+
+DEFAULT_FUEL = 50_000_000
+
+
+@dataclass
+class Thread:
+    """A host program or one work-item: where it is (code, pc, frame, env) or where it jumps next."""
+
+    name: str
+    device: bool = False
+    group: int = 0
+    item: int = 0
+    launch: Any = None  # the LaunchState of the kernel this work-item belongs to
+    next: tuple[Value, Value] | None = None
+    code: Code | None = None
+    pc: int = 0
+    frame: list[Value] = field(default_factory=list)
+    env: Env = field(default_factory=dict)
+    barrier_node: Def | None = None
+    barrier_result: Value = None
+    result: Value = None
+    done: bool = False
+
+
+class Machine:
+    def __init__(self, world: World, fuel: int = DEFAULT_FUEL, seed: int = 0) -> None:
+        self.world = world
+        self.fuel = fuel
+        self.steps = 0
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.memory = Memory()
+        self.warnings: list[Diagnostic] = []
+        self.semantics: dict[str, tuple[int, Any]] = {}
+        self.values: dict[str, Value] = {}
+        self.codes: dict[int, Code] = {}
+        self.scopes = Scopes()
+        self.compiler = Compiler(self)
+        self.state: dict[str, Any] = {}  # per-plugin run-time state (the GPU session, streams)
+        from verimim.plug import core_interp, gpu_interp, mem_interp
+
+        for mod in (core_interp, mem_interp, gpu_interp):
+            mod.register(self)
+
+    # ------------------------------------------------------------------ registration
+
+    def register(self, annex: str, arity: int, fn: Any) -> None:
+        self.semantics[annex] = (arity, fn)
+
+    def register_value(self, annex: str, value: Value) -> None:
+        self.values[annex] = value
+
+    def axiom_value(self, ax: Axiom) -> Value:
+        if ax.annex in self.values:
+            return self.values[ax.annex]
+        if self.compiler.is_static(ax):
+            return ax
+        return Partial(ax, ())
+
+    def warn(self, code: str, message: str, loc: Loc | None, related: tuple[Any, ...] = ()) -> None:
+        self.warnings.append(Diagnostic(code, message, loc, "warning", related))
+
+    # ------------------------------------------------------------------ stepping
+
+    def tick(self, th: Thread) -> None:
+        self.steps += 1
+        if self.steps > self.fuel:
+            raise FuelExhausted(self.fuel, None)
+
+    def code_of(self, mut: MutLam) -> Code:
+        hit = self.codes.get(mut.gid)
+        if hit is None:
+            if mut.body is None:
+                raise RuntimeFault("E-UNSUPPORTED", f"`{mut.name}` has no body to run", mut.loc)
+            jump = self.world.is_cn(mut.pi) or self._is_bot(mut.body)
+            hit = self.compiler.compile(mut.body, jump=jump, owner=mut)
+            self.codes[mut.gid] = hit
+        return hit
+
+    def _is_bot(self, d: Def) -> bool:
+        try:
+            t = self.world.type_of(d)
+        except Exception:
+            return False
+        from verimim.ir.defs import Bot
+
+        return isinstance(t, Bot)
+
+    def run_thread(self, th: Thread) -> str:
+        """Run until the thread finishes ("done") or stops at a barrier ("barrier")."""
+        while True:
+            code = th.code
+            if code is None:
+                if th.next is None:
+                    raise RuntimeFault("E-INTERNAL", "a thread with nowhere to go", None)
+                callee, arg = th.next
+                th.next = None
+                if not self.enter(th, callee, arg):
+                    return "done"
+                continue
+            instrs = code.instrs
+            fr, env = th.frame, th.env
+            pc = th.pc
+            n = len(instrs)
+            while pc < n:
+                r = instrs[pc](fr, env, th)
+                pc += 1
+                if r is SUSPEND:
+                    th.pc = pc
+                    return "barrier"
+            self.steps += n
+            if self.steps > self.fuel:
+                raise FuelExhausted(self.fuel, None)
+            assert code.callee is not None
+            th.next = (code.callee(fr, env), code.result(fr, env))
+            th.code = None
+
+    def enter(self, th: Thread, callee: Value, arg: Value) -> bool:
+        """Jump to `callee` with `arg`; False when the thread has finished."""
+        if isinstance(callee, Closure):
+            mut = callee.mut
+            code = self.code_of(mut)
+            env = dict(callee.env)
+            env[self.world.var(mut).gid] = arg
+            env[mut.gid] = callee  # a continuation may jump to itself
+            th.code, th.pc, th.env = code, 0, env
+            fr: list[Value] = [None] * code.nslots
+            for slot, m in code.premade:
+                fr[slot] = Closure(m, {})
+            th.frame = fr
+            return True
+        if isinstance(callee, (Halt, KernelReturn)):
+            th.result = arg
+            th.done = True
+            return False
+        if isinstance(callee, Partial):
+            # A jump to an `Fn`-typed axiom (`gpu.launch … $ (…)`): run it, continue with its
+            # continuation.
+            arity, fn = self.semantics.get(callee.axiom.annex, (None, None))
+            if fn is None or arity != len(callee.args) + 1:
+                raise RuntimeFault("E-UNSUPPORTED", f"cannot jump to `{callee.axiom.annex}`", None)
+            value, k = arg
+            self.tick(th)
+            th.next = (k, fn(self, th, list(callee.args) + [value], None))
+            return True
+        raise RuntimeFault("E-INTERNAL", f"jump to a non-continuation {callee!r}", None)
+
+    # ------------------------------------------------------------------ values
+
+    def extract_value(self, t: Value, i: Value, node: Extract) -> Value:
+        if isinstance(t, tuple):
+            return t[i]
+        if isinstance(t, Def):
+            idx = i if isinstance(i, Def) else self.reify(i, self.world.type_of(node.index) if node.index.bvd == 0 else None)
+            return self.world.extract(t, idx)
+        raise RuntimeFault("E-INTERNAL", f"extracting from a non-tuple {t!r}", node.loc)
+
+    def call_value(self, callee: Value, arg: Value, node: App, th: Thread) -> Value:
+        """A direct-style call of a `lam` (not a jump): run its body to its value."""
+        if isinstance(callee, Closure):
+            sub = Thread(f"{th.name}/{callee.mut.name}", th.device, th.group, th.item, th.launch)
+            code = self.code_of(callee.mut)
+            if code.callee is not None:
+                raise RuntimeFault("E-UNSUPPORTED", f"`{callee.mut.name}` is a continuation used as a value", node.loc)
+            env = dict(callee.env)
+            env[self.world.var(callee.mut).gid] = arg
+            env[callee.mut.gid] = callee
+            sub.code, sub.env, sub.frame = code, env, [None] * code.nslots
+            for slot, mm in code.premade:
+                sub.frame[slot] = Closure(mm, {})
+            for ins in code.instrs:
+                if ins(sub.frame, env, sub) is SUSPEND:
+                    raise RuntimeFault("E-UNSUPPORTED", "a barrier inside a function called for its "
+                                       "value", node.loc)
+            self.steps += len(code.instrs)
+            return code.result(sub.frame, env)
+        if isinstance(callee, tuple) and len(callee) == 2 and isinstance(callee[0], Lam):
+            lam, env = callee
+            body = self.world.app(lam, self.reify(arg, lam.pi.dom))
+            return self.eval_expr(body, env, th)
+        if isinstance(callee, Partial):
+            arity, fn = self.semantics[callee.axiom.annex]
+            args = list(callee.args) + [arg]
+            if len(args) < arity:
+                return Partial(callee.axiom, tuple(args))
+            return fn(self, th, args, node)
+        raise RuntimeFault("E-UNSUPPORTED", f"cannot call {callee!r}", node.loc)
+
+    def eval_expr(self, d: Def, env: Env, th: Thread) -> Value:
+        """Evaluate a closed-but-for-Vars expression (the slow path: packs, immutable lambdas)."""
+        code = self.codes.get(d.gid)
+        if code is None:
+            code = self.compiler.compile(d, jump=False)
+            self.codes[d.gid] = code
+        fr: list[Value] = [None] * code.nslots
+        for slot, mm in code.premade:
+            fr[slot] = Closure(mm, {})
+        for ins in code.instrs:
+            if ins(fr, env, th) is SUSPEND:
+                raise RuntimeFault("E-UNSUPPORTED", "a barrier inside an expression evaluated for its value", d.loc)
+        self.steps += len(code.instrs)
+        return code.result(fr, env)
+
+    def eval_pack(self, d: Pack, env: Env, th: Thread) -> Value:
+        shape = d.shape
+        n = shape.value if isinstance(shape, Lit) else self.eval_expr(shape, env, th)
+        if not isinstance(n, int):
+            raise RuntimeFault("E-UNSUPPORTED", f"a pack of shape `{show(shape)}`", d.loc)
+        if d.body.bvd == 0:
+            v = self.eval_expr(d.body, env, th)
+            return tuple(v for _ in range(n))
+        return tuple(self.eval_expr(self.world.open(d.body, self.world.lit_idx(n, j)), env, th)
+                     for j in range(n))
+
+    # ------------------------------------------------------------------ type-level values
+
+    def reify(self, v: Value, t: Def | None) -> Def:
+        """A run-time value as an IR node (for type-level computation)."""
+        w = self.world
+        if isinstance(v, Def):
+            return v
+        if isinstance(v, bool) or isinstance(v, int):
+            if t is None:
+                return w.lit_nat(int(v))
+            return w.lit(t, int(v))
+        if isinstance(v, tuple):
+            if t is None:
+                return w.tuple(self.reify(x, None) for x in v)
+            fields: list[Def] = []
+            if isinstance(t, Sigma):
+                partial: list[Def] = []
+                for j, x in enumerate(v):
+                    ft = w.open(t.ops[j], w.tuple(partial + [w.hole(None, "_")] * (len(v) - j)))
+                    partial.append(self.reify(x, ft))
+                return w.tuple(partial)
+            if isinstance(t, Arr):
+                for j, x in enumerate(v):
+                    fields.append(self.reify(x, w.open(t.body, w.lit_idx(len(v), j))))
+                return w.tuple(fields)
+            return w.tuple(self.reify(x, None) for x in v)
+        raise RuntimeFault("E-UNSUPPORTED", f"a run-time value {v!r} used in a type", None)
+
+    def substitute(self, d: Def, env: Env) -> Def:
+        """The type-level node `d` with the run-time values of the parameters it mentions."""
+        if not self.compiler.has_var(d):
+            return d
+        w = self.world
+        memo: dict[int, Def] = {}
+
+        def go(x: Def) -> Def:
+            if not self.compiler.has_var(x):
+                return x
+            hit = memo.get(x.gid)
+            if hit is not None:
+                return hit
+            if isinstance(x, Var):
+                res = self.reify(env[x.gid], x.mut.pi.dom)
+            elif isinstance(x, Extract) and isinstance(x.index, Lit) and self._var_path(x):
+                res = self._reify_path(x, env)
+            else:
+                ops = tuple(go(op) for op in x.ops)
+                res = x.rebuild(w, ops)
+            memo[x.gid] = res
+            return res
+
+        return go(d)
+
+    def _var_path(self, x: Def) -> bool:
+        while isinstance(x, Extract) and isinstance(x.index, Lit):
+            x = x.tup
+        return isinstance(x, Var)
+
+    def _reify_path(self, x: Extract, env: Env) -> Def:
+        """`Var#i#j` reified from just that component of the parameter's value."""
+        path: list[int] = []
+        y: Def = x
+        while isinstance(y, Extract):
+            assert isinstance(y.index, Lit)
+            path.append(y.index.value)
+            y = y.tup
+        assert isinstance(y, Var)
+        v = env[y.gid]
+        for i in reversed(path):
+            v = v[i]
+        t = self.world.type_of(x) if x.bvd == 0 else None
+        if t is not None and self.compiler.has_var(t):
+            t = self.substitute(t, env)
+        return self.reify(v, t)
+
+    # ------------------------------------------------------------------ programs
+
+    def run_main(self, main: MutLam, args: list[str]) -> int:
+        """Run `main` with C's argc/argv and return its I32 result as a signed integer."""
+        from verimim.plug import gpu_interp, mem_interp
+
+        w = self.world
+        th = Thread("host")
+        dom = main.pi.dom
+        arg_t = w.shift(dom.ops[0], -1) if isinstance(dom, Sigma) and len(dom.ops) == 2 else None
+        if arg_t is None:
+            raise RuntimeFault("E-TYPE", "`main` must be `fun main (m0: mem.M 0, argc: I32, argv: …): [mem.M 0, I32]`", main.loc)
+        if isinstance(arg_t, Sigma) and len(arg_t.ops) == 3:
+            argv = mem_interp.make_argv(self, args)
+            main_arg: Value = (Token(0), (len(args)) % 2**32, argv)
+        else:
+            main_arg = Token(0)
+        th.next = (Closure(main, {}), (main_arg, Halt()))
+        status = self.run_thread(th)
+        if status != "done":
+            raise RuntimeFault("E-BARRIER-DIVERGENCE", "a barrier outside of any kernel", None)
+        result = th.result
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], int)):
+            raise RuntimeFault("E-TYPE", f"`main` returned {result!r}, not [mem.M 0, I32]", main.loc)
+        gpu_interp.at_exit(self, main)
+        mem_interp.at_exit(self, main)
+        v = result[1] % 2**32
+        return v - 2**32 if v >= 2**31 else v
+
+
+def find_main(world: World) -> MutLam:
+    main = world.externals.get("main")
+    if main is None:
+        raise RuntimeFault("E-NAME", "the program has no `fun extern main`", None)
+    return main
+
+
+def run_program(world: World, args: list[str], fuel: int = DEFAULT_FUEL, seed: int = 0) -> tuple[int, list[Diagnostic]]:
+    machine = Machine(world, fuel=fuel, seed=seed)
+    result = machine.run_main(find_main(world), args)
+    return result, machine.warnings
+
+
+__all__ = ["Machine", "Thread", "run_program", "find_main", "IdxT", "NatT", "Pi", "Tuple", "Ptr", "App"]

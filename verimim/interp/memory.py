@@ -1,0 +1,211 @@
+"""Byte-level memory of the reference interpreter (SEMANTICS.md "Values and memory").
+
+Every allocation is a `Block` in one address space with its own bytes and a per-byte
+"initialised" shadow that copies carry along. Values are encoded with the target data layout
+(verimim.layout); a pointer stored in memory is an 8-byte address `block id << 40 | offset`.
+Every access is checked: a freed block (`E-USE-AFTER-FREE`), bytes outside the block
+(`E-OOB`), bytes never written (`E-UNINIT`).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from verimim.diagnostics import Loc, Related
+from verimim.interp.values import RuntimeFault, Stream, Token, Value
+from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Sigma
+from verimim.layout import Layout, Target, X86_64, field_offsets, int_bytes, layout_of
+from verimim.printer import show
+
+ADDR_SHIFT = 40
+
+SPACE_NAMES = {0: "host", 1: "global", 3: "shared", 4: "constant", 5: "local"}
+
+_block_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Block:
+    space: int
+    size: int
+    kind: str  # "heap", "stack", "static", "shared", "dynshared", "argv"
+    loc: Loc | None
+    label: str
+    data: bytearray = field(init=False)
+    init: bytearray = field(init=False)
+    live: bool = True
+    freed_at: Loc | None = None
+    id: int = field(default_factory=lambda: next(_block_ids))
+
+    def __post_init__(self) -> None:
+        self.data = bytearray(self.size)
+        self.init = bytearray(self.size)
+
+    def describe(self) -> str:
+        return f"{self.kind} block `{self.label}` of {self.size} bytes in the {SPACE_NAMES.get(self.space, self.space)} address space"
+
+
+@dataclass(frozen=True)
+class Ptr:
+    block: Block
+    offset: int
+
+    @property
+    def space(self) -> int:
+        return self.block.space
+
+    def __repr__(self) -> str:
+        return f"<ptr {self.block.label}+{self.offset}>"
+
+
+class Memory:
+    def __init__(self, target: Target = X86_64) -> None:
+        self.target = target
+        self.blocks: dict[int, Block] = {}
+        self._layouts: dict[int, Layout | None] = {}
+
+    # ------------------------------------------------------------------ blocks
+
+    def alloc(self, space: int, size: int, kind: str, loc: Loc | None, label: str) -> Block:
+        b = Block(space, size, kind, loc, label)
+        self.blocks[b.id] = b
+        return b
+
+    def free(self, p: Ptr, loc: Loc | None) -> None:
+        b = p.block
+        if not b.live:
+            raise RuntimeFault("E-DOUBLE-FREE", f"{b.describe()} is freed twice", loc,
+                               (Related("freed first here", b.freed_at), Related("allocated here", b.loc)))
+        if b.kind != "heap":
+            raise RuntimeFault("E-BAD-FREE", f"freeing the {b.describe()}: only heap blocks "
+                               f"(mem.malloc/mem.alloc/gpu.alloc) can be freed", loc,
+                               (Related("allocated here", b.loc),))
+        if p.offset != 0:
+            raise RuntimeFault("E-BAD-FREE", f"freeing an interior pointer (offset {p.offset}) of "
+                               f"the {b.describe()}", loc, (Related("allocated here", b.loc),))
+        b.live = False
+        b.freed_at = loc
+
+    def live_heap(self) -> list[Block]:
+        return [b for b in self.blocks.values() if b.live and b.kind == "heap"]
+
+    # ------------------------------------------------------------------ layout
+
+    def layout(self, t: Def, loc: Loc | None) -> Layout:
+        hit = self._layouts.get(t.gid, False)
+        if hit is False:
+            hit = layout_of(t, self.target)
+            self._layouts[t.gid] = hit
+        if hit is None:
+            raise RuntimeFault("E-UNSUPPORTED", f"the type `{show(t)}` has no memory layout "
+                               f"(its size is not known)", loc)
+        return hit
+
+    # ------------------------------------------------------------------ checked access
+
+    def check(self, p: Ptr, size: int, loc: Loc | None, what: str) -> None:
+        b = p.block
+        if not b.live:
+            raise RuntimeFault("E-USE-AFTER-FREE", f"{what} the {b.describe()} after it was freed", loc,
+                               (Related("freed here", b.freed_at), Related("allocated here", b.loc)))
+        if p.offset < 0 or p.offset + size > b.size:
+            raise RuntimeFault("E-OOB", f"{what} bytes {p.offset}..{p.offset + size - 1} of the "
+                               f"{b.describe()}", loc, (Related("allocated here", b.loc),))
+
+    def read_bytes(self, p: Ptr, size: int, loc: Loc | None) -> bytes:
+        self.check(p, size, loc, "reading")
+        b = p.block
+        lo, hi = p.offset, p.offset + size
+        if not all(b.init[lo:hi]):
+            first = lo + b.init[lo:hi].index(0)
+            raise RuntimeFault("E-UNINIT", f"loading byte {first} of the {b.describe()}, which was "
+                               f"never written", loc, (Related("allocated here", b.loc),))
+        return bytes(b.data[lo:hi])
+
+    def write_bytes(self, p: Ptr, data: bytes, loc: Loc | None) -> None:
+        self.check(p, len(data), loc, "writing")
+        b = p.block
+        lo = p.offset
+        b.data[lo:lo + len(data)] = data
+        b.init[lo:lo + len(data)] = b"\x01" * len(data)
+
+    def copy(self, dst: Ptr, src: Ptr, size: int, loc: Loc | None) -> None:
+        """Copy bytes with their initialisation shadow (copying uninitialised bytes is fine)."""
+        self.check(src, size, loc, "copying from")
+        self.check(dst, size, loc, "copying to")
+        s, d = src.block, dst.block
+        d.data[dst.offset:dst.offset + size] = s.data[src.offset:src.offset + size]
+        d.init[dst.offset:dst.offset + size] = s.init[src.offset:src.offset + size]
+
+    # ------------------------------------------------------------------ encoding
+
+    def encode(self, t: Def, v: Value, loc: Loc | None) -> bytes:
+        lay = self.layout(t, loc)
+        out = bytearray(lay.size)
+        self._encode_into(out, 0, t, v, loc)
+        return bytes(out)
+
+    def _encode_into(self, out: bytearray, off: int, t: Def, v: Value, loc: Loc | None) -> None:
+        if isinstance(t, (IdxT, NatT)):
+            n = self.layout(t, loc).size
+            out[off:off + n] = (int(v) % (1 << (8 * n))).to_bytes(n, "little")
+            return
+        if isinstance(t, Axiom) and t.annex == "gpu.Stream":
+            out[off:off + 8] = (v.handle if isinstance(v, Stream) else 0).to_bytes(8, "little")
+            return
+        if isinstance(t, App) and isinstance(t.head, Axiom):
+            if t.head.annex == "mem.Ptr":
+                addr = (v.block.id << ADDR_SHIFT) + v.offset if isinstance(v, Ptr) else 0
+                out[off:off + 8] = addr.to_bytes(8, "little")
+                return
+            if t.head.annex == "mem.M":
+                return
+        if isinstance(t, Sigma):
+            offs = field_offsets(t, self.target)
+            assert offs is not None
+            for f, o, x in zip(t.ops, offs, v):
+                self._encode_into(out, off + o, f, x, loc)
+            return
+        if isinstance(t, Arr) and isinstance(t.shape, Lit):
+            elem = t.body
+            esz = self.layout(elem, loc).size
+            for i in range(t.shape.value):
+                self._encode_into(out, off + i * esz, elem, v[i], loc)
+            return
+        raise RuntimeFault("E-UNSUPPORTED", f"cannot store a value of type `{show(t)}`", loc)
+
+    def decode(self, t: Def, data: bytes, loc: Loc | None, off: int = 0) -> Value:
+        if isinstance(t, IdxT):
+            n = self.layout(t, loc).size
+            v = int.from_bytes(data[off:off + n], "little")
+            if isinstance(t.size, Lit) and v >= t.size.value:
+                raise RuntimeFault("E-OOB", f"the loaded value {v} is not a value of `{show(t)}`", loc)
+            return v
+        if isinstance(t, NatT):
+            return int.from_bytes(data[off:off + 8], "little")
+        if isinstance(t, Axiom) and t.annex == "gpu.Stream":
+            return Stream(int.from_bytes(data[off:off + 8], "little"))
+        if isinstance(t, App) and isinstance(t.head, Axiom):
+            if t.head.annex == "mem.Ptr":
+                addr = int.from_bytes(data[off:off + 8], "little")
+                b = self.blocks.get(addr >> ADDR_SHIFT)
+                if b is None:
+                    raise RuntimeFault("E-OOB", f"the loaded pointer {addr:#x} points to no allocation", loc)
+                return Ptr(b, addr & ((1 << ADDR_SHIFT) - 1))
+            if t.head.annex == "mem.M":
+                space = t.arg.value if isinstance(t.arg, Lit) else 0
+                return Token(space)
+        if isinstance(t, Sigma):
+            offs = field_offsets(t, self.target)
+            assert offs is not None
+            return tuple(self.decode(f, data, loc, off + o) for f, o in zip(t.ops, offs))
+        if isinstance(t, Arr) and isinstance(t.shape, Lit):
+            esz = self.layout(t.body, loc).size
+            return tuple(self.decode(t.body, data, loc, off + i * esz) for i in range(t.shape.value))
+        raise RuntimeFault("E-UNSUPPORTED", f"cannot load a value of type `{show(t)}`", loc)
+
+
+def int_size(n: int) -> int:
+    b = int_bytes(n)
+    assert b is not None
+    return b

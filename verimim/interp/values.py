@@ -1,0 +1,73 @@
+"""Run-time values of the reference interpreter.
+
+`Nat` and `Idx n` values are Python ints, tuples are Python tuples, types are IR `Def`s (closed:
+run-time values substituted), memory tokens are `Token`s. Pointers point into `Block`s
+(verimim.interp.memory); closures pair a mutable lambda with the values of the enclosing
+mutables' parameters it may use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verimim.diagnostics import Loc, Related, VerimimError
+from verimim.ir.defs import Axiom, Def, MutLam
+
+Value = Any
+
+
+@dataclass(frozen=True)
+class Token:
+    """A memory token `mem.M a`; it carries no data, only the order of effects."""
+
+    space: int
+
+
+@dataclass(frozen=True)
+class Closure:
+    mut: MutLam
+    env: dict[int, Value] = field(hash=False, compare=False)
+
+    def __repr__(self) -> str:
+        return f"<closure {self.mut.name}>"
+
+
+@dataclass(frozen=True)
+class Partial:
+    """An axiom applied to some of its curried arguments."""
+
+    axiom: Axiom
+    args: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
+class Halt:
+    """The continuation that ends the program (main's `return`)."""
+
+
+@dataclass(frozen=True)
+class KernelReturn:
+    """The `return` continuation handed to a kernel work-item."""
+
+
+@dataclass(frozen=True)
+class Stream:
+    handle: int
+
+
+class RuntimeFault(VerimimError):
+    """Undefined behaviour (or an unsupported construct) found while running a program."""
+
+    def __init__(self, code: str, message: str, loc: Loc | None = None,
+                 related: tuple[Related, ...] = ()) -> None:
+        super().__init__(code, message, loc, related)
+
+
+class FuelExhausted(RuntimeFault):
+    def __init__(self, fuel: int, loc: Loc | None) -> None:
+        super().__init__("E-FUEL", f"execution ran past its step bound of {fuel} steps "
+                         f"(probably non-terminating; raise it with --fuel)", loc)
+
+
+def is_type_value(v: Value) -> bool:
+    return isinstance(v, Def)

@@ -114,12 +114,17 @@ class ExprPrinter:
 
     def _implicit_callee(self, callee: Def) -> bool:
         """Whether an argument fills an implicit domain (printed with `@` to parse back)."""
-        if self.type_of is None or callee.bvd or callee.has_hole:
+        if callee.bvd or callee.has_hole:
             return False
-        try:
-            t = self.type_of(callee)
-        except Exception:
-            return False
+        if self.type_of is None:
+            t = callee._type  # the type, where it has been computed already
+            if t is None:
+                return False
+        else:
+            try:
+                t = self.type_of(callee)
+            except Exception:
+                return False
         return isinstance(t, Pi) and t.implicit
 
     def postfix(self, d: Def) -> str:
@@ -243,7 +248,7 @@ class ExprPrinter:
 
     def lam(self, d: Lam) -> str:
         pi = d.pi
-        header, binder = self._binder_header(pi.dom, d.body, pi.names, d.name)
+        header, binder = self._binder_header(pi.dom, d.body, pi.names)
         if pi.implicit:
             header = "{" + header[1:-1] + "}"
         else:

@@ -278,8 +278,6 @@ def test_normal_forms_in_source() -> None:
     assert p["j"] is w.lit_nat(7)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: «(2, 2); T» keeps the shape ‹2; 2› (the tuple of equal "
-                                       "dimensions became a pack first) and is not «2; «2; T»»")
 def test_multi_dimensional_shape_written_as_a_tuple() -> None:
     p = P("let a = «(2, 2); I32»;\nlet b = «2; «2; I32»»;\n")
     assert p["a"] is p["b"]
@@ -367,9 +365,6 @@ def test_where_scopes_its_declarations() -> None:
     assert e.code == "E-NAME" and where(e) == pos(src, "inc", 2)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: `let` declarations inside `where … end` are silently dropped "
-                                       "(Elaborator.infer_block_like declares only non-let declarations "
-                                       "and elaborates lets for `{ … }` blocks only), so using them is E-NAME")
 def test_let_inside_where() -> None:
     p = P("let x = core.nat.add (a, b) where let a = 2; let b = core.nat.mul (a, 10); end;\n")
     assert p["x"] is p.world.lit_nat(22)
@@ -396,9 +391,6 @@ def test_named_sigma_field_extract() -> None:
     assert p["z"] is p.world.lit_nat(7)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a named sigma whose fields have equal types, [lo: Nat, hi: Nat], "
-                                       "is normalized to «2; Nat» and its field names are lost, so `x#hi` "
-                                       "is E-NAME")
 def test_named_field_extract_from_a_sigma_of_equal_types() -> None:
     p = P("lam f (x: [lo: Nat, hi: Nat]): Nat = x#hi;\nlet y = f (1, 2);\n")
     assert p["y"] is p.world.lit_nat(2)

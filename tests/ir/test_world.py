@@ -263,9 +263,6 @@ def test_multi_dimensional_shapes(w: World) -> None:
     assert w.arr(w.tuple([n(3), n(1)]), t) is w.arr(n(3), t)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a shape with equal dimensions, (2, 2), is normalized to the "
-                                       "pack ‹2; 2› before World.arr sees it, so «(2, 2); T» is not "
-                                       "«2; «2; T»»")
 def test_multi_dimensional_shape_with_equal_dimensions(w: World) -> None:
     n = w.lit_nat
     t = I(w, 32)

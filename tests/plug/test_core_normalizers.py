@@ -556,8 +556,6 @@ def test_sdiv_int_min_by_minus_one_does_not_fold(w: World) -> None:
         assert isinstance(div(w, "sdiv", bits, 2 ** (bits - 1), 2**bits - 1, mem_token(w)), App)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: srem INT_MIN, -1 is undefined in LLVM (the overflow of the "
-                                       "implied sdiv), but core.div.srem folds it to 0")
 def test_srem_int_min_by_minus_one_does_not_fold(w: World) -> None:
     assert isinstance(div(w, "srem", 8, 0x80, 0xFF, mem_token(w)), App)
 

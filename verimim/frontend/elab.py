@@ -463,7 +463,7 @@ class Elaborator:
         assert arity is not None
         ix = e.index
         if isinstance(ix, ast.Name) and len(ix.parts) == 1 and scope.lookup(ix.parts[0]) is None:
-            names = tt.names if isinstance(tt, Sigma) else None
+            names = tt.names if isinstance(tt, Sigma) else tt.field_names if isinstance(tt, Arr) else None
             if names and ix.parts[0] in names:
                 return w.lit_idx(len(names), names.index(ix.parts[0]))
         if isinstance(ix, ast.NumLit) and ix.bits is None and ix.size is None and ix.ascribed is None:
@@ -564,8 +564,11 @@ class Elaborator:
     def infer_block_like(self, e: ast.Block | ast.Where, scope: Scope, expected: Def | None) -> Def:
         sc = scope.child()
         decls = e.decls
-        self.declare(tuple(d for d in decls if not isinstance(d, ast.DeclLet)), sc)
-        if isinstance(e, ast.Block):
+        # A body's `let`s bind in sequence; every other declaration (and every declaration of a
+        # `where` block) is hoisted and elaborated on demand.
+        sequential = isinstance(e, ast.Block)
+        self.declare(tuple(d for d in decls if not (sequential and isinstance(d, ast.DeclLet))), sc)
+        if sequential:
             for d in decls:
                 if isinstance(d, ast.DeclLet):
                     self.statement(lambda d=d: self.elab_let(d, sc))

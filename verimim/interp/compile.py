@@ -42,6 +42,7 @@ class Code:
     result: Getter
     callee: Getter | None  # a jump when set; `result` is then the argument
     premade: list[tuple[int, MutLam]]
+    root: Def | None = None  # the body (for the location of the jump)
 
 
 class Compiler:
@@ -159,8 +160,8 @@ class Compiler:
                             work.append((op, False))
         if jump:
             assert callee_node is not None
-            return Code(instrs, len(slots), getter(top_ops[1]), getter(callee_node), premade)
-        return Code(instrs, len(slots), getter(root), None, premade)
+            return Code(instrs, len(slots), getter(top_ops[1]), getter(callee_node), premade, root)
+        return Code(instrs, len(slots), getter(root), None, premade, root)
 
     def operands(self, d: Def) -> list[Def]:
         """The nodes an instruction for `d` reads."""

@@ -44,6 +44,7 @@ class Thread:
     frame: list[Value] = field(default_factory=list)
     env: Env = field(default_factory=dict)
     barrier_node: Def | None = None
+    jump: Def | None = None  # the jump that produced `next` (for locations)
     barrier_result: Value = None
     result: Value = None
     done: bool = False
@@ -140,6 +141,7 @@ class Machine:
                 raise FuelExhausted(self.fuel, None)
             assert code.callee is not None
             th.next = (code.callee(fr, env), code.result(fr, env))
+            th.jump = code.root
             th.code = None
 
     def enter(self, th: Thread, callee: Value, arg: Value) -> bool:
@@ -168,7 +170,8 @@ class Machine:
                 raise RuntimeFault("E-UNSUPPORTED", f"cannot jump to `{callee.axiom.annex}`", None)
             value, k = arg
             self.tick(th)
-            th.next = (k, fn(self, th, list(callee.args) + [value], None))
+            site = th.jump.callee if isinstance(th.jump, App) else None
+            th.next = (k, fn(self, th, list(callee.args) + [value], site))
             return True
         raise RuntimeFault("E-INTERNAL", f"jump to a non-continuation {callee!r}", None)
 
@@ -180,7 +183,9 @@ class Machine:
         if isinstance(t, Def):
             idx = i if isinstance(i, Def) else self.reify(i, self.world.type_of(node.index) if node.index.bvd == 0 else None)
             return self.world.extract(t, idx)
-        raise RuntimeFault("E-INTERNAL", f"extracting from a non-tuple {t!r}", node.loc)
+        if i == 0:
+            return t  # an array of a run-time arity of one is its element (`«1; T» = T`)
+        raise RuntimeFault("E-OOB", f"index {i} into a value of one element", node.loc)
 
     def call_value(self, callee: Value, arg: Value, node: App, th: Thread) -> Value:
         """A direct-style call of a `lam` (not a jump): run its body to its value."""
@@ -240,6 +245,14 @@ class Machine:
                      for j in range(n))
 
     # ------------------------------------------------------------------ type-level values
+
+    def static(self, v: Value) -> Def:
+        """A type-level value as one IR node (a run-time tuple of types becomes a tuple node)."""
+        if isinstance(v, Def):
+            return v
+        if isinstance(v, tuple):
+            return self.world.tuple(self.static(x) for x in v)
+        return self.reify(v, None)
 
     def reify(self, v: Value, t: Def | None) -> Def:
         """A run-time value as an IR node (for type-level computation)."""

@@ -234,12 +234,13 @@ class Sigma(Def):
 class Arr(Def):
     """`«shape; body»` with body under the binder of the index."""
 
-    __slots__ = ("index_name",)
+    __slots__ = ("index_name", "field_names")
     binder_ops = frozenset({1})
 
     def __init__(self, shape: Def, body: Def) -> None:
         super().__init__((shape, body))
         self.index_name: str | None = None
+        self.field_names: tuple[str | None, ...] | None = None  # when written as a named sigma
 
     @property
     def shape(self) -> Def:

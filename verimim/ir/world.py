@@ -125,7 +125,10 @@ class World:
         if len(fields) == 1:
             return self.shift(fields[0], -1)
         if len(fields) >= 2 and all(f is fields[0] for f in fields) and not mentions(fields[0], 0):
-            return self.arr(self.lit_nat(len(fields)), fields[0])
+            arr = self.arr(self.lit_nat(len(fields)), fields[0])
+            if isinstance(arr, Arr) and names and arr.field_names is None and any(names):
+                arr.field_names = names  # `[lo: Nat, hi: Nat]`: `x#hi` still names a field
+            return arr
         node = self._hashcons(Sigma, fields, (), lambda: Sigma(fields))
         assert isinstance(node, Sigma)
         node.set_names(names)
@@ -135,10 +138,11 @@ class World:
         return self.sigma(())
 
     def arr(self, shape: Def, body: Def, index_name: str | None = None) -> Def:
-        if isinstance(shape, Tuple) and not mentions(body, 0):
+        dims = self._dims(shape)
+        if dims is not None and not mentions(body, 0):
             # A multi-dimensional shape: «(a, b); T» is «a; «b; T»».
             inner = self.shift(body, -1)
-            for dim in reversed(shape.ops):
+            for dim in reversed(dims):
                 inner = self.arr(dim, self.shift(inner, 1))
             return inner
         n = shape.value if isinstance(shape, Lit) else None
@@ -155,6 +159,14 @@ class World:
             node.index_name = index_name
         return node
 
+    def _dims(self, shape: Def) -> tuple[Def, ...] | None:
+        """The dimensions of a multi-dimensional shape `(a, b)` (also when it became `‹2; a›`)."""
+        if isinstance(shape, Tuple):
+            return shape.ops
+        if isinstance(shape, Pack) and isinstance(shape.shape, Lit) and shape.body.bvd == 0:
+            return (shape.body,) * shape.shape.value
+        return None
+
     def tuple(self, elems: Iterable[Def]) -> Def:
         elems = tuple(elems)
         if len(elems) == 1:
@@ -167,6 +179,12 @@ class World:
         return self.tuple(())
 
     def pack(self, shape: Def, body: Def, index_name: str | None = None) -> Def:
+        dims = self._dims(shape)
+        if dims is not None and not mentions(body, 0):
+            inner = self.shift(body, -1)
+            for dim in reversed(dims):
+                inner = self.pack(dim, self.shift(inner, 1))
+            return inner
         n = shape.value if isinstance(shape, Lit) else None
         if n == 0:
             return self.unit()

@@ -211,8 +211,8 @@ def _div(name: str) -> Callable[[World, App], Def | None]:
         else:
             sa, sb = signed(a, s), signed(b, s)
             q = abs(sa) // abs(sb) * (1 if (sa >= 0) == (sb >= 0) else -1)
-            if name == "sdiv" and not -((s + 1) // 2) <= q < (s + 1) // 2:
-                return None  # INT_MIN / -1 overflows
+            if not -((s + 1) // 2) <= q < (s + 1) // 2:
+                return None  # INT_MIN / -1 overflows (srem too: it is defined by that quotient)
             v = q % s if name == "sdiv" else (sa - q * sb) % s
         return w.tuple([mem, w.lit(w.idx(s_def), v)])
     return norm

@@ -69,9 +69,9 @@ def _div(name: str) -> Callable[..., Value]:
             return (mem, a // b if name == "udiv" else a % b)
         sa, sb = signed(a, s), signed(b, s)
         q = abs(sa) // abs(sb) * (1 if (sa >= 0) == (sb >= 0) else -1)
+        if not -((s + 1) // 2) <= q < (s + 1) // 2:
+            raise _ub(f"`core.div.{name}` overflows: {sa} / {sb}", node)
         if name == "sdiv":
-            if not -((s + 1) // 2) <= q < (s + 1) // 2:
-                raise _ub(f"`core.div.sdiv` overflows: {sa} / {sb}", node)
             return (mem, q % s)
         return (mem, (sa - q * sb) % s)
     return run

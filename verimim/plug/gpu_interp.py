@@ -265,6 +265,11 @@ class LaunchState:
     epochs: dict[int, int] = field(default_factory=dict)
     static_slots: dict[tuple[int, int, int], Block] = field(default_factory=dict)
     node: App | None = None
+    deferred: RuntimeFault | None = None
+
+    def defer(self, fault: RuntimeFault) -> None:
+        if self.deferred is None:
+            self.deferred = fault
 
     def touch(self, block: Block, off: int, size: int, write: bool, loc: Loc | None) -> None:
         """A global-memory access of a work-item: check it against other streams' pending work and
@@ -308,7 +313,14 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
             t = MThread(f"group {g} item {i}", device=True, group=g, item=i, launch=ls)
             t.next = (kernel, (Token(1), Token(3), Token(4), Token(5), g, i, smem, kargs, KernelReturn()))
             threads.append(t)
-        run_group(m, ls, g, threads)
+        try:
+            run_group(m, ls, g, threads)
+        except RuntimeFault as e:
+            if ls.deferred is not None and e.code != "E-RACE":
+                raise ls.deferred from None  # the uninitialised read came first
+            raise
+    if ls.deferred is not None:
+        raise ls.deferred
     if ls.tracker.benign is not None:
         msg, bloc, related = ls.tracker.benign
         m.warn("W-BENIGN-RACE", msg, bloc, related)

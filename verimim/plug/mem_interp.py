@@ -61,7 +61,15 @@ def load(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (t, _a), (mem, p) = args
     size = m.memory.layout(t, loc_of(node)).size
     access(m, th, p, size, None, node)
-    raw = m.memory.read_bytes(p, size, loc_of(node))
+    try:
+        raw = m.memory.read_bytes(p, size, loc_of(node))
+    except RuntimeFault as e:
+        if e.code != "E-UNINIT" or not th.device or th.launch is None:
+            raise
+        # In a kernel, reading bytes that another work-item writes only later is a race, which
+        # the other item's write will report; the read is an error only if no race shows up.
+        th.launch.defer(e)
+        raw = bytes(p.block.data[p.offset:p.offset + size])
     return (mem, m.memory.decode(t, raw, loc_of(node)))
 
 
@@ -149,6 +157,7 @@ def remem(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
 
 def lea(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (n, ts, _a), (p, i) = args
+    ts = m.static(ts)
     loc = loc_of(node)
     if not isinstance(p, Ptr):
         raise RuntimeFault("E-OOB", f"`mem.lea` of a pointer that points nowhere ({p!r})", loc)

@@ -1,0 +1,148 @@
+"""The reference interpreter on the program corpus and the shared examples: results, warnings,
+undefined behaviour with its code and location, and independence from the schedule."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, PROGRAMS, annotations, need_shared
+from verimim import driver
+
+VALID = sorted((PROGRAMS / "valid").glob("*.mim"))
+RUNTIME = sorted((PROGRAMS / "runtime_errors").glob("*.mim"))
+
+
+def run(path: Path, seed: int = 0) -> driver.Report:
+    ann = annotations(path)
+    args = ann.get("ARGS", "").split()
+    fuel = int(ann["FUEL"]) if "FUEL" in ann else None
+    return driver.run(str(path), [], args, fuel=fuel, seed=seed)
+
+
+def codes(report: driver.Report, severity: str) -> list[str]:
+    return [d.code for d in report.diagnostics if d.severity == severity]
+
+
+def check_expectations(path: Path, report: driver.Report) -> None:
+    ann = annotations(path)
+    rendered = [d.render() for d in report.diagnostics]
+    if "EXPECT-ERROR" in ann:
+        assert report.exit_code == 1, rendered
+        err = next(d for d in report.diagnostics if d.severity == "error")
+        assert err.code == ann["EXPECT-ERROR"], rendered
+        if "EXPECT-LOC" in ann:
+            line, col = (int(x) for x in ann["EXPECT-LOC"].split(":"))
+            assert err.loc is not None and (err.loc.line, err.loc.col) == (line, col), rendered
+        return
+    assert report.ok, rendered
+    assert report.data["result"] == int(ann["EXPECT"]), rendered
+    expected_warnings = {ann["EXPECT-WARNING"]} if "EXPECT-WARNING" in ann else set()
+    assert set(codes(report, "warning")) == expected_warnings, rendered
+
+
+@pytest.mark.parametrize("path", VALID + RUNTIME, ids=[f"{p.parent.name}/{p.name}" for p in VALID + RUNTIME])
+def test_program(path: Path) -> None:
+    check_expectations(path, run(path))
+
+
+def test_every_diagnostic_code_has_a_program() -> None:
+    wanted = {"E-RACE", "W-BENIGN-RACE", "E-BARRIER-DIVERGENCE", "E-OOB", "E-UNINIT", "E-USE-AFTER-FREE",
+              "E-DOUBLE-FREE", "E-BAD-FREE", "E-GPU-SESSION", "E-STREAM", "E-FUEL", "W-LEAK"}
+    seen: set[str] = set()
+    for p in RUNTIME + VALID:
+        ann = annotations(p)
+        seen |= {ann[k] for k in ("EXPECT-ERROR", "EXPECT-WARNING") if k in ann}
+    assert wanted <= seen, wanted - seen
+
+
+# A program that is race-free has one result whatever order work-items run in; a racy one is
+# reported under every order.
+SCHEDULE_SEEDS = [0, 1, 2, 7, 1234]
+KERNEL_PROGRAMS = [p for p in VALID if "gpu.launch" in p.read_text(encoding="utf-8")]
+RACY = [p for p in RUNTIME if annotations(p).get("EXPECT-ERROR") == "E-RACE" and "race_async" not in p.name]
+
+
+@pytest.mark.parametrize("path", KERNEL_PROGRAMS, ids=[p.name for p in KERNEL_PROGRAMS])
+def test_race_free_result_does_not_depend_on_schedule(path: Path) -> None:
+    results = {run(path, seed).data.get("result") for seed in SCHEDULE_SEEDS}
+    assert results == {int(annotations(path)["EXPECT"])}
+
+
+@pytest.mark.parametrize("path", RACY, ids=[p.name for p in RACY])
+def test_race_found_under_every_schedule(path: Path) -> None:
+    for seed in SCHEDULE_SEEDS:
+        assert "E-RACE" in codes(run(path, seed), "error"), seed
+
+
+def expected_rows() -> list[tuple[str, str, str, str]]:
+    tsv = EXAMPLES / "EXPECTED.tsv"
+    if not tsv.is_file():
+        return []
+    rows = []
+    for line in tsv.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        parts = (line.split("\t") + ["", "", "", ""])[:4]
+        if parts[1] == "run":
+            rows.append((parts[0], parts[1], parts[2], parts[3]))
+    return rows
+
+
+@pytest.mark.parametrize("row", expected_rows() or [("none", "run", "", "")], ids=lambda r: f"{r[0]} {r[2]}".strip())
+def test_shared_example_run_rows(row: tuple[str, str, str, str]) -> None:
+    need_shared()
+    file, _, args, expected = row
+    report = driver.run(str(EXAMPLES / file), [], args.split())
+    if expected.lstrip("-").isdigit():
+        assert report.ok and report.data["result"] == int(expected), [d.render() for d in report.diagnostics]
+    else:
+        assert report.exit_code == 1 and expected in codes(report, "error"), [d.render() for d in report.diagnostics]
+
+
+def test_fuel_bound_is_reported_not_hung(tmp_path: Path) -> None:
+    prog = tmp_path / "spin.mim"
+    prog.write_text("""plugin core;
+plugin mem;
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»») : [mem.M 0, I32] =
+    spin (m0, 0)
+    where
+        con spin (m0: mem.M 0, i: Nat) = spin (m0, core.nat.add (i, 1));
+    end;
+""", encoding="utf-8")
+    report = driver.run(str(prog), [], [], fuel=5_000)
+    assert codes(report, "error") == ["E-FUEL"]
+
+
+def test_long_loop_runs_in_constant_stack(tmp_path: Path) -> None:
+    """100,000 iterations of a recursive continuation: no Python recursion per iteration."""
+    prog = tmp_path / "loop.mim"
+    prog.write_text("""plugin core;
+plugin mem;
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»») : [mem.M 0, I32] =
+    loop (m0, 0, 0I32)
+    where
+        con loop (m0: mem.M 0, i: Nat, acc: I32) =
+            (done, body)#(core.ncmp.l (i, 100000)) (m0, acc)
+            where
+                con body (m0: mem.M 0, acc: I32) = loop (m0, core.nat.add (i, 1), core.wrap.add 0 (acc, 1I32));
+            end;
+        con done (m0: mem.M 0, acc: I32) = return (m0, acc);
+    end;
+""", encoding="utf-8")
+    report = driver.run(str(prog), [], [])
+    assert report.ok and report.data["result"] == 100000, [d.render() for d in report.diagnostics]
+
+
+def test_argv_strings_are_in_host_memory(tmp_path: Path) -> None:
+    """argv[1][0] is the first byte of the first argument, as in C."""
+    prog = tmp_path / "argv.mim"
+    prog.write_text("""plugin core;
+plugin mem;
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»») : [mem.M 0, I32] =
+    let (m0, s) = mem.load (m0, mem.lea (argv, 1:(Idx ⊤:Nat)));
+    let (m0, c) = mem.load (m0, mem.lea (s, 0:(Idx ⊤:Nat)));
+    return (m0, core.conv.u 4294967296 c);
+""", encoding="utf-8")
+    report = driver.run(str(prog), [], ["A"])
+    assert report.ok and report.data["result"] == ord("A"), [d.render() for d in report.diagnostics]

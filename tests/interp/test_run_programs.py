@@ -48,7 +48,7 @@ def test_program(path: Path) -> None:
 
 def test_every_diagnostic_code_has_a_program() -> None:
     wanted = {"E-RACE", "W-BENIGN-RACE", "E-BARRIER-DIVERGENCE", "E-OOB", "E-UNINIT", "E-USE-AFTER-FREE",
-              "E-DOUBLE-FREE", "E-BAD-FREE", "E-GPU-SESSION", "E-STREAM", "E-FUEL", "W-LEAK"}
+              "E-DOUBLE-FREE", "E-BAD-FREE", "E-GPU-SESSION", "E-STREAM", "E-FUEL", "W-LEAK", "E-ADDR-SPACE"}
     seen: set[str] = set()
     for p in RUNTIME + VALID:
         ann = annotations(p)

@@ -272,7 +272,6 @@ class Compiler:
                 raise RuntimeFault("E-UNSUPPORTED", f"`{head.annex}` applied to too many arguments", d.loc)
 
             def call(fr: list[Value], env: Env, th: Thread) -> Any:
-                m.tick(th)
                 res = fn(m, th, [g(fr, env) for g in gs], d)
                 if res is SUSPEND:
                     fr[slot] = th.barrier_result

@@ -68,13 +68,27 @@ def cli() -> None:
     """verimim: a verification-oriented compiler for GPU programs written in Mim."""
 
 
+def _phase_list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
 @cli.command()
 @click.argument("file", required=False)
+@click.option("--timeout", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
+              help="seconds per Z3 query (a time-out is `unknown`, never `proved`)")
+@click.option("--emit-smt2", type=click.Path(file_okay=False), default=None,
+              help="write every Z3 query as SMT-LIB 2 into this directory")
+@click.option("--host-phases", default=None, help="comma-separated phases run on the host World after split_apply")
+@click.option("--device-phases", default=None, help="comma-separated phases run on the device World")
 @common
-def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
-    """Parse and type-check FILE (default: the embedded demo) and report."""
+def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...], timeout: float,
+          emit_smt2: str | None, host_phases: str | None, device_phases: str | None) -> None:
+    """Type-check FILE (default: the embedded demo), run the pipeline proving every phase."""
     path = resolve_file(file)
-    report = driver.check(path, list(include))
+    report = driver.check(path, list(include), timeout_ms=int(timeout * 1000), emit_smt2=emit_smt2,
+                          host_phases=_phase_list(host_phases), device_phases=_phase_list(device_phases))
     if report.ok:
         report.data.setdefault("summary", f"{path}: ok")
     emit(report, as_json, debug)
@@ -108,11 +122,12 @@ def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int |
 @cli.command()
 @click.argument("file", required=False)
 @click.option("--dot", is_flag=True, help="print a Graphviz graph instead of Mim")
+@click.option("--after", default=None, help="print the program after this phase of the pipeline")
 @common
-def dump(file: str | None, dot: bool, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+def dump(file: str | None, dot: bool, after: str | None, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
     """Print FILE back as Mim (or as a Graphviz graph with --dot)."""
     path = resolve_file(file)
-    emit(driver.dump(path, list(include), dot=dot), as_json, debug)
+    emit(driver.dump(path, list(include), dot=dot, after=after), as_json, debug)
 
 
 def _usage_error(message: str, as_json: bool) -> None:

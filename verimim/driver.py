@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from verimim.diagnostics import Diagnostic, VerimimError, exit_code_for
+from verimim.diagnostics import Diagnostic, UsageError, VerimimError, exit_code_for
 from verimim.frontend.loader import Unit, load_program
 from verimim.ir.world import World
 
@@ -93,13 +93,26 @@ def load(path: str, include: list[str]) -> tuple[World, Unit]:
     return load_program(path, include)
 
 
-def check(path: str, include: list[str]) -> Report:
-    """Parse, bind and type-check (the compile pipeline's phases join in a later issue)."""
+def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt2: str | None = None,
+          host_phases: list[str] | None = None, device_phases: list[str] | None = None) -> Report:
+    """Parse, type-check, run the compile pipeline proving each phase against its specification."""
+    from verimim.phases.runner import run_pipeline
+    from verimim.smt.solver import DEFAULT_TIMEOUT_MS
+
     report = Report(path)
+    report.data["phases"] = []
 
     def body() -> None:
         world, unit = load(path, include)
-        report.data["phases"] = []
+        run = run_pipeline(world, timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS,
+                           emit_dir=Path(emit_smt2) if emit_smt2 else None,
+                           host_phases=host_phases, device_phases=device_phases)
+        report.data["phases"] = run.phases
+        report.diagnostics.extend(run.diagnostics)
+        report.data["z3"] = {"queries": run.ctx.queries, "time_s": round(run.ctx.z3_s, 4),
+                             "slowest": {"time_s": round(run.ctx.slowest[0], 4), "query": run.ctx.slowest[1]}}
+        if any(d.code == "E-SPEC" for d in run.diagnostics):
+            report.data["reproducer"] = f"verimim check {path} --json"
 
     return guarded(report, body)
 
@@ -128,13 +141,30 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
     return report
 
 
-def dump(path: str, include: list[str], dot: bool = False) -> Report:
-    from verimim.dump import dump_dot, dump_unit
+def dump(path: str, include: list[str], dot: bool = False, after: str | None = None) -> Report:
+    """The program as Mim (or Graphviz); with `after`, as it is after that phase of the pipeline."""
+    from verimim.dump import dump_dot, dump_unit, dump_world
 
     report = Report(path)
 
     def body() -> None:
         world, unit = load(path, include)
-        report.text = dump_dot(world, unit) if dot else dump_unit(world, unit)
+        if after is None:
+            report.text = dump_dot(world, unit) if dot else dump_unit(world, unit)
+            return
+        from verimim.phases.pipeline import PHASES
+        from verimim.phases.runner import run_pipeline
+
+        if after not in PHASES:
+            raise UsageError(f"--after: unknown phase `{after}`; known: {', '.join(sorted(PHASES))}")
+        run = run_pipeline(world, verify=False, until=after)
+        report.diagnostics.extend(run.diagnostics)
+        if run.stopped:
+            return
+        imports = [f"{i.kind} {i.name};" for i in unit.module.imports]
+        parts = [dump_world(run.program.host, imports)]
+        if run.program.device is not None:
+            parts.append("// ---- device ----\n" + dump_world(run.program.device, imports))
+        report.text = "\n".join(parts)
 
     return guarded(report, body)

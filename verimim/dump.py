@@ -368,3 +368,18 @@ def _dot_label(dumper: Dumper, d: Def) -> str:
 
 def _esc(s: str) -> str:
     return s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def dump_world(world: World, header: list[str]) -> str:
+    """A whole World (after a phase): its externals and what they reach."""
+    dumper = Dumper(world)
+    out = list(header) + ([""] if header else [])
+    roots = [world.externals[n] for n in sorted(world.externals)]
+    for m in roots:
+        dumper.mut_names[m.gid] = dumper.unique(m.name or "main")
+    extra_top = dumper.plan(roots)
+    for m in extra_top + roots:
+        out += dumper.print_mut(m, 0) + [""]
+    while out and out[-1] == "":
+        out.pop()
+    return "\n".join(out) + "\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROGRAMS, annotations, need_shared, shared_examples
+from tests.conftest import PROGRAMS, need_shared, shared_examples
 from verimim import driver
 
 WELL_TYPED = sorted((PROGRAMS / "valid").glob("*.mim")) + sorted((PROGRAMS / "runtime_errors").glob("*.mim")) \
@@ -17,25 +17,6 @@ ILL_TYPED = sorted((PROGRAMS / "ill_typed").glob("*.mim"))
 
 def ids(paths: list[Path]) -> list[str]:
     return [f"{p.parent.name}/{p.name}" for p in paths]
-
-
-@pytest.mark.parametrize("path", WELL_TYPED, ids=ids(WELL_TYPED))
-def test_well_typed_program_checks(path: Path) -> None:
-    report = driver.check(str(path), [])
-    assert report.ok, [d.render() for d in report.diagnostics]
-
-
-@pytest.mark.parametrize("path", ILL_TYPED, ids=ids(ILL_TYPED))
-def test_ill_typed_program_is_rejected_at_its_location(path: Path) -> None:
-    ann = annotations(path)
-    report = driver.check(str(path), [])
-    assert not report.ok
-    assert report.exit_code == 1
-    diag = report.diagnostics[0]
-    assert diag.code == ann["EXPECT-ERROR"], diag.render()
-    if "EXPECT-LOC" in ann:
-        line, col = (int(x) for x in ann["EXPECT-LOC"].split(":"))
-        assert diag.loc is not None and (diag.loc.line, diag.loc.col) == (line, col), diag.render()
 
 
 def test_corpus_is_present() -> None:

@@ -24,28 +24,6 @@ def codes(report: driver.Report, severity: str) -> list[str]:
     return [d.code for d in report.diagnostics if d.severity == severity]
 
 
-def check_expectations(path: Path, report: driver.Report) -> None:
-    ann = annotations(path)
-    rendered = [d.render() for d in report.diagnostics]
-    if "EXPECT-ERROR" in ann:
-        assert report.exit_code == 1, rendered
-        err = next(d for d in report.diagnostics if d.severity == "error")
-        assert err.code == ann["EXPECT-ERROR"], rendered
-        if "EXPECT-LOC" in ann:
-            line, col = (int(x) for x in ann["EXPECT-LOC"].split(":"))
-            assert err.loc is not None and (err.loc.line, err.loc.col) == (line, col), rendered
-        return
-    assert report.ok, rendered
-    assert report.data["result"] == int(ann["EXPECT"]), rendered
-    expected_warnings = {ann["EXPECT-WARNING"]} if "EXPECT-WARNING" in ann else set()
-    assert set(codes(report, "warning")) == expected_warnings, rendered
-
-
-@pytest.mark.parametrize("path", VALID + RUNTIME, ids=[f"{p.parent.name}/{p.name}" for p in VALID + RUNTIME])
-def test_program(path: Path) -> None:
-    check_expectations(path, run(path))
-
-
 def test_every_diagnostic_code_has_a_program() -> None:
     wanted = {"E-RACE", "W-BENIGN-RACE", "E-BARRIER-DIVERGENCE", "E-OOB", "E-UNINIT", "E-USE-AFTER-FREE",
               "E-DOUBLE-FREE", "E-BAD-FREE", "E-GPU-SESSION", "E-STREAM", "E-FUEL", "W-LEAK", "E-ADDR-SPACE"}

@@ -40,6 +40,7 @@ class World:
         self.normalizers: dict[str, tuple[int, Normalizer]] = {}
         self.muts: list[MutLam] = []
         self.externals: dict[str, MutLam] = {}
+        self.origin: World | None = None  # the World a phase rebuilt this one from
         self._univ = self._hashcons(Univ, (), ())
         self._nat = self._hashcons(NatT, (), ())
 
@@ -488,6 +489,17 @@ class World:
 
     def annex(self, name: str) -> Def:
         return self.annexes[name]
+
+    def find_annex(self, name: str) -> tuple[World, Def] | None:
+        """An annex of this World or of the Worlds it was rebuilt from (phases copy only what
+        the program reaches)."""
+        w: World | None = self
+        while w is not None:
+            hit = w.annexes.get(name)
+            if hit is not None:
+                return w, hit
+            w = w.origin
+        return None
 
     def register_normalizer(self, annex: str, arity: int, fn: Normalizer) -> None:
         self.normalizers[annex] = (arity, fn)

@@ -1,0 +1,110 @@
+"""The two checker phases of the gpu plugin: `gpu.check_addr_spaces_repl` and `gpu.mem_checks`.
+
+A checker returns the program unchanged or rejects it, with upstream MimIR's messages. An
+address space that is not a literal is a violation when some value of it is (the smt
+specification finds that value); the checker itself reports any non-literal address space in
+a forbidden position with the operation's location.
+"""
+from __future__ import annotations
+
+from verimim.diagnostics import Diagnostic
+from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Pi, Sigma
+from verimim.ir.world import World
+from verimim.printer import show
+from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
+
+# (operation, forbidden address spaces, how upstream words it)
+ADDR_SPACE_RULES: list[tuple[str, frozenset[int], str]] = [
+    ("mem.malloc", frozenset({3, 4, 5}), "`mem.malloc` cannot be used in address space"),
+    ("mem.free", frozenset({3, 4, 5}), "`mem.free` cannot be used in address space"),
+    ("mem.mslot", frozenset({1, 4}), "`mem.mslot` cannot be used in address space"),
+    ("mem.slot", frozenset({1, 4}), "`mem.slot` cannot be used in address space"),
+    ("mem.store", frozenset({4}), "`mem.store` cannot be used in address space"),
+]
+
+
+def address_space_of(app: App) -> Def:
+    """The address-space argument of a mem operation: the second element of its first argument
+    (`(T, a)` both for the explicit `[T, a]` of malloc/slot and the implicit `{T, a}` of store/free)."""
+    first = app.args()[0]
+    from verimim.ir.defs import Tuple
+
+    if isinstance(first, Tuple) and len(first.ops) == 2:
+        return first.ops[1]
+    raise ValueError(f"unexpected first argument {show(first)}")
+
+
+class CheckAddrSpaces(Phase):
+    name = "gpu.check_addr_spaces_repl"
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = PhaseResult(self.name, prog, prog)
+        for world in prog.worlds():
+            for op, bad, words in ADDR_SPACE_RULES:
+                for app in apps_of(world, op, 2):
+                    a = address_space_of(app)
+                    if isinstance(a, Lit) and a.value not in bad:
+                        continue
+                    space = str(a.value) if isinstance(a, Lit) else f"`{show(a)}` (not a literal)"
+                    res.diagnostics.append(Diagnostic(
+                        "E-ADDR-SPACE", f"{words} {space}: `{show(app)}`", app.loc))
+        return res
+
+
+def mem_types_in(world: World, t: Def) -> list[Def]:
+    """The `mem.M n` types occurring in type t."""
+    out = []
+    seen: set[int] = set()
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if x.gid in seen:
+            continue
+        seen.add(x.gid)
+        if isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == "mem.M":
+            out.append(x)
+            continue
+        stack.extend(x.ops)
+    return out
+
+
+class MemChecks(Phase):
+    name = "gpu.mem_checks"
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = PhaseResult(self.name, prog, prog)
+        for world in prog.worlds():
+            for app in apps_of(world, "gpu.launch", 4):
+                kernel, args = app.args()[2], app.args()[3]
+                t = world.type_of(args)
+                if mem_types_in(world, t):
+                    kname = kernel.name if isinstance(kernel, MutLam) else show(kernel)
+                    res.diagnostics.append(Diagnostic(
+                        "E-MEM-CROSSING", f"`mem.M` must not be passed across device boundaries: "
+                        f"`{show(args)}` of type `{show(t)}` is passed from host to kernel `{kname}`",
+                        args.loc or app.loc))
+            main = world.externals.get("main")
+            if main is not None:
+                self._check_main(world, main, res)
+        return res
+
+    def _check_main(self, world: World, main: MutLam, res: PhaseResult) -> None:
+        dom = main.pi.dom
+        if not (isinstance(dom, Sigma) and len(dom.ops) == 2):
+            return
+        args_t = world.shift(dom.ops[0], -1)
+        ret = world.shift(dom.ops[1], -1)
+        for m in mem_types_in(world, args_t):
+            if not (isinstance(m, App) and isinstance(m.arg, Lit) and m.arg.value == 0):
+                res.diagnostics.append(Diagnostic(
+                    "E-MEM-CROSSING", "the `main` function must not take a `mem.M n` with a non-zero `n` "
+                    f"as an argument (found `{show(m)}`)", main.loc))
+        if isinstance(ret, Pi):
+            for m in mem_types_in(world, ret.dom):
+                if not (isinstance(m, App) and isinstance(m.arg, Lit) and m.arg.value == 0):
+                    res.diagnostics.append(Diagnostic(
+                        "E-MEM-CROSSING", "the `main` function must not return a `mem.M n` with a non-zero "
+                        f"`n` (found `{show(m)}`)", main.loc))
+
+
+__all__ = ["CheckAddrSpaces", "MemChecks", "walk"]

@@ -1,0 +1,169 @@
+"""The rewriting phases of the default pipeline, each one hook of the shared Rewriter.
+
+- `mem.alloc2malloc_repl`: `mem.alloc (T, a) m` → `mem.malloc (T, a) (m, core.trait.size T)`,
+  `mem.slot (T, a) (m, id)` → `mem.mslot (T, a) (m, core.trait.size T, id)`.
+- `gpu.host_malloc2gpualloc_repl`: `mem.malloc (T, 1) (m, size)` → `gpu.alloc.block T m` and
+  `mem.free (T, 1)` → `gpu.free.block`; a malloc whose size is not its type's is left alone and
+  reported (`E-UNSUPPORTED`): upstream drops the size silently, we must not.
+- `gpu.remove_double_syncs`: a `gpu.sync_work_items (m1, m3)` whose tokens both come from the
+  immediately preceding sync, or are the kernel's entry tokens, is dropped.
+"""
+from __future__ import annotations
+
+from verimim.diagnostics import Diagnostic
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
+from verimim.ir.world import World
+from verimim.phases.base import Phase, PhaseResult, Program, is_app_of
+from verimim.phases.rewriter import Rewriter
+from verimim.printer import show
+
+
+def full_app(d: Def, annex: str, depth: int) -> bool:
+    return isinstance(d, App) and d.depth == depth and is_app_of(d, annex)
+
+
+class RewritePhase(Phase):
+    """A phase that rewrites every World of the program with `make_rewriter`."""
+
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        raise NotImplementedError
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = PhaseResult(self.name, prog, prog)
+        res.log["rewrites"] = []
+        worlds = []
+        for world in prog.worlds():
+            worlds.append(self.make_rewriter(world, res).run())
+        res.after = Program(worlds[0], worlds[1] if len(worlds) > 1 else None)
+        return res
+
+
+class _Alloc2Malloc(Rewriter):
+    def __init__(self, old: World, res: PhaseResult) -> None:
+        super().__init__(old)
+        self.res = res
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        w = self.new
+        if full_app(old, "mem.alloc", 2):
+            ty_a, m = ops[0].ops[1], ops[1]  # type: ignore[union-attr]
+            t = ty_a.ops[0]
+            new = w.app(w.app(self.annex("mem.malloc"), ty_a), w.tuple([m, w.app(self.annex("core.trait.size"), t)]))
+            self.res.log["rewrites"].append((old, new))
+            return new
+        if full_app(old, "mem.slot", 2):
+            ty_a, arg = ops[0].ops[1], ops[1]  # type: ignore[union-attr]
+            t = ty_a.ops[0]
+            m, slot_id = w.extract_n(arg, 2, 0), w.extract_n(arg, 2, 1)
+            size = w.app(self.annex("core.trait.size"), t)
+            new = w.app(w.app(self.annex("mem.mslot"), ty_a), w.tuple([m, size, slot_id]))
+            self.res.log["rewrites"].append((old, new))
+            return new
+        return None
+
+
+class Alloc2Malloc(RewritePhase):
+    name = "mem.alloc2malloc_repl"
+
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        return _Alloc2Malloc(world, res)
+
+
+class _HostMalloc2GpuAlloc(Rewriter):
+    def __init__(self, old: World, res: PhaseResult) -> None:
+        super().__init__(old)
+        self.res = res
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        w = self.new
+        if full_app(old, "mem.malloc", 2):
+            ty_a = ops[0].ops[1]  # type: ignore[union-attr]
+            if not (isinstance(ty_a, Tuple) and ty_a.ops[1] is w.lit_nat(1)):
+                return None
+            t = ty_a.ops[0]
+            arg = ops[1]
+            m, size = w.extract_n(arg, 2, 0), w.extract_n(arg, 2, 1)
+            want = w.app(self.annex("core.trait.size"), t)
+            if size is not want:
+                self.res.diagnostics.append(Diagnostic(
+                    "E-UNSUPPORTED", f"`mem.malloc` in global memory of {show(size)} bytes for a `{show(t)}` "
+                    f"of {show(want)} bytes: `gpu.alloc.block` allocates exactly its type, so this malloc "
+                    f"cannot be rewritten", old.loc))
+                return None
+            new = w.app(w.app(self.annex("gpu.alloc.block"), t), m)
+            self.res.log["rewrites"].append((old, new))
+            return new
+        if full_app(old, "mem.free", 2):
+            ty_a = ops[0].ops[1]  # type: ignore[union-attr]
+            if not (isinstance(ty_a, Tuple) and ty_a.ops[1] is w.lit_nat(1)):
+                return None
+            new = w.app(w.app(self.annex("gpu.free.block"), ty_a.ops[0]), ops[1])
+            self.res.log["rewrites"].append((old, new))
+            return new
+        return None
+
+
+class HostMalloc2GpuAlloc(RewritePhase):
+    name = "gpu.host_malloc2gpualloc_repl"
+
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        return _HostMalloc2GpuAlloc(world, res)
+
+
+class _RemoveDoubleSyncs(Rewriter):
+    def __init__(self, old: World, res: PhaseResult, kernels: set[int]) -> None:
+        super().__init__(old)
+        self.res = res
+        self.kernels = kernels
+
+    def redundant(self, old: App) -> bool:
+        arg = old.arg
+        if isinstance(arg, Tuple) and len(arg.ops) == 2:
+            a, b = arg.ops
+        else:
+            return False
+        if not (isinstance(a, Extract) and isinstance(b, Extract)):
+            return False
+        if not (isinstance(a.index, Lit) and isinstance(b.index, Lit)):
+            return False
+        src = a.tup
+        if src is not b.tup:
+            return False
+        if full_app(src, "gpu.sync_work_items", 1) and (a.index.value, b.index.value) == (0, 1):
+            return True  # straight from the preceding sync
+        if isinstance(src, Var) and src.mut.gid in self.kernels and (a.index.value, b.index.value) == (0, 1):
+            return True  # the kernel's entry tokens: nothing happened before
+        return False
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        if full_app(old, "gpu.sync_work_items", 1) and isinstance(old, App) and self.redundant(old):
+            new = ops[1]  # the tokens themselves
+            self.res.log["rewrites"].append((old, new))
+            return new
+        return None
+
+
+def kernels_of(world: World) -> list[MutLam]:
+    """The continuations passed to `gpu.launch` as kernels."""
+    from verimim.phases.base import apps_of
+
+    out: dict[int, MutLam] = {}
+    for app in apps_of(world, "gpu.launch", 3):
+        k = app.arg
+        if isinstance(k, MutLam):
+            out[k.gid] = k
+    for name, m in world.externals.items():
+        if name != "main" and world.is_cn(m.pi):
+            out[m.gid] = m  # after split_apply the device World's externals are the kernels
+    return sorted(out.values(), key=lambda m: m.gid)
+
+
+class RemoveDoubleSyncs(RewritePhase):
+    name = "gpu.remove_double_syncs"
+
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        kernels = {k.gid for k in kernels_of(world)}
+        return _RemoveDoubleSyncs(world, res, kernels)
+
+
+__all__ = ["Alloc2Malloc", "HostMalloc2GpuAlloc", "RemoveDoubleSyncs", "kernels_of", "Axiom"]

@@ -1,0 +1,129 @@
+"""The shared Rewriter: rebuilds what an old World's roots reach into a new World.
+
+A phase subclasses `Rewriter` and overrides one hook, `rewrite_imm` (an immutable node, with
+the old node at hand) or `rewrite_mut` (a mutable), returning None to fall back to the default,
+which rebuilds the node from its rewritten operands with the new World's normalizing
+constructors. Old and new Worlds stay distinct: nothing of the old one is mutated.
+Mutables are created in the new World first (so recursion works) and their bodies rewritten
+from a work list, in constant Python stack.
+"""
+from __future__ import annotations
+
+from verimim.ir.defs import Axiom, BVar, Def, Hole, Lit, MutLam, Param, Pi, Var
+from verimim.ir.world import World
+
+
+class Rewriter:
+    def __init__(self, old: World, new: World | None = None) -> None:
+        self.old = old
+        self.new = new if new is not None else World()
+        self.new.normalizers.update(old.normalizers)
+        self.new.origin = old
+        self.memo: dict[int, Def] = {}
+        self.pending: list[tuple[MutLam, MutLam]] = []
+
+    # ------------------------------------------------------------------ hooks
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        """Override: the replacement of an immutable node whose operands are already rewritten."""
+        return None
+
+    def rewrite_mut(self, old: MutLam) -> Def | None:
+        """Override: the replacement of a mutable (None: copy it)."""
+        return None
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> World:
+        """Rewrite every external of the old World (and what it reaches) into the new one."""
+        for name, m in sorted(self.old.externals.items()):
+            nm = self.rewrite(m)
+            if isinstance(nm, MutLam):
+                self.new.externals[name] = nm
+        self.finish()
+        return self.new
+
+    def finish(self) -> None:
+        while self.pending:
+            old_m, new_m = self.pending.pop()
+            if old_m.body is not None:
+                new_m.body = self.rewrite(old_m.body)
+
+    def annex(self, name: str) -> Def:
+        """The new World's node for an annex of the old one (axioms, plugin functions)."""
+        hit = self.old.find_annex(name)
+        if hit is None:
+            raise KeyError(f"the annex `{name}` is not loaded")
+        return self.rewrite(hit[1])
+
+    def rewrite(self, d: Def) -> Def:
+        hit = self.memo.get(d.gid)
+        if hit is not None:
+            return hit
+        # Iterative post-order over immutables; mutables are cut (their bodies come later).
+        work: list[tuple[Def, bool]] = [(d, False)]
+        while work:
+            x, expanded = work.pop()
+            if x.gid in self.memo:
+                continue
+            if isinstance(x, MutLam):
+                self.memo[x.gid] = self._mut(x)
+                continue
+            if not expanded:
+                work.append((x, True))
+                for op in x.ops:
+                    if op.gid not in self.memo:
+                        work.append((op, False))
+                continue
+            self.memo[x.gid] = self._imm(x)
+        return self.memo[d.gid]
+
+    def _imm(self, x: Def) -> Def:
+        ops = tuple(self.memo[op.gid] for op in x.ops)
+        res = self.rewrite_imm(x, ops)
+        if res is None:
+            res = self.default(x, ops)
+        if res.loc is None:
+            res.loc = x.loc
+        return res
+
+    def default(self, x: Def, ops: tuple[Def, ...]) -> Def:
+        w = self.new
+        if isinstance(x, Axiom):
+            ax = w.axiom(x.annex, ops[0])
+            ax.loc = ax.loc or x.loc
+            w.annexes.setdefault(x.annex, ax)
+            return ax
+        if isinstance(x, Var):
+            nm = ops[0]
+            assert isinstance(nm, MutLam)
+            return w.var(nm)
+        if isinstance(x, (BVar,)):
+            return w.bvar(x.index)
+        if isinstance(x, (Param, Hole)):
+            raise ValueError(f"a {type(x).__name__} in a finished World")
+        if isinstance(x, Lit):
+            return w.lit(ops[0], x.value)
+        res = x.rebuild(w, ops)
+        if isinstance(x, Pi) and isinstance(res, Pi):
+            res.set_names(x.names)
+        return res
+
+    def _mut(self, m: MutLam) -> Def:
+        res = self.rewrite_mut(m)
+        if res is not None:
+            return res
+        return self.copy_mut(m)
+
+    def copy_mut(self, m: MutLam) -> MutLam:
+        """A new mutable with m's name and metadata; its body is rewritten later."""
+        pi = self.rewrite(m.pi)
+        assert isinstance(pi, Pi)
+        nm = self.new.mut_lam(pi, m.name or "_", m.kind)
+        self.memo[m.gid] = nm  # before the body: recursion reaches it
+        for attr in ("external", "annex", "doc", "param_names", "loc"):
+            setattr(nm, attr, getattr(m, attr))
+        if m.annex:
+            self.new.annexes.setdefault(m.annex, nm)
+        self.pending.append((m, nm))
+        return nm

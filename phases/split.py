@@ -1,0 +1,79 @@
+"""`gpu.split_apply`: the kernels and what only they reach go to a device World.
+
+The kernels are the continuations passed to `gpu.launch`. The device World holds each kernel
+as an external under its own name, with its body and the continuations nested in it; the host
+World keeps everything else, and each launch site names its kernel by a body-less external
+declaration of the same name and type. Then the host and device sub-pipelines run on their own
+sides (`gpu.host_specific_phases ()` and `gpu.device_specific_phases ()`).
+"""
+from __future__ import annotations
+
+from verimim.diagnostics import Diagnostic
+from verimim.ir.analysis import Scopes
+from verimim.ir.defs import Def, MutLam
+from verimim.ir.world import World
+from verimim.phases.base import Phase, PhaseResult, Program, walk
+from verimim.phases.repl import kernels_of
+from verimim.phases.rewriter import Rewriter
+
+
+class _HostSide(Rewriter):
+    """Copies the host program, replacing each kernel by a declaration."""
+
+    def __init__(self, old: World, kernels: set[int]) -> None:
+        super().__init__(old)
+        self.kernels = kernels
+
+    def rewrite_mut(self, old: MutLam) -> Def | None:
+        if old.gid not in self.kernels:
+            return None
+        pi = self.rewrite(old.pi)
+        decl = self.new.mut_lam(pi, old.name or "kernel", old.kind)  # type: ignore[arg-type]
+        decl.external = True
+        decl.loc = old.loc
+        decl.param_names = old.param_names
+        self.new.externals[decl.name or "kernel"] = decl
+        return decl
+
+
+class SplitApply(Phase):
+    name = "gpu.split_apply"
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = PhaseResult(self.name, prog, prog)
+        if prog.device is not None:
+            res.skipped = "the program is already split"
+            return res
+        world = prog.host
+        kernels = kernels_of(world)
+        names: dict[str, MutLam] = {}
+        for k in kernels:
+            name = k.name or "kernel"
+            if name in names or name == "main":
+                res.diagnostics.append(Diagnostic("E-UNSUPPORTED", f"two kernels named `{name}`: "
+                                                  f"kernels are external by name on the device", k.loc))
+                return res
+            names[name] = k
+        if not kernels:
+            res.skipped = "the program launches no kernel"
+            return res
+        scopes = Scopes()
+        for k in kernels:
+            if scopes.free(k):
+                res.diagnostics.append(Diagnostic(
+                    "E-UNSUPPORTED", f"kernel `{k.name}` uses parameters of an enclosing function; a kernel "
+                    f"must be closed to run on the device", k.loc))
+                return res
+        host = _HostSide(world, {k.gid for k in kernels}).run()
+        dev = Rewriter(world)
+        for name, k in names.items():
+            nk = dev.rewrite(k)
+            assert isinstance(nk, MutLam)
+            nk.external = True
+            dev.new.externals[name] = nk
+        dev.finish()
+        res.after = Program(host, dev.new)
+        res.log["kernels"] = [k.name for k in kernels]
+        res.log["host_nodes"] = sum(1 for _ in walk(host))
+        res.log["device_nodes"] = sum(1 for _ in walk(dev.new))
+        return res

@@ -1,0 +1,562 @@
+"""One specification per phase (PHASES.md), checked with Z3 on every run.
+
+Each specification states what its phase must achieve, independently of how the phase does it:
+checkers are compared with a violation formula over the address spaces (or token crossings) of
+every operation; rewrites with a structural match of the two Worlds whose changed spots must be
+the allowed patterns (with the side conditions proved by Z3); `remove_double_syncs` with the
+barrier separation of every pair of memory operations on every path of each kernel;
+`split_apply` with a partition constraint system over one Boolean per mutable.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import z3
+
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple
+from verimim.ir.world import World
+from verimim.layout import X86_64, layout_of
+from verimim.phases.base import PhaseResult, Program, walk
+from verimim.printer import show
+from verimim.smt.match import Matcher, Pairs, app_parts, lit
+from verimim.smt.solver import Outcome, SpecContext, verdict_unsat_means_proved
+
+Spec = Callable[[PhaseResult, SpecContext], Outcome]
+SPECS: dict[str, Spec] = {}
+
+
+def spec(name: str) -> Callable[[Spec], Spec]:
+    def reg(fn: Spec) -> Spec:
+        SPECS[name] = fn
+        return fn
+    return reg
+
+
+def _loc(d: Def) -> str:
+    return str(d.loc) if d.loc else "?"
+
+
+# ============================================================================ checkers
+
+
+# The violation formula of PHASES.md: operation → forbidden address spaces.
+FORBIDDEN = {"mem.malloc": (3, 4, 5), "mem.free": (3, 4, 5), "mem.mslot": (1, 4), "mem.slot": (1, 4),
+             "mem.store": (4,)}
+
+
+def _space_term(d: Def, fresh: dict[int, z3.ArithRef]) -> z3.ArithRef:
+    if isinstance(d, Lit):
+        return z3.IntVal(d.value)
+    v = fresh.get(d.gid)
+    if v is None:
+        v = fresh[d.gid] = z3.Int(f"space_{len(fresh)}")
+    return v
+
+
+def _first_pair(d: App) -> tuple[Def, Def] | None:
+    first = d.args()[0]
+    if isinstance(first, Tuple) and len(first.ops) == 2:
+        return first.ops[0], first.ops[1]
+    return None
+
+
+def _unchanged(res: PhaseResult) -> bool:
+    return res.after.host is res.before.host and res.after.device is res.before.device
+
+
+def _checker_verdict(res: PhaseResult, ctx: SpecContext, label: str,
+                     ops: list[tuple[Def, z3.BoolRef]], fresh_constraints: list[z3.BoolRef]) -> Outcome:
+    """Accepts exactly when no operation can violate: compare the phase's decision with Z3's."""
+    if not _unchanged(res):
+        return Outcome("refuted", "the checker changed the program", None)
+    s = ctx.solver()
+    s.add(*fresh_constraints)
+    s.add(z3.Or(*[v for _, v in ops]) if ops else z3.BoolVal(False))
+    r = ctx.check(s, f"{res.name}: some operation violates")
+    if r == z3.unknown:
+        return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
+    possible = r == z3.sat
+    if possible and not res.rejected:
+        model = s.model()
+        bad = next(op for op, v in ops if z3.is_true(model.eval(v, model_completion=True)))
+        return Outcome("refuted", f"the phase accepted a violation at {_loc(bad)}",
+                       {"operation": show(bad), "location": _loc(bad), "model": str(model)})
+    if res.rejected and not possible:
+        d = res.diagnostics[0]
+        return Outcome("refuted", f"the phase rejected a program without violation ({d.message})",
+                       {"location": str(d.loc)})
+    # Each reported location must be one that can violate.
+    flagged = {str(d.loc) for d in res.diagnostics}
+    for op, v in ops:
+        if _loc(op) in flagged:
+            s2 = ctx.solver()
+            s2.add(*fresh_constraints)
+            s2.add(v)
+            if ctx.check(s2, f"{res.name}: the reported operation at {_loc(op)} violates") == z3.unsat:
+                return Outcome("refuted", f"the phase reported {_loc(op)}, which cannot violate")
+    what = "rejected: every reported operation can violate" if res.rejected else "accepted: no operation can violate"
+    return Outcome("proved", f"{what} ({len(ops)} operations)")
+
+
+@spec("gpu.check_addr_spaces_repl")
+def spec_addr_spaces(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    fresh: dict[int, z3.ArithRef] = {}
+    ops: list[tuple[Def, z3.BoolRef]] = []
+    for world in res.before.worlds():
+        for d in walk(world):
+            if not (isinstance(d, App) and d.depth == 2 and isinstance(d.head, Axiom) and d.head.annex in FORBIDDEN):
+                continue
+            pair = _first_pair(d)
+            if pair is None:
+                continue
+            a = _space_term(pair[1], fresh)
+            ops.append((d, z3.Or(*[a == k for k in FORBIDDEN[d.head.annex]])))
+    return _checker_verdict(res, ctx, "addr", ops, [v >= 0 for v in fresh.values()])
+
+
+def _mentions_mem_m(t: Def) -> bool:
+    seen: set[int] = set()
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if x.gid in seen:
+            continue
+        seen.add(x.gid)
+        if isinstance(x, Axiom) and x.annex == "mem.M":
+            return True
+        stack.extend(x.ops)
+    return False
+
+
+@spec("gpu.mem_checks")
+def spec_mem_checks(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    ops: list[tuple[Def, z3.BoolRef]] = []
+    fresh: dict[int, z3.ArithRef] = {}
+    constraints: list[z3.BoolRef] = []
+    for world in res.before.worlds():
+        for d in walk(world):
+            parts = app_parts(d, "gpu.launch", 4)
+            if parts is not None:
+                crosses = _mentions_mem_m(world.type_of(parts[3]))
+                ops.append((parts[3] if parts[3].loc else d, z3.BoolVal(crosses)))
+        main = world.externals.get("main")
+        if main is not None:
+            for x in walk(world, [main.pi]):
+                if isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == "mem.M":
+                    n = _space_term(x.arg, fresh)
+                    ops.append((main, n != 0))
+    constraints = [v >= 0 for v in fresh.values()]
+    return _checker_verdict(res, ctx, "mem", ops, constraints)
+
+
+# ============================================================================ rewrites
+
+
+def _size_of(world: World, t: Def) -> int | None:
+    lay = layout_of(t, X86_64)
+    return lay.size if lay else None
+
+
+def _size_term(d: Def) -> int | None:
+    """A size argument as a number: a literal, or `core.trait.size T` of a laid-out T."""
+    if isinstance(d, Lit):
+        return d.value
+    parts = app_parts(d, "core.trait.size", 1)
+    if parts is not None:
+        lay = layout_of(parts[0], X86_64)
+        return lay.size if lay else None
+    return None
+
+
+def _rewrite_spec(res: PhaseResult, ctx: SpecContext, rule_for: Callable[[list[z3.BoolRef]], Callable[[Def, Def], Pairs | None]],
+                  label: str, extra: Callable[[Program], Outcome | None] | None = None) -> Outcome:
+    side: list[z3.BoolRef] = []  # side conditions of the rewritten spots, all to be proved
+    for old, new in zip(res.before.worlds(), res.after.worlds()):
+        m = Matcher(rule_for(side))
+        mm = m.match_worlds(old, new)
+        if mm is not None:
+            return Outcome("refuted", mm.describe(), {"location": _loc(mm.old), "before": show(mm.old)[:300],
+                                                      "after": show(mm.new)[:300]})
+    if extra is not None:
+        out = extra(res.after)
+        if out is not None:
+            return out
+    if not side:
+        return Outcome("proved", f"{label}: the Worlds match node for node (nothing to rewrite)")
+    s = ctx.solver()
+    s.add(z3.Not(z3.And(*side)))
+    status, model = verdict_unsat_means_proved(ctx, s, f"{res.name}: the side conditions of {len(side)} rewrites")
+    if status == "refuted":
+        return Outcome("refuted", "a rewritten operation is not equivalent", {"model": str(model)})
+    if status == "unknown":
+        return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
+    return Outcome("proved", f"{label}: {len(side)} rewritten operations equivalent, all else unchanged")
+
+
+def _size_condition(old_size: Def, t: Def, label: str) -> z3.BoolRef:
+    """`old_size = core.trait.size t` as an arithmetic fact (a fresh variable when not a number)."""
+    want = _size_of_type(t)
+    got = _size_term(old_size)
+    lhs = z3.IntVal(got) if got is not None else z3.Int(f"size_{label}")
+    rhs = z3.IntVal(want) if want is not None else z3.Int(f"tsize_{label}")
+    return lhs == rhs
+
+
+def _size_of_type(t: Def) -> int | None:
+    lay = layout_of(t, X86_64)
+    return lay.size if lay else None
+
+
+@spec("mem.alloc2malloc_repl")
+def spec_alloc2malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    def rule_for(side: list[z3.BoolRef]) -> Callable[[Def, Def], Pairs | None]:
+        def rule(a: Def, b: Def) -> Pairs | None:
+            pa = app_parts(a, "mem.alloc", 2)
+            if pa is not None:
+                pb = app_parts(b, "mem.malloc", 2)
+                if pb is None or not isinstance(pb[1], Tuple):
+                    return None  # falls through to the structural comparison, which fails
+                (ta, m), (tb, (m2, size)) = (pa[0], pa[1]), (pb[0], pb[1].ops)
+                side.append(_size_condition(size, ta.ops[0] if isinstance(ta, Tuple) else ta, f"a{a.gid}"))
+                return [(ta, tb), (m, m2)]
+            ps = app_parts(a, "mem.slot", 2)
+            if ps is not None:
+                pb = app_parts(b, "mem.mslot", 2)
+                if pb is None or not isinstance(pb[1], Tuple) or len(pb[1].ops) != 3:
+                    return None
+                ta = ps[0]
+                m2, size, id2 = pb[1].ops
+                side.append(_size_condition(size, ta.ops[0] if isinstance(ta, Tuple) else ta, f"s{a.gid}"))
+                w_arg = ps[1]
+                if not isinstance(w_arg, Tuple):
+                    return None  # compared structurally (and found different)
+                return [(ta, pb[0]), (w_arg.ops[0], m2), (w_arg.ops[1], id2)]
+            return None
+        return rule
+
+    def none_left(p: Program) -> Outcome | None:
+        for w in p.worlds():
+            for d in walk(w):
+                if app_parts(d, "mem.alloc", 2) is not None or app_parts(d, "mem.slot", 2) is not None:
+                    return Outcome("refuted", f"a `mem.alloc`/`mem.slot` remains at {_loc(d)}", {"location": _loc(d)})
+        return None
+
+    return _rewrite_spec(res, ctx, rule_for, "alloc2malloc", none_left)
+
+
+@spec("gpu.host_malloc2gpualloc_repl")
+def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    def rule_for(side: list[z3.BoolRef]) -> Callable[[Def, Def], Pairs | None]:
+        def rule(a: Def, b: Def) -> Pairs | None:
+            pa = app_parts(a, "mem.malloc", 2)
+            if pa is not None and isinstance(pa[0], Tuple) and lit(pa[0].ops[1]) == 1:
+                pb = app_parts(b, "gpu.alloc.block", 2)
+                if pb is None:
+                    return None
+                t = pa[0].ops[0]
+                arg = pa[1]
+                size = arg.ops[1] if isinstance(arg, Tuple) else None
+                if size is None:
+                    return None
+                side.append(_size_condition(size, t, f"m{a.gid}"))
+                m = arg.ops[0] if isinstance(arg, Tuple) else arg
+                return [(t, pb[0]), (m, pb[1])]
+            pf = app_parts(a, "mem.free", 2)
+            if pf is not None and isinstance(pf[0], Tuple) and lit(pf[0].ops[1]) == 1:
+                pb = app_parts(b, "gpu.free.block", 2)
+                if pb is None:
+                    return None
+                return [(pf[0].ops[0], pb[0]), (pf[1], pb[1])]
+            return None
+        return rule
+
+    def none_left(p: Program) -> Outcome | None:
+        fresh: dict[int, z3.ArithRef] = {}
+        terms = []
+        for w in p.worlds():
+            for d in walk(w):
+                for annex in ("mem.malloc", "mem.free"):
+                    parts = app_parts(d, annex, 2)
+                    if parts is not None and isinstance(parts[0], Tuple):
+                        terms.append((d, _space_term(parts[0].ops[1], fresh)))
+        if not terms:
+            return None
+        s = ctx.solver()
+        s.add(z3.Or(*[t == 1 for _, t in terms]))
+        r = ctx.check(s, "host_malloc2gpualloc: a malloc/free in address space 1 remains")
+        if r == z3.sat:
+            d = next(d for d, t in terms if z3.is_true(s.model().eval(t == 1, model_completion=True)))
+            return Outcome("refuted", f"`{show(d)[:80]}` in address space 1 remains at {_loc(d)}", {"location": _loc(d)})
+        if r == z3.unknown:
+            return Outcome("unknown", "Z3 gave no answer")
+        return None
+
+    return _rewrite_spec(res, ctx, rule_for, "host_malloc2gpualloc", none_left)
+
+
+@spec("compile.cleanup")
+def spec_cleanup(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    # No Z3 here: the clean-up is validated by differential execution (PHASES.md step 5).
+    from verimim.interp.machine import Machine, find_main
+    from verimim.interp.values import RuntimeFault
+
+    m = Matcher()
+    for old, new in zip(res.before.worlds(), res.after.worlds()):
+        mm = m.match_worlds(old, new)
+        if mm is not None:
+            return Outcome("refuted", mm.describe())
+    results = []
+    for prog in (res.before, res.after):
+        try:
+            results.append(("ok", Machine(prog.host).run_main(find_main(prog.host), ["prog"])))
+        except RuntimeFault as e:
+            results.append((e.code, None))
+    if results[0] != results[1]:
+        return Outcome("refuted", f"differential execution: {results[0]} before, {results[1]} after")
+    return Outcome("proved", f"reachable part unchanged; same execution before and after ({results[0][0]})")
+
+
+# ============================================================================ remove_double_syncs
+
+
+MEM_OPS = ("mem.load", "mem.store", "mem.slot", "mem.mslot", "mem.malloc", "mem.free", "mem.lea")
+UNROLL = 32       # continuation visits per path
+MAX_PATHS = 256
+
+
+def _events(body: Def) -> list[Def]:
+    """The memory operations and barriers of a body, in the order the interpreter runs them."""
+    out: list[Def] = []
+    done: set[int] = set()
+    roots = [body.callee, body.arg] if isinstance(body, App) else [body]
+    for r in roots:
+        work: list[tuple[Def, bool]] = [(r, False)]
+        while work:
+            d, expanded = work.pop()
+            if d.gid in done:
+                continue
+            if expanded:
+                done.add(d.gid)
+                if isinstance(d, App) and isinstance(d.head, Axiom) and (
+                        (d.head.annex in MEM_OPS and d.head.annex != "mem.lea" and d.depth == 2)
+                        or (d.head.annex == "gpu.sync_work_items" and d.depth == 1)):
+                    out.append(d)
+                continue
+            work.append((d, True))
+            if isinstance(d, MutLam):
+                continue
+            for op in reversed(d.ops):
+                if op.gid not in done:
+                    work.append((op, False))
+    return out
+
+
+def _targets(body: Def) -> list[MutLam]:
+    """The continuations a body may jump to (both sides of a branch)."""
+    if not isinstance(body, App):
+        return []
+    callee = body.callee
+    if isinstance(callee, MutLam):
+        return [callee]
+    if isinstance(callee, Extract) and isinstance(callee.tup, Tuple):
+        return [c for c in callee.tup.ops if isinstance(c, MutLam)]
+    return []
+
+
+def kernel_paths(kernel: MutLam) -> tuple[list[list[Def]], bool]:
+    """Event sequences of every path through the kernel (each continuation visited at most UNROLL
+    times on a path); whether the bound cut a path short."""
+    paths: list[list[Def]] = []
+    cut = False
+    stack: list[tuple[MutLam, list[Def], dict[int, int]]] = [(kernel, [], {})]
+    while stack and len(paths) < MAX_PATHS:
+        m, evs, visits = stack.pop()
+        if m.body is None:
+            paths.append(evs)
+            continue
+        n = visits.get(m.gid, 0)
+        if n >= UNROLL:
+            cut = True
+            paths.append(evs)
+            continue
+        visits = dict(visits)
+        visits[m.gid] = n + 1
+        evs = evs + _events(m.body)
+        targets = _targets(m.body)
+        if not targets:
+            paths.append(evs)
+            continue
+        for t in targets:
+            stack.append((t, evs, visits))
+    return paths, cut or bool(stack)
+
+
+def _key(d: Def) -> tuple[str, str]:
+    assert isinstance(d, App) and isinstance(d.head, Axiom)
+    return d.head.annex, str(d.loc)
+
+
+@spec("gpu.remove_double_syncs")
+def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    before, after = res.before, res.after
+    old_w = before.device if before.device is not None else before.host
+    new_w = after.device if after.device is not None else after.host
+    from verimim.phases.repl import kernels_of
+
+    kernels_old = {k.name: k for k in kernels_of(old_w)}
+    kernels_new = {k.name: k for k in kernels_of(new_w)}
+    if set(kernels_old) != set(kernels_new):
+        return Outcome("refuted", f"kernels differ: {sorted(kernels_old)} before, {sorted(kernels_new)} after")
+    checked = 0
+    bounded = False
+    for name in sorted(kernels_old):
+        p_old, cut1 = kernel_paths(kernels_old[name])
+        p_new, cut2 = kernel_paths(kernels_new[name])
+        bounded = bounded or cut1 or cut2
+        if len(p_old) != len(p_new):
+            return Outcome("refuted", f"kernel `{name}`: {len(p_old)} paths before, {len(p_new)} after")
+        s = ctx.solver()
+        conds = []
+        counts_old, counts_new = [], []
+        for pi, (eo, en) in enumerate(zip(p_old, p_new)):
+            mo = [e for e in eo if _key(e)[0] != "gpu.sync_work_items"]
+            mn = [e for e in en if _key(e)[0] != "gpu.sync_work_items"]
+            if [_key(e) for e in mo] != [_key(e) for e in mn]:
+                return Outcome("refuted", f"kernel `{name}`, path {pi}: the memory operations differ",
+                               {"before": [str(e.loc) for e in mo], "after": [str(e.loc) for e in mn]})
+            co = _barrier_counts(eo)
+            cn = _barrier_counts(en)
+            counts_old.append(z3.IntVal(sum(1 for e in eo if _key(e)[0] == "gpu.sync_work_items")))
+            counts_new.append(z3.IntVal(sum(1 for e in en if _key(e)[0] == "gpu.sync_work_items")))
+            n = len(co)
+            if n < 2:
+                continue
+            CO = z3.Array(f"co_{pi}", z3.IntSort(), z3.IntSort())
+            CN = z3.Array(f"cn_{pi}", z3.IntSort(), z3.IntSort())
+            for k in range(n):
+                s.add(CO[k] == co[k], CN[k] == cn[k])
+            i, j = z3.Ints(f"i_{pi} j_{pi}")
+            conds.append(z3.And(0 <= i, i < j, j < n, (CO[j] > CO[i]) != (CN[j] > CN[i])))
+            checked += 1
+        # No divergence introduced: paths that reached the same number of barriers still do.
+        for a in range(len(counts_old)):
+            for b in range(a + 1, len(counts_old)):
+                conds.append(z3.And(counts_old[a] == counts_old[b], counts_new[a] != counts_new[b]))
+        s.add(z3.Or(*conds) if conds else z3.BoolVal(False))
+        status, model = verdict_unsat_means_proved(ctx, s, f"remove_double_syncs: kernel {name}")
+        if status == "refuted":
+            assert model is not None
+            return Outcome("refuted", f"kernel `{name}`: a pair of memory operations is separated by a barrier "
+                           f"before but not after (or the reverse), or a divergence was introduced",
+                           {"kernel": name, "model": str(model)})
+        if status == "unknown":
+            return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
+    bound = f"; loops unrolled up to {UNROLL} visits per continuation" if bounded else ""
+    return Outcome("proved", f"barrier separation of every pair of memory operations preserved on "
+                   f"{checked} path(s) of {len(kernels_old)} kernel(s){bound}")
+
+
+def _barrier_counts(events: list[Def]) -> list[int]:
+    """For each memory operation of a path, how many barriers precede it."""
+    out, seen = [], 0
+    for e in events:
+        if _key(e)[0] == "gpu.sync_work_items":
+            seen += 1
+        else:
+            out.append(seen)
+    return out
+
+
+# ============================================================================ split_apply
+
+
+HOST_ONLY = {"gpu.init", "gpu.deinit", "gpu.auto_init", "gpu.auto_deinit", "gpu.launch", "gpu.stream_init",
+             "gpu.stream_deinit", "gpu.stream_sync", "gpu.alloc.block", "gpu.alloc.asyn", "gpu.free.block",
+             "gpu.free.asyn", "gpu.copy_to_device.block", "gpu.copy_to_device.asyn", "gpu.copy_to_host.block",
+             "gpu.copy_to_host.asyn", "gpu.buf_alloc_copy", "gpu.buf_copy_to_host"}
+
+
+@spec("gpu.split_apply")
+def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    host, dev = res.after.host, res.after.device
+    if dev is None:
+        return Outcome("refuted", "no device World after split_apply")
+    old = res.before.host
+    from verimim.phases.repl import kernels_of
+
+    kernels = {k.name for k in kernels_of(old)}
+    # One Boolean per mutable of each side: is it on the device?
+    side_of: dict[str, list[str]] = {}
+    for label, w in (("host", host), ("device", dev)):
+        for d in walk(w):
+            if isinstance(d, MutLam) and d.annex is None:
+                side_of.setdefault(d.name or "?", []).append(label if d.body is not None else label + "-decl")
+    s = ctx.solver()
+    dv = {n: z3.Bool(f"device_{n}") for n in side_of}
+    reach = _mut_graph(old)
+    for n, sides in side_of.items():
+        on_dev = "device" in sides
+        on_host = "host" in sides
+        s.add(dv[n] == z3.BoolVal(on_dev))
+        if on_dev and on_host:
+            s.add(z3.BoolVal(False))  # a mutable with a body on both sides
+    # Required: kernels on the device; whatever a device mutable reaches is on the device;
+    # minimality: a device mutable is reached from a kernel.
+    for k in kernels:
+        if k in dv:
+            s.add(dv[k])
+    for n, targets in reach.items():
+        for t in targets:
+            if n in dv and t in dv:
+                s.add(z3.Implies(dv[n], dv[t]))
+    for n in dv:
+        if n in kernels:
+            continue
+        preds = [p for p, ts in reach.items() if n in ts and p in dv]
+        s.add(z3.Implies(dv[n], z3.Or(*[dv[p] for p in preds]) if preds else z3.BoolVal(False)))
+    # The device World holds no host-only operation.
+    for d in walk(dev):
+        if isinstance(d, Axiom) and d.annex in HOST_ONLY:
+            return Outcome("refuted", f"the device World holds the host operation `{d.annex}`", {"operation": d.annex})
+        if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex.startswith("mem.") and d.depth == 2:
+            pair = _first_pair(d)
+            if pair is not None and lit(pair[1]) == 0:
+                return Outcome("refuted", f"the device World holds a host memory operation at {_loc(d)}")
+    # Nothing lost: every continuation of the program is on one side.
+    for n in reach:
+        if n not in side_of:
+            return Outcome("refuted", f"the continuation `{n}` was lost")
+    r = ctx.check(s, "split_apply: the partition satisfies the constraints")
+    if r == z3.sat:
+        return Outcome("proved", f"kernels {sorted(kernels)} and what only they reach are on the device; "
+                       f"{len(side_of)} continuations partitioned")
+    if r == z3.unsat:
+        return Outcome("refuted", "the partition violates the split constraints (a mutable on both sides, a "
+                       "kernel on the host, a device mutable reaching a host one, or a device mutable "
+                       "not reached from any kernel)", {"sides": side_of})
+    return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
+
+
+def _mut_graph(world: World) -> dict[str, set[str]]:
+    from verimim.ir.analysis import scan_mut
+
+    out: dict[str, set[str]] = {}
+    for d in walk(world):
+        if isinstance(d, MutLam) and d.annex is None:
+            out.setdefault(d.name or "?", set()).update(
+                m.name or "?" for m in scan_mut(d)[1] if m.annex is None)
+    return out
+
+
+def check_spec(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    fn = SPECS.get(res.name)
+    t0 = time.perf_counter()
+    z0 = ctx.z3_s
+    if fn is None:
+        out = Outcome("skipped", f"no specification for {res.name}")
+    else:
+        out = fn(res, ctx)
+    out.time_s = time.perf_counter() - t0
+    out.z3_s = ctx.z3_s - z0
+    return out

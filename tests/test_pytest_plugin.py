@@ -1,0 +1,181 @@
+"""The verimim pytest plugin (verimim/pytest_plugin.py), run on small projects with `pytester`."""
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+HEADER = "plugin core;\nplugin mem;\n\n"
+MAIN = "fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»») : [mem.M 0, I32] =\n"
+
+# main returns argc + 41: 42 without ARGS.
+ANSWER = HEADER + MAIN + "    return (m0, core.wrap.add 0 (argc, 41I32));\n"
+# line 7, column 17 is the ill-typed 0I64 (after two annotation lines).
+ILL_TYPED = HEADER + MAIN + "    return (m0, 0I64);\n"
+# division by argc - 1 = 0 at line 8, column 19 (after two annotation lines).
+DIV_BY_ZERO = HEADER + MAIN + """    let divisor = core.wrap.sub 0 (argc, 1I32);
+    let (m0, q) = core.div.udiv (m0, (100I32, divisor));
+    return (m0, q);
+"""
+
+
+def mim(pytester: pytest.Pytester, name: str, annotations: str, body: str) -> None:
+    path = pytester.path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(annotations + body, encoding="utf-8")
+
+
+def item_names(result: pytest.RunResult) -> list[str]:
+    return sorted(line.strip() for line in result.outlines if "::" in line)
+
+
+def test_expect_file_passes(pytester: pytest.Pytester) -> None:
+    mim(pytester, "answer.mim", "// EXPECT: 42\n", ANSWER)
+    result = pytester.runpytest("answer.mim", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*no GPU backend/device*"])
+
+
+def test_args_annotation(pytester: pytest.Pytester) -> None:
+    mim(pytester, "answer.mim", "// ARGS: a b\n// EXPECT: 44\n", ANSWER)
+    pytester.runpytest("answer.mim").assert_outcomes(passed=2, skipped=1)
+
+
+def test_items_have_readable_names(pytester: pytest.Pytester) -> None:
+    mim(pytester, "progs/answer.mim", "// EXPECT: 42\n", ANSWER)
+    result = pytester.runpytest("progs/answer.mim", "--collect-only", "-q")
+    assert item_names(result) == ["progs/answer.mim::check", "progs/answer.mim::run[gpu]",
+                                  "progs/answer.mim::run[interp]"]
+
+
+def test_wrong_expect_fails_with_expected_and_found(pytester: pytest.Pytester) -> None:
+    mim(pytester, "answer.mim", "// EXPECT: 43\n", ANSWER)
+    result = pytester.runpytest("answer.mim")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*answer.mim::run[[]interp[]]*", "*expected: result 43*", "*found:    result 42*"])
+    assert "Traceback" not in result.stdout.str() and "pytest_plugin.py" not in result.stdout.str()
+
+
+def test_unexpected_warning_fails(pytester: pytest.Pytester) -> None:
+    mim(pytester, "answer.mim", "// EXPECT: 42\n// EXPECT-WARNING: W-LEAK\n", ANSWER)
+    result = pytester.runpytest("answer.mim")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*expected: warnings W-LEAK*", "*found:    warnings none*"])
+
+
+def test_type_error_at_its_location(pytester: pytest.Pytester) -> None:
+    mim(pytester, "bad.mim", "// EXPECT-ERROR: E-TYPE\n// EXPECT-LOC: 7:17\n", ILL_TYPED)
+    result = pytester.runpytest("bad.mim", "-v")
+    result.assert_outcomes(passed=1)  # only `check`: an ill-typed program never runs
+    result.stdout.fnmatch_lines(["*bad.mim::check PASSED*"])
+
+
+def test_type_error_at_a_wrong_location_fails(pytester: pytest.Pytester) -> None:
+    mim(pytester, "bad.mim", "// EXPECT-ERROR: E-TYPE\n// EXPECT-LOC: 7:3\n", ILL_TYPED)
+    result = pytester.runpytest("bad.mim")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected: E-TYPE at 7:3*", "*found:    E-TYPE at 7:17*", "*error[[]E-TYPE[]]*"])
+
+
+def test_wrong_error_code_fails(pytester: pytest.Pytester) -> None:
+    mim(pytester, "bad.mim", "// EXPECT-ERROR: E-NAME\n", ILL_TYPED)
+    result = pytester.runpytest("bad.mim")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected: error E-NAME*", "*found:    error E-TYPE*"])
+
+
+def test_runtime_error_file(pytester: pytest.Pytester) -> None:
+    mim(pytester, "div.mim", "// EXPECT-ERROR: E-OOB\n// EXPECT-LOC: 8:19\n", DIV_BY_ZERO)
+    result = pytester.runpytest("div.mim", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*div.mim::check PASSED*", "*div.mim::run[[]interp[]] PASSED*"])
+
+
+def test_runtime_error_not_raised_fails(pytester: pytest.Pytester) -> None:
+    mim(pytester, "div.mim", "// ARGS: x\n// EXPECT-ERROR: E-OOB\n", DIV_BY_ZERO)  # divisor 1: no error
+    result = pytester.runpytest("div.mim")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*expected: error E-OOB*", "*found:    success, result 100*"])
+
+
+def test_filecheck_against_plain_dump(pytester: pytest.Pytester) -> None:
+    mim(pytester, "ok.mim", "// EXPECT: 42\n// CHECK: fun extern main\n// CHECK: return (m0, core.wrap.add\n",
+        ANSWER)
+    mim(pytester, "ko.mim", "// CHECK: fun extern main\n// CHECK-NEXT: no such line\n", ANSWER)
+    result = pytester.runpytest("ok.mim", "ko.mim", "-v")
+    result.assert_outcomes(passed=4, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*ok.mim::filecheck PASSED*", "*ko.mim::filecheck FAILED*",
+                                 "*does not match the CHECK lines of ko.mim*", "*no such line*",
+                                 "*--- the dump ---*"])
+
+
+def test_verimim_paths_collects_only_those_directories(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nverimim_paths =\n    progs\n")
+    mim(pytester, "progs/a.mim", "// EXPECT: 42\n", ANSWER)
+    mim(pytester, "progs/sub/b.mim", "// EXPECT-ERROR: E-TYPE\n", ILL_TYPED)
+    mim(pytester, "other/c.mim", "// EXPECT: 42\n", ANSWER)
+    result = pytester.runpytest("--collect-only", "-q")
+    assert item_names(result) == ["progs/a.mim::check", "progs/a.mim::run[gpu]", "progs/a.mim::run[interp]",
+                                  "progs/sub/b.mim::check"]
+
+
+def test_explicit_path_is_collected_once(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nverimim_paths = progs\n")
+    mim(pytester, "progs/a.mim", "// EXPECT-ERROR: E-TYPE\n", ILL_TYPED)
+    mim(pytester, "other/c.mim", "// EXPECT-ERROR: E-TYPE\n", ILL_TYPED)
+    result = pytester.runpytest("other/c.mim", "--collect-only", "-q")
+    assert item_names(result) == ["other/c.mim::check"]
+    result = pytester.runpytest(".", "progs/a.mim", "--collect-only", "-q")
+    assert item_names(result) == ["progs/a.mim::check"]
+
+
+def test_without_verimim_paths_nothing_is_collected(pytester: pytest.Pytester) -> None:
+    mim(pytester, "progs/a.mim", "// EXPECT: 42\n", ANSWER)
+    result = pytester.runpytest("--collect-only", "-q")
+    assert item_names(result) == []
+
+
+def test_mim_world_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_world=f'''
+TEXT = {ANSWER!r}
+
+def test_world(mim_world):
+    world, unit = mim_world(TEXT)
+    assert "main" in world.externals
+    assert unit.path == "<text>"
+''')
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_mim_world_fixture_reports_errors(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_world=f'''
+import pytest
+from verimim.diagnostics import VerimimError
+
+def test_world(mim_world):
+    with pytest.raises(VerimimError):
+        mim_world({ILL_TYPED!r})
+''')
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_verimim_phase_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_phase='''
+import pytest
+
+@pytest.mark.verimim_phase("gpu.mem_checks")
+def test_named(verimim_phase_name):
+    assert verimim_phase_name == "gpu.mem_checks"
+
+@pytest.mark.verimim_phase("gpu.mem_checks")
+class TestOnClass:
+    def test_method(self, verimim_phase_name):
+        assert verimim_phase_name == "gpu.mem_checks"
+
+def test_unmarked(verimim_phase_name):
+    pass
+''')
+    result = pytester.runpytest("--strict-markers", "-rf")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*needs @pytest.mark.verimim_phase(NAME)*"])
+    pytester.runpytest("--markers").stdout.fnmatch_lines(["@pytest.mark.verimim_phase(name):*"])

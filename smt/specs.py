@@ -158,15 +158,21 @@ def _size_of(world: World, t: Def) -> int | None:
     return lay.size if lay else None
 
 
-def _size_term(d: Def) -> int | None:
-    """A size argument as a number: a literal, or `core.trait.size T` of a laid-out T."""
+def _size_term(d: Def) -> z3.ArithRef:
+    """A size argument as an integer term: a literal, the layout size of `core.trait.size T` when
+    T is laid out, else the size of T as an unknown named by T's canonical text (so the same type
+    has the same unknown size in both Worlds)."""
     if isinstance(d, Lit):
-        return d.value
+        return z3.IntVal(d.value)
     parts = app_parts(d, "core.trait.size", 1)
     if parts is not None:
-        lay = layout_of(parts[0], X86_64)
-        return lay.size if lay else None
-    return None
+        return _type_size(parts[0])
+    return z3.Int(f"size_expr[{show(d)}]")
+
+
+def _type_size(t: Def) -> z3.ArithRef:
+    lay = layout_of(t, X86_64)
+    return z3.IntVal(lay.size) if lay else z3.Int(f"size_of[{show(t)}]")
 
 
 def _rewrite_spec(res: PhaseResult, ctx: SpecContext, rule_for: Callable[[list[z3.BoolRef]], Callable[[Def, Def], Pairs | None]],
@@ -194,18 +200,9 @@ def _rewrite_spec(res: PhaseResult, ctx: SpecContext, rule_for: Callable[[list[z
     return Outcome("proved", f"{label}: {len(side)} rewritten operations equivalent, all else unchanged")
 
 
-def _size_condition(old_size: Def, t: Def, label: str) -> z3.BoolRef:
-    """`old_size = core.trait.size t` as an arithmetic fact (a fresh variable when not a number)."""
-    want = _size_of_type(t)
-    got = _size_term(old_size)
-    lhs = z3.IntVal(got) if got is not None else z3.Int(f"size_{label}")
-    rhs = z3.IntVal(want) if want is not None else z3.Int(f"tsize_{label}")
-    return lhs == rhs
-
-
-def _size_of_type(t: Def) -> int | None:
-    lay = layout_of(t, X86_64)
-    return lay.size if lay else None
+def _size_condition(size: Def, t: Def, label: str) -> z3.BoolRef:
+    """`size = core.trait.size t`."""
+    return _size_term(size) == _type_size(t)
 
 
 @spec("mem.alloc2malloc_repl")

@@ -52,7 +52,8 @@ def test_wrong_expect_fails_with_expected_and_found(pytester: pytest.Pytester) -
     mim(pytester, "answer.mim", "// EXPECT: 43\n", ANSWER)
     result = pytester.runpytest("answer.mim")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*answer.mim::run[[]interp[]]*", "*expected: result 43*", "*found:    result 42*"])
+    result.stdout.fnmatch_lines(["*verimim run answer.mim (target interp)*", "*expected: result 43*", "*found:    result 42*"])
+    result.stdout.fnmatch_lines(["FAILED answer.mim::run[[]interp[]] - verimim run answer.mim (target interp)"])
     assert "Traceback" not in result.stdout.str() and "pytest_plugin.py" not in result.stdout.str()
 
 
@@ -105,7 +106,7 @@ def test_filecheck_against_plain_dump(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("ok.mim", "ko.mim", "-v")
     result.assert_outcomes(passed=4, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*ok.mim::filecheck PASSED*", "*ko.mim::filecheck FAILED*",
-                                 "*does not match the CHECK lines of ko.mim*", "*no such line*",
+                                 "*verimim dump ko.mim does not match its CHECK lines*", "*no such line*",
                                  "*--- the dump ---*"])
 
 

@@ -255,7 +255,7 @@ class MimCheckItem(MimItem):
     def runtest(self) -> None:
         report = self.parent.check_report()
         code = self.ann.get("EXPECT-ERROR")
-        what = "verimim check"
+        what = f"verimim check {self.path.name}"
         if code in PHASE_CODES:
             state = self._phase_code_checked()
             if state is None:
@@ -286,7 +286,7 @@ class MimRunItem(MimItem):
             if state:
                 pytest.skip(f"check rejects the program with {code}: nothing to run")
         report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel)
-        what = f"verimim run (target {self.target})" + (f" with ARGS {' '.join(self.ann.args)}" if self.ann.args else "")
+        what = " ".join(["verimim run", self.path.name, *self.ann.args]) + f" (target {self.target})"
         if code is not None:
             if code in PHASE_CODES and state is None and not any(d.code == code for d in report.diagnostics):
                 pytest.xfail(f"{code} is not reported at run time: a phase rejection? {NO_PHASES_REASON}")
@@ -320,7 +320,7 @@ class MimGpuItem(MimItem):
 class MimFileCheckItem(MimItem):
     def runtest(self) -> None:
         phase = self.ann.get("CHECK-AFTER") or None
-        what = "verimim dump" + (f" --after {phase}" if phase else "")
+        what = "verimim dump" + (f" --after {phase}" if phase else "") + f" {self.path.name}"
         try:
             report = driver.dump(str(self.path), [], after=phase)  # type: ignore[call-arg]
         except TypeError:
@@ -331,7 +331,7 @@ class MimFileCheckItem(MimItem):
             _fail(what, "a dump", f"exit code {report.exit_code}", report)
         ok, output = run_filecheck(self.path, report.text or "")
         if not ok:
-            raise MimTestFailure(f"{what} does not match the CHECK lines of {self.path.name}:\n"
+            raise MimTestFailure(f"{what} does not match its CHECK lines:\n"
                                  f"{output.rstrip()}\n--- the dump ---\n{report.text}")
 
 

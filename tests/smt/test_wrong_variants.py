@@ -1,0 +1,256 @@
+"""Every specification refutes deliberately wrong variants of its phase (PHASES.md): a
+specification that cannot fail is a defect. The right phase is proved on the same program."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROGRAMS
+from verimim.driver import load, run_with_big_stack
+from verimim.ir.defs import App, Def, Lit, MutLam, Tuple
+from verimim.ir.world import World
+from verimim.phases.base import Phase, PhaseResult, Program
+from verimim.phases.checks import CheckAddrSpaces, MemChecks
+from verimim.phases.pipeline import PHASES, Cleanup, run_on_side
+from verimim.phases.repl import (
+    Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs, _Alloc2Malloc, _HostMalloc2GpuAlloc, full_app,
+)
+from verimim.phases.rewriter import Rewriter
+from verimim.phases.runner import run_pipeline
+from verimim.phases.split import SplitApply
+from verimim.smt.solver import SpecContext
+from verimim.smt.specs import check_spec
+
+VALID = PROGRAMS / "valid"
+
+
+def program_before(path: Path, phase: str) -> Program:
+    """The program as it reaches `phase` in the default pipeline."""
+    def go() -> Program:
+        world, _ = load(str(path), [])
+        if phase == "mem.alloc2malloc_repl":
+            return Program(world)
+        order = ["mem.alloc2malloc_repl", "gpu.check_addr_spaces_repl", "gpu.mem_checks", "compile.cleanup",
+                 "gpu.split_apply"]
+        if phase in order:
+            prev = order[order.index(phase) - 1]
+            run = run_pipeline(world, verify=False, until=prev)
+        else:
+            run = run_pipeline(world, verify=False, until="gpu.split_apply")
+        assert not run.stopped, run.diagnostics
+        return run.program
+    return run_with_big_stack(go)
+
+
+def verdict(res: PhaseResult) -> tuple[str, str, object]:
+    out = run_with_big_stack(lambda: check_spec(res, SpecContext(timeout_ms=10_000)))
+    return out.status, out.detail, out.counterexample
+
+
+def apply(phase: Phase, prog: Program, side: str | None = None) -> PhaseResult:
+    return run_with_big_stack(lambda: run_on_side(phase, prog, side) if side else phase.apply(prog))
+
+
+# ----------------------------------------------------------------------------- checkers
+
+class AcceptEverything(Phase):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def apply(self, prog: Program) -> PhaseResult:
+        return PhaseResult(self.name, prog, prog)
+
+
+class RejectEverything(Phase):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def apply(self, prog: Program) -> PhaseResult:
+        from verimim.diagnostics import Diagnostic
+
+        res = PhaseResult(self.name, prog, prog)
+        res.diagnostics.append(Diagnostic("E-ADDR-SPACE", "rejected by a wrong checker", None))
+        return res
+
+
+def test_addr_space_checker_right_and_wrong() -> None:
+    bad = PROGRAMS / "phase_errors" / "store_const.mim"
+    good = VALID / "store_global_ptr.mim"
+    pb, pg = program_before(bad, "gpu.check_addr_spaces_repl"), program_before(good, "gpu.check_addr_spaces_repl")
+    assert verdict(apply(CheckAddrSpaces(), pb))[0] == "proved"
+    assert verdict(apply(CheckAddrSpaces(), pg))[0] == "proved"
+    status, detail, cex = verdict(apply(AcceptEverything("gpu.check_addr_spaces_repl"), pb))
+    assert status == "refuted" and "accepted a violation" in detail and cex["location"] != "?"
+    status, detail, _ = verdict(apply(RejectEverything("gpu.check_addr_spaces_repl"), pg))
+    assert status == "refuted" and "without violation" in detail
+
+
+def test_mem_checks_right_and_wrong() -> None:
+    bad = PROGRAMS / "phase_errors" / "mem_crossing_launch_arg.mim"
+    prog = program_before(bad, "gpu.mem_checks")
+    assert verdict(apply(MemChecks(), prog))[0] == "proved"
+    status, detail, _ = verdict(apply(AcceptEverything("gpu.mem_checks"), prog))
+    assert status == "refuted"
+
+
+# ----------------------------------------------------------------------------- alloc2malloc
+
+class _WrongSize(_Alloc2Malloc):
+    """Allocates one byte too many."""
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        res = super().rewrite_imm(old, ops)
+        if res is not None and full_app(res, "mem.malloc", 2):
+            w = self.new
+            assert isinstance(res, App)
+            m, size = w.extract_n(res.arg, 2, 0), w.extract_n(res.arg, 2, 1)
+            return w.app(res.callee, w.tuple([m, w.lit_nat(int(size.value) + 1 if isinstance(size, Lit) else 1)]))
+        return res
+
+
+class WrongSizeAlloc2Malloc(Alloc2Malloc):
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        return _WrongSize(world, res)
+
+
+class _SlotsForgotten(_Alloc2Malloc):
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        return None if full_app(old, "mem.slot", 2) else super().rewrite_imm(old, ops)
+
+
+class SlotsForgotten(Alloc2Malloc):
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        return _SlotsForgotten(world, res)
+
+
+def test_alloc2malloc_right_and_wrong() -> None:
+    prog = program_before(VALID / "kernel_slots_ok.mim", "mem.alloc2malloc_repl")
+    assert verdict(apply(Alloc2Malloc(), prog))[0] == "proved"
+    status, detail, _ = verdict(apply(WrongSizeAlloc2Malloc(), prog))
+    assert status == "refuted", detail
+    status, detail, _ = verdict(apply(SlotsForgotten(), prog))
+    assert status == "refuted" and "remains" in detail
+
+
+# ----------------------------------------------------------------------------- host malloc → gpu alloc
+
+class _EverySpace(_HostMalloc2GpuAlloc):
+    """Rewrites mallocs of every address space, not only the global one."""
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        if full_app(old, "mem.malloc", 2):
+            w = self.new
+            ty_a = ops[0].ops[1]  # type: ignore[union-attr]
+            assert isinstance(ty_a, Tuple)
+            return w.app(w.app(self.annex("gpu.alloc.block"), ty_a.ops[0]), w.extract_n(ops[1], 2, 0))
+        return super().rewrite_imm(old, ops)
+
+
+class EverySpace(HostMalloc2GpuAlloc):
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        return _EverySpace(world, res)
+
+
+class Nothing(HostMalloc2GpuAlloc):
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        return Rewriter(world)
+
+
+def test_host_malloc2gpualloc_right_and_wrong() -> None:
+    prog = program_before(VALID / "malloc_global_host.mim", "gpu.host_malloc2gpualloc_repl")
+    assert verdict(apply(HostMalloc2GpuAlloc(), prog, "host"))[0] == "proved"
+    status, detail, _ = verdict(apply(EverySpace(), prog, "host"))
+    assert status == "refuted", detail
+    status, detail, _ = verdict(apply(Nothing(), prog, "host"))
+    assert status == "refuted" and "address space 1 remains" in detail
+
+
+# ----------------------------------------------------------------------------- remove_double_syncs
+
+class _DropSyncs(Rewriter):
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        return ops[1] if full_app(old, "gpu.sync_work_items", 1) else None
+
+
+class DropEverySync(RemoveDoubleSyncs):
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        return _DropSyncs(world)
+
+
+@pytest.mark.parametrize("name", ["kernel_no_args.mim", "shared_reduce_barrier.mim", "barrier_uniform_branch.mim"])
+def test_remove_double_syncs_right_and_wrong(name: str) -> None:
+    prog = program_before(VALID / name, "gpu.remove_double_syncs")
+    assert verdict(apply(RemoveDoubleSyncs(), prog, "device"))[0] == "proved"
+    status, detail, cex = verdict(apply(DropEverySync(), prog, "device"))
+    assert status == "refuted", detail
+    assert cex["kernel"]
+
+
+# ----------------------------------------------------------------------------- split_apply
+
+class _KeepKernelOnHost(SplitApply):
+    """Duplicates the kernels: the host keeps their bodies too."""
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = super().apply(prog)
+        both = Rewriter(prog.host).run()
+        res.after = Program(both, res.after.device)
+        return res
+
+
+class _HostOpOnDevice(SplitApply):
+    """Puts main (with its host-only operations) into the device World too."""
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = super().apply(prog)
+        assert res.after.device is not None
+        dev = Rewriter(prog.host)
+        for name, m in prog.host.externals.items():
+            nm = dev.rewrite(m)
+            assert isinstance(nm, MutLam)
+            dev.new.externals[name] = nm
+        dev.finish()
+        res.after = Program(res.after.host, dev.new)
+        return res
+
+
+def test_split_apply_right_and_wrong() -> None:
+    prog = program_before(VALID / "block_copy_roundtrip.mim", "gpu.split_apply")
+    assert verdict(apply(SplitApply(), prog))[0] == "proved"
+    status, detail, _ = verdict(apply(_KeepKernelOnHost(), prog))
+    assert status == "refuted", detail
+    status, detail, _ = verdict(apply(_HostOpOnDevice(), prog))
+    assert status == "refuted" and "host" in detail
+
+
+# ----------------------------------------------------------------------------- cleanup
+
+class _ChangeALiteral(Rewriter):
+    """Adds one to every non-zero I32 literal (an off-by-one constant fold)."""
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        if isinstance(old, Lit) and old.value and ops[0] is self.new.idx_n(2**32):
+            return self.new.lit(ops[0], old.value + 1)
+        return None
+
+
+class BadCleanup(Cleanup):
+    def apply(self, prog: Program) -> PhaseResult:
+        res = PhaseResult(self.name, prog, prog)
+        res.after = Program(_ChangeALiteral(prog.host).run())
+        return res
+
+
+def test_cleanup_right_and_wrong() -> None:
+    prog = program_before(VALID / "kernel_no_args.mim", "compile.cleanup")
+    assert verdict(apply(Cleanup(), prog))[0] == "proved"
+    status, detail, _ = verdict(apply(BadCleanup(), prog))
+    assert status == "refuted", detail
+
+
+def test_every_phase_of_the_pipeline_has_a_specification() -> None:
+    from verimim.smt.specs import SPECS
+
+    missing = [n for n in PHASES if n not in SPECS and n != "gpu.lower_btensor_map_reduce"]
+    assert missing == []

@@ -17,6 +17,18 @@ DIV_BY_ZERO = HEADER + MAIN + """    let divisor = core.wrap.sub 0 (argc, 1I32);
     let (m0, q) = core.div.udiv (m0, (100I32, divisor));
     return (m0, q);
 """
+# mem.malloc in the constant address space at line 9, column 19 (after two annotation lines):
+# `verimim check` rejects it in gpu.check_addr_spaces_repl.
+CONST_MALLOC = "plugin core;\nplugin mem;\nplugin gpu;\n\n" + MAIN + """    let (m0, m1, m4) = gpu.init m0;
+    let (m4, c) = mem.malloc (I32, 4) (m4, core.trait.size I32);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, argc);
+"""
+SLOT = HEADER + MAIN + """    let (m0, p) = mem.slot (I32, 0) (m0, 0);
+    let m0 = mem.store (m0, p, argc);
+    let (m0, v) = mem.load (m0, p);
+    return (m0, core.wrap.add 0 (v, 41I32));
+"""
 
 
 def mim(pytester: pytest.Pytester, name: str, annotations: str, body: str) -> None:
@@ -108,6 +120,25 @@ def test_filecheck_against_plain_dump(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*ok.mim::filecheck PASSED*", "*ko.mim::filecheck FAILED*",
                                  "*verimim dump ko.mim does not match its CHECK lines*", "*no such line*",
                                  "*--- the dump ---*"])
+
+
+def test_filecheck_after_a_phase(pytester: pytest.Pytester) -> None:
+    mim(pytester, "before.mim", "// CHECK: mem.slot (I32, 0)\n// CHECK-NOT: mslot\n", SLOT)
+    mim(pytester, "after.mim", "// CHECK-AFTER: mem.alloc2malloc_repl\n// CHECK: mem.mslot (I32, 0)\n", SLOT)
+    mim(pytester, "wrong.mim", "// CHECK-AFTER: mem.alloc2malloc_repl\n// CHECK: mem.slot (I32, 0)\n", SLOT)
+    result = pytester.runpytest("before.mim", "after.mim", "wrong.mim", "-v")
+    result.assert_outcomes(passed=5, failed=1)
+    result.stdout.fnmatch_lines(["*wrong.mim::filecheck FAILED*",
+                                 "*verimim dump --after mem.alloc2malloc_repl wrong.mim does not match*"])
+
+
+def test_phase_rejection_is_a_check_item_only(pytester: pytest.Pytester) -> None:
+    mim(pytester, "const.mim", "// EXPECT-ERROR: E-ADDR-SPACE\n// EXPECT-LOC: 9:19\n", CONST_MALLOC)
+    mim(pytester, "moved.mim", "// EXPECT-ERROR: E-ADDR-SPACE\n// EXPECT-LOC: 9:20\n", CONST_MALLOC)
+    result = pytester.runpytest("const.mim", "moved.mim", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*const.mim::check PASSED*", "*moved.mim::check FAILED*",
+                                 "*expected: E-ADDR-SPACE at 9:20*", "*found:    E-ADDR-SPACE at 9:19*"])
 
 
 def test_verimim_paths_collects_only_those_directories(pytester: pytest.Pytester) -> None:

@@ -204,8 +204,10 @@ class MimFile(pytest.File):
         error = self.ann.get("EXPECT-ERROR")
         out: list[tuple[str, type[MimItem]]] = [("check", MimCheckItem)]
         if error is not None:
-            if error not in FRONTEND_CODES:
-                # A run-time code (or a phase code that may turn out to be one).
+            # A front-end code never runs; a phase code runs only when `check` does not report
+            # it (then it is a run-time error, as E-ADDR-SPACE of host code reading device
+            # memory); every other code is a run-time one.
+            if error not in FRONTEND_CODES and not (error in PHASE_CODES and self.phase_code_checked()):
                 out.append(("run[interp]", MimRunItem))
         elif self.ann.get("EXPECT") is not None:
             out += [("run[interp]", MimRunItem), ("run[gpu]", MimGpuItem)]
@@ -214,10 +216,23 @@ class MimFile(pytest.File):
         return out
 
     def check_report(self) -> driver.Report:
-        """`verimim check` of this file, computed once for all of its items."""
+        """`verimim check` of this file, computed once for all of its items (and, for a file
+        that expects a phase code, already at collection)."""
         if self._check_report is None:
             self._check_report = driver.check(str(self.path), [])
         return self._check_report
+
+    def phase_code_checked(self) -> bool | None:
+        """For a file expecting a phase code: True when check reports it first; None when check
+        accepts the program but runs no phases at all (`report.data["phases"] == []`, as before
+        the phases existed), so a phase rejection cannot be told from a run-time error."""
+        report = self.check_report()
+        first = _first_error(report)
+        if first is not None and first.code == self.ann.get("EXPECT-ERROR"):
+            return True
+        if report.ok and report.data.get("phases") == []:
+            return None
+        return False
 
 
 class MimItem(pytest.Item):
@@ -239,17 +254,6 @@ class MimItem(pytest.Item):
         # The node id reads `dir/file.mim::run[interp]`; the domain is the aspect.
         return self.path, None, self.name
 
-    def _phase_code_checked(self) -> bool | None:
-        """For a phase code: True when check reports it, None when check cannot yet (no phases)."""
-        report = self.parent.check_report()
-        code = self.ann.get("EXPECT-ERROR")
-        first = _first_error(report)
-        if first is not None and first.code == code:
-            return True
-        if report.ok and report.data.get("phases") == []:
-            return None
-        return False
-
 
 class MimCheckItem(MimItem):
     def runtest(self) -> None:
@@ -257,22 +261,23 @@ class MimCheckItem(MimItem):
         code = self.ann.get("EXPECT-ERROR")
         what = f"verimim check {self.path.name}"
         if code in PHASE_CODES:
-            state = self._phase_code_checked()
+            state = self.parent.phase_code_checked()
             if state is None:
-                # `driver.check` runs no phases yet (report.data["phases"] == []), so a phase
-                # rejection cannot be seen; whether the code is a phase rejection or a run-time
-                # error is decided by `run[interp]` meanwhile. Non-strict: a run-time one passes.
+                # `driver.check` ran no phases (report.data["phases"] == []), so a phase
+                # rejection cannot be seen: expected to fail until it does (not strict: for a
+                # run-time error `run[interp]` is the item that matters).
                 pytest.xfail(NO_PHASES_REASON)
-            if state:
+            if state:  # a phase rejection
                 _expect_error(what, report, code, self.ann.loc)
-                return
-            # check accepts it and runs its phases: the code must come from running.
-            code = None
-        if code is None or not (code in FRONTEND_CODES or code in PHASE_CODES):
-            if not report.ok:
-                _fail(what, "the program is accepted", f"exit code {report.exit_code}", report)
+            elif not report.ok:
+                first = _first_error(report)
+                _fail(what, f"error {code} (a phase rejection), or acceptance (and {code} at run time)",
+                      f"error {first.code}" if first is not None else f"exit code {report.exit_code}", report)
             return
-        _expect_error(what, report, code, self.ann.loc)
+        if code in FRONTEND_CODES:
+            _expect_error(what, report, code, self.ann.loc)
+        elif not report.ok:  # a run-time code, or none: the program must be accepted
+            _fail(what, "the program is accepted", f"exit code {report.exit_code}", report)
 
 
 class MimRunItem(MimItem):
@@ -280,11 +285,8 @@ class MimRunItem(MimItem):
 
     def runtest(self) -> None:
         code = self.ann.get("EXPECT-ERROR")
-        state: bool | None = False
-        if code in PHASE_CODES:
-            state = self._phase_code_checked()
-            if state:
-                pytest.skip(f"check rejects the program with {code}: nothing to run")
+        # (A file whose phase code check reports has no run item: see MimFile.aspects.)
+        state = self.parent.phase_code_checked() if code in PHASE_CODES else False
         report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel)
         what = " ".join(["verimim run", self.path.name, *self.ann.args]) + f" (target {self.target})"
         if code is not None:
@@ -321,12 +323,7 @@ class MimFileCheckItem(MimItem):
     def runtest(self) -> None:
         phase = self.ann.get("CHECK-AFTER") or None
         what = "verimim dump" + (f" --after {phase}" if phase else "") + f" {self.path.name}"
-        try:
-            report = driver.dump(str(self.path), [], after=phase)  # type: ignore[call-arg]
-        except TypeError:
-            if phase is not None:
-                raise MimTestFailure(f"{what}: this verimim's driver.dump has no `after` parameter") from None
-            report = driver.dump(str(self.path), [])
+        report = driver.dump(str(self.path), [], after=phase)
         if not report.ok or report.text is None:
             _fail(what, "a dump", f"exit code {report.exit_code}", report)
         ok, output = run_filecheck(self.path, report.text or "")

@@ -179,8 +179,8 @@ class Compiler:
     def leaf_getter(self, d: Def) -> Getter | None:
         """A getter for nodes that need no instruction: constants and parameters."""
         if isinstance(d, Var):
-            gid = d.gid  # parameters are keyed by their Var node, captured nodes by themselves
-            return lambda fr, env: env[gid]
+            key = -d.mut.gid  # a parameter is keyed by minus its mutable's id, captured nodes by theirs
+            return lambda fr, env: env[key]
         if isinstance(d, Lit):
             v = d.value
             return lambda fr, env: v

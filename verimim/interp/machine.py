@@ -51,8 +51,10 @@ class Thread:
 
 
 class Machine:
-    def __init__(self, world: World, fuel: int = DEFAULT_FUEL, seed: int = 0) -> None:
+    def __init__(self, world: World, fuel: int = DEFAULT_FUEL, seed: int = 0,
+                 device: World | None = None) -> None:
         self.world = world
+        self.device = device  # after split_apply: the World holding the kernels' bodies
         self.fuel = fuel
         self.steps = 0
         self.rng = random.Random(seed)
@@ -94,6 +96,14 @@ class Machine:
         self.steps += 1
         if self.steps > self.fuel:
             raise FuelExhausted(self.fuel, None)
+
+    def resolve(self, mut: MutLam) -> MutLam:
+        """A body-less external (a kernel declared on the host) resolved in the device World."""
+        if mut.body is None and mut.external and self.device is not None:
+            target = self.device.externals.get(mut.name or "")
+            if target is not None and target.body is not None:
+                return target
+        return mut
 
     def code_of(self, mut: MutLam) -> Code:
         hit = self.codes.get(mut.gid)
@@ -147,10 +157,10 @@ class Machine:
     def enter(self, th: Thread, callee: Value, arg: Value) -> bool:
         """Jump to `callee` with `arg`; False when the thread has finished."""
         if isinstance(callee, Closure):
-            mut = callee.mut
+            mut = self.resolve(callee.mut)
             code = self.code_of(mut)
             env = dict(callee.env)
-            env[self.world.var(mut).gid] = arg
+            env[-mut.gid] = arg
             env[mut.gid] = callee  # a continuation may jump to itself
             th.code, th.pc, th.env = code, 0, env
             fr: list[Value] = [None] * code.nslots
@@ -195,7 +205,7 @@ class Machine:
             if code.callee is not None:
                 raise RuntimeFault("E-UNSUPPORTED", f"`{callee.mut.name}` is a continuation used as a value", node.loc)
             env = dict(callee.env)
-            env[self.world.var(callee.mut).gid] = arg
+            env[-callee.mut.gid] = arg
             env[callee.mut.gid] = callee
             sub.code, sub.env, sub.frame = code, env, [None] * code.nslots
             for slot, mm in code.premade:
@@ -294,7 +304,7 @@ class Machine:
             if hit is not None:
                 return hit
             if isinstance(x, Var):
-                res = self.reify(env[x.gid], x.mut.pi.dom)
+                res = self.reify(env[-x.mut.gid], x.mut.pi.dom)
             elif isinstance(x, Extract) and isinstance(x.index, Lit) and self._var_path(x):
                 res = self._reify_path(x, env)
             else:
@@ -319,7 +329,7 @@ class Machine:
             path.append(y.index.value)
             y = y.tup
         assert isinstance(y, Var)
-        v = env[y.gid]
+        v = env[-y.mut.gid]
         for i in reversed(path):
             v = v[i]
         t = self.world.type_of(x) if x.bvd == 0 else None
@@ -364,8 +374,9 @@ def find_main(world: World) -> MutLam:
     return main
 
 
-def run_program(world: World, args: list[str], fuel: int = DEFAULT_FUEL, seed: int = 0) -> tuple[int, list[Diagnostic]]:
-    machine = Machine(world, fuel=fuel, seed=seed)
+def run_program(world: World, args: list[str], fuel: int = DEFAULT_FUEL, seed: int = 0,
+                device: World | None = None) -> tuple[int, list[Diagnostic]]:
+    machine = Machine(world, fuel=fuel, seed=seed, device=device)
     result = machine.run_main(find_main(world), args)
     return result, machine.warnings
 

@@ -7,8 +7,10 @@ a directory of the ini option `verimim_paths` (relative to rootdir). Its `// KEY
 annotations decide which items it gets (see `MimFile.aspects`):
 
     check        `verimim check` accepts the program, or reports its EXPECT-ERROR (at EXPECT-LOC)
+                 when that is a front-end code or a phase code that check reports
     run[interp]  `verimim run` on the reference interpreter gives EXPECT / EXPECT-WARNING, or the
-                 run-time EXPECT-ERROR (at EXPECT-LOC); ARGS and FUEL are honoured
+                 run-time EXPECT-ERROR (at EXPECT-LOC); ARGS and FUEL are honoured. Only for
+                 files with EXPECT, or an EXPECT-ERROR that `check` does not report
     run[gpu]     the same on a GPU (skipped: there is no GPU backend yet)
     filecheck    the `// CHECK:` lines (FileCheck syntax) match `verimim dump [--after PHASE]`,
                  PHASE from `// CHECK-AFTER: PHASE`
@@ -36,7 +38,8 @@ from verimim import driver
 FRONTEND_CODES = frozenset({"E-PARSE", "E-NAME", "E-TYPE", "E-IMPORT"})
 # Codes a checker phase of `verimim check` reports, but which the interpreter may also report at
 # run time (E-ADDR-SPACE: host code reading device memory). Which of the two a file means is only
-# known from what `check` does with it (see MimCheckItem / MimRunItem).
+# known from what `check` does with it, so for these files check runs already at collection
+# (MimFile.phase_code_checked; the report is reused by the `check` item).
 PHASE_CODES = frozenset({"E-ADDR-SPACE", "E-MEM-CROSSING", "E-UNSUPPORTED"})
 NO_PHASES_REASON = "phase checkers land with the phases issue"
 

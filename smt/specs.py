@@ -292,6 +292,9 @@ def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
     return _rewrite_spec(res, ctx, rule_for, "host_malloc2gpualloc", none_left)
 
 
+DIFF_FUEL = 2_000_000  # steps of each differential run
+
+
 @spec("compile.cleanup")
 def spec_cleanup(res: PhaseResult, ctx: SpecContext) -> Outcome:
     # No Z3 here: the clean-up is validated by differential execution (PHASES.md step 5).
@@ -306,7 +309,9 @@ def spec_cleanup(res: PhaseResult, ctx: SpecContext) -> Outcome:
     results = []
     for prog in (res.before, res.after):
         try:
-            results.append(("ok", Machine(prog.host).run_main(find_main(prog.host), ["prog"])))
+            # A bounded run: a program that does not finish within the bound must not finish
+            # within it after the phase either (both E-FUEL).
+            results.append(("ok", Machine(prog.host, fuel=DIFF_FUEL).run_main(find_main(prog.host), ["prog"])))
         except RuntimeFault as e:
             results.append((e.code, None))
     if results[0] != results[1]:

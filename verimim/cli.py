@@ -107,12 +107,10 @@ def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int |
         as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
     """Execute main of FILE (default: the embedded demo) with ARGS as argv[1..]."""
     path = resolve_file(file)
-    target = target or "interp"
-    if target == "gpu":
-        report = Report(path, data={"target": "gpu"})
-        report.diagnostics.append(Diagnostic("E-USAGE", "--target gpu: the GPU backend is not built yet "
-                                             "(a later issue); use --target interp", None))
-        emit(report, as_json, debug)
+    if target is None:
+        from verimim.runtime.cuda import device_available
+
+        target = "gpu" if device_available() else "interp"
     report = driver.run(path, list(include), list(args), fuel=fuel, seed=schedule, target=target)
     if report.ok:
         report.data.setdefault("summary", f"{path}: main returned {report.data.get('result')}")
@@ -128,6 +126,54 @@ def dump(file: str | None, dot: bool, after: str | None, as_json: bool, debug: b
     """Print FILE back as Mim (or as a Graphviz graph with --dot)."""
     path = resolve_file(file)
     emit(driver.dump(path, list(include), dot=dot, after=after), as_json, debug)
+
+
+@cli.command()
+@click.option("--budget", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+              help="seconds to spend generating and checking programs")
+@click.option("--seed", type=int, default=None, help="seed of the campaign (default: random)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="directory for reproducer .mim files of failures (default: a temp dir)")
+@click.option("--target", type=click.Choice(["interp"]), default="interp", show_default=True,
+              help="where generated programs are executed")
+@click.option("--no-verify", is_flag=True, help="skip the phases' Z3 specifications (faster)")
+@common
+def fuzz(budget: float, seed: int | None, out_dir: str | None, target: str, no_verify: bool,
+         as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+    """Generate random GPU programs and check them for BUDGET seconds (see README, Fuzzing)."""
+    from verimim.fuzz.strategies import run_campaign
+
+    try:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.console import Console
+
+        bar: Any = Progress(TextColumn("fuzzing"), BarColumn(), TextColumn("{task.fields[n]} programs, "
+                            "{task.fields[f]} failures"), TimeElapsedColumn(), console=Console(stderr=True),
+                            transient=True)
+    except ImportError:  # rich is a declared dependency; stay usable without it
+        bar = None
+    if bar is not None:
+        with bar:
+            task = bar.add_task("fuzz", total=budget, n=0, f=0)
+            res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify,
+                               progress=lambda n, t, f: bar.update(task, completed=min(t, budget), n=n, f=f))
+    else:
+        res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify)
+    obj = {"programs": res.programs, "per_second": round(res.per_second, 3), "failures": res.failures,
+           "coverage": dict(sorted(res.coverage.items())), "defects": res.defects,
+           "seconds": round(res.seconds, 2), "ok": not res.failures}
+    for f in res.failures:
+        click.echo(f"failure[{f['kind']}]: {f['message']}\n  reproduce: verimim check {f['file']} && "
+                   f"verimim run {f['file']}", err=True)
+    if as_json:
+        click.echo(json.dumps(obj, ensure_ascii=False))
+    else:
+        click.echo(f"{res.programs} programs in {res.seconds:.1f} s ({res.per_second:.2f}/s), "
+                   f"{len(res.failures)} failures", err=True)
+        width = max((len(k) for k in res.coverage), default=10)
+        for k, v in sorted(res.coverage.items()):
+            click.echo(f"  {k:<{width}}  {v}", err=True)
+    sys.exit(3 if res.failures else 0)
 
 
 def _usage_error(message: str, as_json: bool) -> None:

@@ -128,11 +128,23 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
     def body() -> None:
         world, unit = load(path, include)
         machine = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed)
+        backend = None
+        if target == "gpu":
+            # Host code interpreted, device memory and kernels real (verimim.runtime).
+            from verimim.runtime.backend import GpuBackend, install
+            from verimim.runtime.cuda import device_available
+
+            if not device_available():
+                raise UsageError("--target gpu: no CUDA device (or no cuda-python) is available here")
+            backend = GpuBackend.for_world(world)
+            install(machine, backend)
         try:
             result = machine.run_main(find_main(world), [path, *args])
         finally:
             report.diagnostics.extend(machine.warnings)
             report.data["steps"] = machine.steps
+            if backend is not None:
+                backend.close()
         report.data["result"] = result
 
     guarded(report, body)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from verimim.ir.defs import App, Def, IdxT, Lit, NatT, Pack, Tuple
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, layout_of
+from verimim.plug import core_ops as ops
 
 MODE_NSW = 1  # core.mode.uS: no signed wrap-around
 MODE_NUW = 2  # core.mode.Us: no unsigned wrap-around
@@ -34,8 +35,7 @@ def size_of(d: Def) -> int | None:
     return d.value if isinstance(d, Lit) else None
 
 
-def signed(v: int, s: int) -> int:
-    return v - s if v >= (s + 1) // 2 else v
+signed = ops.signed
 
 
 def _nat(op: Callable[[int, int], int]) -> Callable[[World, App], Def | None]:
@@ -52,36 +52,31 @@ def _ncmp(op: Callable[[int, int], bool]) -> Callable[[World, App], Def | None]:
     return norm
 
 
-def _icmp(op: Callable[[int, int], bool], is_signed: bool) -> Callable[[World, App], Def | None]:
+def _icmp(name: str) -> Callable[[World, App], Def | None]:
     def norm(w: World, app: App) -> Def | None:
         s_def, pair_def = app.args()
         s, pair = size_of(s_def), lit_pair(pair_def)
         if s is None or pair is None:
             return None
-        a, b = pair
-        if is_signed:
-            a, b = signed(a, s), signed(b, s)
-        return w.lit_bool(op(a, b))
+        return w.lit_bool(bool(ops.icmp(name, s, *pair)))
     return norm
 
 
-def _wrap(op: Callable[[int, int], int], name: str) -> Callable[[World, App], Def | None]:
+def _wrap(name: str) -> Callable[[World, App], Def | None]:
     def norm(w: World, app: App) -> Def | None:
         s_def, mode_def, pair_def = app.args()
         s, pair = size_of(s_def), lit_pair(pair_def)
         if s is None or pair is None or not isinstance(mode_def, Lit):
             return None
         a, b = pair
-        if name == "shl" and b >= s.bit_length() - 1 and s > 1:
+        if name == "shl" and b >= max(s.bit_length() - 1, 1):
             return None  # a shift by the width or more is poison
-        exact_u = op(a, b)
-        exact_s = op(signed(a, s), signed(b, s)) if name != "shl" else signed(a, s) * (1 << b)
         mode = mode_def.value
-        if mode & MODE_NUW and not 0 <= exact_u < s:
+        if mode & MODE_NUW and ops.wrap_unsigned_overflow(name, s, a, b):
             return None
-        if mode & MODE_NSW and signed(exact_u % s, s) != exact_s:
+        if mode & MODE_NSW and ops.wrap_signed_overflow(name, s, a, b):
             return None
-        return w.lit(w.idx(s_def), exact_u % s)
+        return w.lit(w.idx(s_def), ops.wrap(name, s, a, b))
     return norm
 
 
@@ -91,10 +86,7 @@ def _extrema(name: str) -> Callable[[World, App], Def | None]:
         s, pair = size_of(s_def), lit_pair(pair_def)
         if s is None or pair is None:
             return None
-        a, b = pair
-        key = (lambda v: signed(v, s)) if name.startswith("s") else (lambda v: v)
-        pick = min(a, b, key=key) if name.endswith("min") else max(a, b, key=key)
-        return w.lit(w.idx(s_def), pick)
+        return w.lit(w.idx(s_def), ops.extrema(name, s, *pair))
     return norm
 
 
@@ -107,8 +99,7 @@ def _shr(arith: bool) -> Callable[[World, App], Def | None]:
         a, b = pair
         if b >= max(s.bit_length() - 1, 1):
             return None
-        v = (signed(a, s) >> b) % s if arith else a >> b
-        return w.lit(w.idx(s_def), v)
+        return w.lit(w.idx(s_def), ops.shr(arith, s, a, b))
     return norm
 
 
@@ -173,8 +164,7 @@ def _conv(sign: bool) -> Callable[[World, App], Def | None]:
         ss, ds = size_of(ss_def), size_of(ds_def)
         if ss is None or ds is None or not isinstance(x, Lit):
             return None
-        v = signed(x.value, ss) if sign else x.value
-        return w.lit(w.idx(ds_def), v % ds)
+        return w.lit(w.idx(ds_def), ops.conv(sign, ss, ds, x.value))
     return norm
 
 
@@ -203,36 +193,23 @@ def _div(name: str) -> Callable[[World, App], Def | None]:
             return None
         mem, pair_def = arg.ops
         pair = lit_pair(pair_def)
-        if pair is None or pair[1] == 0:
-            return None
-        a, b = pair
-        if name in ("udiv", "urem"):
-            v = a // b if name == "udiv" else a % b
-        else:
-            sa, sb = signed(a, s), signed(b, s)
-            q = abs(sa) // abs(sb) * (1 if (sa >= 0) == (sb >= 0) else -1)
-            if not -((s + 1) // 2) <= q < (s + 1) // 2:
-                return None  # INT_MIN / -1 overflows (srem too: it is defined by that quotient)
-            v = q % s if name == "sdiv" else (sa - q * sb) % s
-        return w.tuple([mem, w.lit(w.idx(s_def), v)])
+        if pair is None or not ops.div_defined(name, s, *pair):
+            return None  # division by zero, INT_MIN / -1: undefined, left for the interpreter
+        return w.tuple([mem, w.lit(w.idx(s_def), ops.div(name, s, *pair))])
     return norm
 
 
 def register(world: World) -> None:
     r = world.register_normalizer
-    for name, fn in {"add": lambda a, b: a + b, "sub": lambda a, b: max(a - b, 0),
-                     "mul": lambda a, b: a * b}.items():
-        r(f"core.nat.{name}", 1, _nat(fn))
+    for name in ("add", "sub", "mul"):
+        r(f"core.nat.{name}", 1, _nat(lambda a, b, name=name: ops.nat(name, a, b)))
     for name, cmp in {"e": int.__eq__, "ne": int.__ne__, "l": int.__lt__, "le": int.__le__,
                       "g": int.__gt__, "ge": int.__ge__}.items():
         r(f"core.ncmp.{name}", 1, _ncmp(cmp))
-    for name, cmp in {"e": int.__eq__, "ne": int.__ne__, "ul": int.__lt__, "ule": int.__le__,
-                      "ug": int.__gt__, "uge": int.__ge__, "sl": int.__lt__, "sle": int.__le__,
-                      "sg": int.__gt__, "sge": int.__ge__}.items():
-        r(f"core.icmp.{name}", 2, _icmp(cmp, name.startswith("s")))
-    for name, op in {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
-                     "mul": lambda a, b: a * b, "shl": lambda a, b: a << b}.items():
-        r(f"core.wrap.{name}", 3, _wrap(op, name))
+    for name in ("e", "ne", "ul", "ule", "ug", "uge", "sl", "sle", "sg", "sge"):
+        r(f"core.icmp.{name}", 2, _icmp(name))
+    for name in ("add", "sub", "mul", "shl"):
+        r(f"core.wrap.{name}", 3, _wrap(name))
     for name in ("umin", "umax", "smin", "smax"):
         r(f"core.extrema.{name}", 2, _extrema(name))
     r("core.shr.a", 2, _shr(True))

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from verimim.interp.values import RuntimeFault, Value
 from verimim.ir.defs import App, Def, IdxT, Lit, NatT
 from verimim.layout import X86_64, layout_of
-from verimim.plug.core import _BIT2_TAGS, MODE_NSW, MODE_NUW, signed
+from verimim.plug import core_ops as ops
+from verimim.plug.core import _BIT2_TAGS, MODE_NSW, MODE_NUW
 from verimim.printer import show
 
 if TYPE_CHECKING:
@@ -31,31 +32,25 @@ def _ub(message: str, node: App | None) -> RuntimeFault:
     return RuntimeFault("E-OOB", message, node.loc if node else None)
 
 
-def _wrap(name: str, op: Callable[[int, int], int]) -> Callable[..., Value]:
+def _wrap(name: str) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, mode, (a, b) = args
         s = _size(s_v, node)
         if name == "shl" and b >= max(s.bit_length() - 1, 1):
             raise _ub(f"`core.wrap.shl` by {b} bits, the width or more", node)
-        exact = op(a, b)
-        if mode & MODE_NUW and not 0 <= exact < s:
+        if mode & MODE_NUW and ops.wrap_unsigned_overflow(name, s, a, b):
             raise _ub(f"`core.wrap.{name}` overflows with `nuw` (no unsigned wrap): {a}, {b}", node)
-        if mode & MODE_NSW:
-            sa, sb = signed(a, s), signed(b, s)
-            exact_s = op(sa, sb) if name != "shl" else sa * (1 << b)
-            if signed(exact % s, s) != exact_s:
-                raise _ub(f"`core.wrap.{name}` overflows with `nsw` (no signed wrap): {sa}, {sb}", node)
-        return exact % s
+        if mode & MODE_NSW and ops.wrap_signed_overflow(name, s, a, b):
+            raise _ub(f"`core.wrap.{name}` overflows with `nsw` (no signed wrap): "
+                      f"{ops.signed(a, s)}, {ops.signed(b, s)}", node)
+        return ops.wrap(name, s, a, b)
     return run
 
 
-def _icmp(cmp: Callable[[int, int], bool], is_signed: bool) -> Callable[..., Value]:
+def _icmp(name: str) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, (a, b) = args
-        if is_signed:
-            s = _size(s_v, node)
-            a, b = signed(a, s), signed(b, s)
-        return int(cmp(a, b))
+        return int(ops.icmp(name, _size(s_v, node), a, b))
     return run
 
 
@@ -63,17 +58,10 @@ def _div(name: str) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, (mem, (a, b)) = args
         s = _size(s_v, node)
-        if b == 0:
-            raise _ub(f"`core.div.{name}` by zero", node)
-        if name in ("udiv", "urem"):
-            return (mem, a // b if name == "udiv" else a % b)
-        sa, sb = signed(a, s), signed(b, s)
-        q = abs(sa) // abs(sb) * (1 if (sa >= 0) == (sb >= 0) else -1)
-        if not -((s + 1) // 2) <= q < (s + 1) // 2:
-            raise _ub(f"`core.div.{name}` overflows: {sa} / {sb}", node)
-        if name == "sdiv":
-            return (mem, q % s)
-        return (mem, (sa - q * sb) % s)
+        if not ops.div_defined(name, s, a, b):
+            why = "by zero" if b == 0 else f"overflows: {ops.signed(a, s)} / {ops.signed(b, s)}"
+            raise _ub(f"`core.div.{name}` {why}", node)
+        return (mem, ops.div(name, s, a, b))
     return run
 
 
@@ -101,8 +89,7 @@ def bitcast(m: Machine, th: Thread, args: list[Value], node: App | None) -> Valu
 def _conv(sign: bool) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         ss_v, ds_v, x = args
-        ss, ds = _size(ss_v, node), _size(ds_v, node)
-        return (signed(x, ss) if sign else x) % ds
+        return ops.conv(sign, _size(ss_v, node), _size(ds_v, node), x)
     return run
 
 
@@ -143,16 +130,14 @@ def _shr(arith: bool) -> Callable[..., Value]:
         s = _size(s_v, node)
         if b >= max(s.bit_length() - 1, 1):
             raise _ub(f"`core.shr` by {b} bits, the width or more", node)
-        return (signed(a, s) >> b) % s if arith else a >> b
+        return ops.shr(arith, s, a, b)
     return run
 
 
 def _extrema(name: str) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, (a, b) = args
-        s = _size(s_v, node)
-        key = (lambda v: signed(v, s)) if name.startswith("s") else (lambda v: v)
-        return min(a, b, key=key) if name.endswith("min") else max(a, b, key=key)
+        return ops.extrema(name, _size(s_v, node), a, b)
     return run
 
 
@@ -166,22 +151,16 @@ def idx(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
 
 def register(m: Machine) -> None:
     r = m.register
-    nat: dict[str, Callable[[int, int], int]] = {
-        "add": lambda a, b: a + b, "sub": lambda a, b: max(a - b, 0), "mul": lambda a, b: a * b}
-    for name, fn in nat.items():
-        r(f"core.nat.{name}", 1, lambda m_, th, args, node, fn=fn: fn(*args[0]))
+    for name in ("add", "sub", "mul"):
+        r(f"core.nat.{name}", 1, lambda m_, th, args, node, name=name: ops.nat(name, *args[0]))
     ncmp: dict[str, Callable[[int, int], bool]] = {
         "e": int.__eq__, "ne": int.__ne__, "l": int.__lt__, "le": int.__le__, "g": int.__gt__, "ge": int.__ge__}
     for name, c in ncmp.items():
         r(f"core.ncmp.{name}", 1, lambda m_, th, args, node, c=c: int(c(*args[0])))
-    icmp = {"e": int.__eq__, "ne": int.__ne__, "ul": int.__lt__, "ule": int.__le__, "ug": int.__gt__,
-            "uge": int.__ge__, "sl": int.__lt__, "sle": int.__le__, "sg": int.__gt__, "sge": int.__ge__}
-    for name, c in icmp.items():
-        r(f"core.icmp.{name}", 2, _icmp(c, name.startswith("s")))
-    wrap: dict[str, Callable[[int, int], int]] = {
-        "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "shl": lambda a, b: a << b}
-    for name, op in wrap.items():
-        r(f"core.wrap.{name}", 3, _wrap(name, op))
+    for name in ("e", "ne", "ul", "ule", "ug", "uge", "sl", "sle", "sg", "sge"):
+        r(f"core.icmp.{name}", 2, _icmp(name))
+    for name in ("add", "sub", "mul", "shl"):
+        r(f"core.wrap.{name}", 3, _wrap(name))
     for name in ("sdiv", "udiv", "srem", "urem"):
         r(f"core.div.{name}", 2, _div(name))
     r("core.bitcast", 3, bitcast)

@@ -1,0 +1,1188 @@
+"""Device World → LLVM IR for `nvptx64-nvidia-cuda` → PTX, with llvmlite.
+
+Each kernel (an external of the device World, `Cn [M1, M3, M4, M5, Idx G, Idx I, smem, args,
+return]`) becomes a `ptx_kernel` function whose parameters are the leaves of `args` (scalars,
+and pointers in their NVPTX address space: 1 global, 3 shared, 4 constant, 5 local). Memory
+tokens are erased; `group_id`/`item_id` are `ctaid.x`/`tid.x`; dynamic shared memory is one
+module-wide `extern` `addrspace(3)` array; static shared slots are `addrspace(3)` globals (one
+per slot operation and id); local slots are `alloca`s.
+
+Control flow: every continuation nested in a kernel is one basic block whose parameters are
+φ-nodes (one per scalar leaf of its parameter type); a jump adds the leaves of its argument as
+incoming values. A branch `(f, t)#c args` is a `br i1`/`switch`, a loop is a back edge to a
+continuation's block, and the kernel's `return` is `ret void`.
+
+Scheduling mirrors the reference interpreter (verimim.interp.compile): a body's nodes are
+emitted in post-order from its jump (operands left to right), except those its *creator*
+(the innermost continuation whose parameter it uses, verimim.ir.analysis.Scopes.creator) or
+the creator's creators have already computed. A nested continuation is only entered from the
+continuations nested in its creator, so the creator's block dominates it and SSA is valid.
+
+Integer arithmetic follows the `core` plugin exactly: `Idx s` lives in the smallest of
+i1/i8/i16/i32/i64 holding s - 1; when s is that type's full range, operations are native LLVM
+ops (with nuw/nsw from the mode); otherwise (e.g. `Idx 4` in an i8) they are computed in i64 and
+reduced modulo s. Anything else raises `VerimimError("E-UNSUPPORTED", …)` naming the construct.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verimim.diagnostics import Loc, VerimimError
+from verimim.ir.defs import (
+    App, Arr, Axiom, Bot, Def, Extract, IdxT, Insert, Lit, MutLam, NatT, Pack, Pi, Sigma, Top, Tuple,
+    TypeU, Univ, Var,
+)
+from verimim.ir.analysis import Scopes, scan_mut
+from verimim.ir.world import World
+from verimim.layout import NVPTX64, field_offsets, layout_of
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DYN_SMEM = "verimim_dyn_smem"
+MODE_NSW = 1
+MODE_NUW = 2
+_BIT2_TAGS = ["f", "nor", "nciff", "nfst", "niff", "nsnd", "xor_", "nand",
+              "and_", "nxor", "snd", "iff", "fst", "ciff", "or_", "t"]
+
+
+def unsupported(what: str, loc: Loc | None = None) -> VerimimError:
+    return VerimimError("E-UNSUPPORTED", f"the GPU backend cannot compile {what}", loc)
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """One parameter of a compiled kernel: a scalar leaf of the launch arguments.
+
+    `path` indexes into the interpreter's value of `args` (a Python tuple, or the value itself
+    for a single argument); `kind` is "int" (bits, unsigned, 1 ⇒ passed as a byte), "ptr"
+    (address space `space`) or "stream"."""
+
+    path: tuple[int, ...]
+    kind: str
+    bits: int = 64
+    space: int = 0
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    n_groups: int
+    n_items: int
+    params: list[ParamInfo]
+    dyn_smem: bool
+    static_smem_bytes: int = 0
+
+
+@dataclass
+class DeviceModule:
+    llvm_ir: str
+    ptx: str
+    sm: str
+    kernels: dict[str, KernelInfo] = field(default_factory=dict)
+    param_align: int = 16  # pointer parameters were compiled as aligned to this (bytes)
+
+
+# ----------------------------------------------------------------------------- values
+
+
+class Ret:
+    """The kernel's `return` continuation."""
+
+
+RET = Ret()
+
+
+@dataclass(frozen=True)
+class Cont:
+    mut: MutLam
+
+
+@dataclass(frozen=True)
+class P:
+    """A pointer value with what is known of its alignment."""
+
+    v: Any
+    align: int
+    space: int
+
+
+def _lowbit(x: int) -> int:
+    return x & -x if x else 1 << 30
+
+
+def _align_at(align: int, off: int) -> int:
+    return min(align, _lowbit(off)) if off else align
+
+
+def _int_bits(s: int) -> int | None:
+    if s <= 2:
+        return 1
+    for b in (8, 16, 32, 64):
+        if s <= 2**b:
+            return b
+    return None
+
+
+# ----------------------------------------------------------------------------- compiler
+
+
+class _Ctx:
+    """Module-wide state: the llvmlite module, intrinsics, globals."""
+
+    def __init__(self, world: World, param_align: int) -> None:
+        from llvmlite import ir
+
+        self.ir = ir
+        self.world = world
+        self.param_align = param_align
+        self.module = ir.Module(name="verimim_device")
+        self.module.triple = TRIPLE
+        self.i1, self.i8, self.i32, self.i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+        self._fns: dict[str, Any] = {}
+        self._dyn: Any = None
+        self._static: dict[tuple[int, int], Any] = {}
+        self._static_count = 0
+        self._static_cache: dict[int, bool] = {}
+
+    def intrinsic(self, name: str, ret: Any, args: list[Any]) -> Any:
+        fn = self._fns.get(name)
+        if fn is None:
+            ir = self.ir
+            fn = ir.Function(self.module, ir.FunctionType(ret, args), name)
+            self._fns[name] = fn
+        return fn
+
+    def dyn_smem(self) -> Any:
+        if self._dyn is None:
+            ir = self.ir
+            g = ir.GlobalVariable(self.module, ir.ArrayType(self.i8, 0), DYN_SMEM, addrspace=3)
+            g.linkage = "external"
+            g.align = 16
+            g.type = ir.PointerType(addrspace=3)  # an opaque pointer (llvmlite types it)
+            self._dyn = g
+        return self._dyn
+
+    def static_slot(self, key: tuple[int, int], size: int, align: int, kernel: str) -> Any:
+        g = self._static.get(key)
+        if g is None:
+            ir = self.ir
+            ty = ir.ArrayType(self.i8, size)
+            g = ir.GlobalVariable(self.module, ty, f"{kernel}.smem.{self._static_count}", addrspace=3)
+            self._static_count += 1
+            g.initializer = ir.Constant(ty, ir.Undefined)
+            g.linkage = "internal"
+            g.align = max(16, align)
+            g.type = ir.PointerType(addrspace=3)
+            self._static[key] = g
+        return g
+
+    # ------------------------------------------------------------------ types
+
+    def is_static(self, d: Def) -> bool:
+        """A type-level node (a type, a tuple of types): no run-time value."""
+        hit = self._static_cache.get(d.gid)
+        if hit is not None:
+            return hit
+        if isinstance(d, (TypeU, Univ)):
+            res = True
+        elif isinstance(d, Tuple):
+            res = bool(d.ops) and all(self.is_static(x) for x in d.ops)
+        elif isinstance(d, (Var, MutLam, Lit)):
+            res = False
+        else:
+            try:
+                res = d.bvd == 0 and self.world.level(self.world.type_of(d)) >= 1
+            except Exception:
+                res = False
+        self._static_cache[d.gid] = res
+        return res
+
+    def field_types(self, t: Def) -> list[Def]:
+        w = self.world
+        if isinstance(t, Sigma):
+            if t.dependent:
+                raise unsupported(f"the dependent type `{_show(t)}`", t.loc)
+            return [w.shift(f, -1) for f in t.ops]
+        if isinstance(t, Arr):
+            if not isinstance(t.shape, Lit) or t.body.bvd:
+                raise unsupported(f"the array type `{_show(t)}` (its length must be a literal)", t.loc)
+            return [w.shift(t.body, -1)] * t.shape.value
+        raise AssertionError
+
+    def scalar(self, t: Def) -> tuple[str, int, int] | None:
+        """("int", bits, modulus) / ("ptr", space, pointee-align) / ("stream", 64, 0) / ("mem", …);
+        None for aggregates."""
+        if isinstance(t, NatT):
+            return ("int", 64, 2**64)
+        if isinstance(t, IdxT):
+            if not isinstance(t.size, Lit):
+                raise unsupported(f"the type `{_show(t)}` (an `Idx` of unknown size)", t.loc)
+            bits = _int_bits(t.size.value)
+            if bits is None:
+                raise unsupported(f"the type `{_show(t)}` (wider than 64 bits)", t.loc)
+            return ("int", bits, t.size.value)
+        if isinstance(t, Axiom) and t.annex == "gpu.Stream":
+            return ("stream", 64, 0)
+        if isinstance(t, App) and isinstance(t.head, Axiom):
+            if t.head.annex == "mem.M":
+                return ("mem", 0, 0)
+            if t.head.annex == "mem.Ptr":
+                pointee, space = _ptr_parts(t)
+                lay = layout_of(pointee, NVPTX64)
+                return ("ptr", space, lay.align if lay else 1)
+        if isinstance(t, (Sigma, Arr)):
+            return None
+        if isinstance(t, Pi):
+            raise unsupported(f"a continuation-typed value `{_show(t)}` in a kernel (only direct jumps, "
+                              f"branches and loops are compiled)", t.loc)
+        raise unsupported(f"values of type `{_show(t)}` in a kernel", t.loc)
+
+    def llty(self, kind: tuple[str, int, int]) -> Any:
+        k, a, _ = kind
+        if k == "int":
+            return self.ir.IntType(a)
+        if k == "stream":
+            return self.i64
+        if k == "ptr":
+            return self.ir.PointerType(addrspace=a) if a else self.ir.PointerType()
+        raise AssertionError(k)
+
+    def leaves(self, t: Def, path: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], tuple[str, int, int]]]:
+        """The scalar leaves of a type (memory tokens and units have none)."""
+        sc = self.scalar(t)
+        if sc is not None:
+            return [] if sc[0] == "mem" else [(path, sc)]
+        out = []
+        for i, f in enumerate(self.field_types(t)):
+            out += self.leaves(f, path + (i,))
+        return out
+
+    def build(self, t: Def, it: Any) -> Any:
+        """A structured value of type t from an iterator over its leaves' values."""
+        sc = self.scalar(t)
+        if sc is not None:
+            if sc[0] == "mem":
+                return None
+            v = next(it)
+            return P(v, sc[2], sc[1]) if sc[0] == "ptr" else v
+        return tuple(self.build(f, it) for f in self.field_types(t))
+
+    def flatten(self, t: Def, v: Any, out: list[Any], loc: Loc | None) -> None:
+        sc = self.scalar(t)
+        if sc is not None:
+            if sc[0] == "mem":
+                return
+            if isinstance(v, P):
+                v = v.v
+            if v is None or isinstance(v, (tuple, Cont, Ret)):
+                raise unsupported(f"a value {v!r} where a `{_show(t)}` is expected", loc)
+            out.append(v)
+            return
+        fts = self.field_types(t)
+        if not isinstance(v, tuple) or len(v) != len(fts):
+            raise unsupported(f"a value of the wrong shape for `{_show(t)}`", loc)
+        for f, x in zip(fts, v):
+            self.flatten(f, x, out, loc)
+
+
+def _show(d: Def) -> str:
+    try:
+        from verimim.printer import show
+
+        return show(d)
+    except Exception:
+        return type(d).__name__
+
+
+def _ptr_parts(t: App) -> tuple[Def, int]:
+    arg = t.arg
+    if isinstance(arg, Tuple) and len(arg.ops) == 2 and isinstance(arg.ops[1], Lit):
+        return arg.ops[0], arg.ops[1].value
+    raise unsupported(f"the pointer type `{_show(t)}` (address space not a literal)", t.loc)
+
+
+def _lit(d: Def, what: str, loc: Loc | None) -> int:
+    if isinstance(d, Lit):
+        return d.value
+    raise unsupported(f"{what} `{_show(d)}` that is not a literal", loc)
+
+
+# runtime operand positions in `app.args()` of the axioms the backend compiles, and their arity
+_AXIOMS: dict[str, tuple[int, tuple[int, ...]]] = {}
+for _n in ("add", "sub", "mul"):
+    _AXIOMS[f"core.nat.{_n}"] = (1, (0,))
+for _n in ("e", "ne", "l", "le", "g", "ge"):
+    _AXIOMS[f"core.ncmp.{_n}"] = (1, (0,))
+for _n in ("e", "ne", "ul", "ule", "ug", "uge", "sl", "sle", "sg", "sge"):
+    _AXIOMS[f"core.icmp.{_n}"] = (2, (1,))
+for _n in ("add", "sub", "mul", "shl"):
+    _AXIOMS[f"core.wrap.{_n}"] = (3, (2,))
+for _n in ("sdiv", "udiv", "srem", "urem"):
+    _AXIOMS[f"core.div.{_n}"] = (2, (1,))
+for _n in _BIT2_TAGS:
+    _AXIOMS[f"core.bit2.{_n}"] = (3, (2,))
+for _n in ("f", "neg", "id", "t"):
+    _AXIOMS[f"core.bit1.{_n}"] = (3, (2,))
+for _n in ("a", "l"):
+    _AXIOMS[f"core.shr.{_n}"] = (2, (1,))
+for _n in ("umin", "umax", "smin", "smax"):
+    _AXIOMS[f"core.extrema.{_n}"] = (2, (1,))
+_AXIOMS.update({
+    "core.idx": (3, (2,)), "core.bitcast": (3, (2,)), "core.conv.s": (3, (2,)), "core.conv.u": (3, (2,)),
+    "core.trait.size": (1, ()), "core.trait.align": (1, ()),
+    "mem.load": (2, (1,)), "mem.store": (2, (1,)), "mem.slot": (2, (1,)), "mem.mslot": (2, (1,)),
+    "mem.lea": (2, (1,)), "mem.remem": (2, (1,)),
+    "gpu.sync_work_items": (1, (0,)),
+})
+
+
+class _Scope:
+    def __init__(self, parent: _Scope | None) -> None:
+        self.parent = parent
+        self.vals: dict[int, Any] = {}
+
+    def get(self, gid: int) -> Any:
+        s: _Scope | None = self
+        while s is not None:
+            if gid in s.vals:
+                return s.vals[gid]
+            s = s.parent
+        raise KeyError(gid)
+
+    def has(self, gid: int) -> bool:
+        s: _Scope | None = self
+        while s is not None:
+            if gid in s.vals:
+                return True
+            s = s.parent
+        return False
+
+
+_MISSING = object()
+
+
+class _KernelCompiler:
+    def __init__(self, ctx: _Ctx, kernel: MutLam, name: str) -> None:
+        self.ctx = ctx
+        self.ir = ctx.ir
+        self.w = ctx.world
+        self.kernel = kernel
+        self.name = name
+        self.scopes = Scopes()
+        self.builder: Any = None
+
+    # ------------------------------------------------------------------ entry
+
+    def compile(self) -> KernelInfo:
+        ctx, ir, k = self.ctx, self.ir, self.kernel
+        if k.body is None:
+            raise unsupported(f"kernel `{self.name}` without a body", k.loc)
+        dom = k.pi.dom
+        if not isinstance(dom, Sigma) or len(dom.ops) != 9:
+            raise unsupported(f"kernel `{self.name}` of type `{_show(k.pi)}` (not a gpu.launch kernel)", k.loc)
+        ft = [self.w.shift(f, -1) for f in dom.ops]
+        G = ft[4].size.value if isinstance(ft[4], IdxT) and isinstance(ft[4].size, Lit) else None
+        I = ft[5].size.value if isinstance(ft[5], IdxT) and isinstance(ft[5].size, Lit) else None
+        if G is None or I is None:
+            raise unsupported(f"kernel `{self.name}` whose group/item counts are not literals", k.loc)
+        smem_t, args_t = ft[6], ft[7]
+        arg_leaves = ctx.leaves(args_t)
+        params: list[ParamInfo] = []
+        lltys = []
+        for path, (kind, a, _b) in arg_leaves:
+            if kind == "int":
+                params.append(ParamInfo(path, "int", a))
+                lltys.append(ctx.i8 if a == 1 else ir.IntType(a))
+            elif kind == "ptr":
+                params.append(ParamInfo(path, "ptr", 64, a))
+                lltys.append(ctx.llty((kind, a, 0)))
+            else:
+                params.append(ParamInfo(path, "stream", 64))
+                lltys.append(ctx.i64)
+        fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), lltys), self.name)
+        fn.calling_convention = "ptx_kernel"
+        self.fn = fn
+        entry = fn.append_basic_block("entry")
+        self.entry_builder = ir.IRBuilder(entry)
+        b = self.entry_builder
+        leaf_vals = []
+        for (path, (kind, a, pal)), arg, pinfo in zip(arg_leaves, fn.args, params):
+            if kind == "ptr":
+                arg.attributes.align = max(ctx.param_align, pal)
+                leaf_vals.append(arg)
+            elif kind == "int" and a == 1:
+                leaf_vals.append(b.trunc(arg, ctx.i1))
+            else:
+                leaf_vals.append(arg)
+        it = iter(leaf_vals)
+        args_v = ctx.build(args_t, it)
+        # arguments may alias one another: pointers start at the (assumed) parameter alignment
+        args_v = self._with_param_align(args_v)
+        smem_sc = ctx.scalar(smem_t)
+        dyn = False
+        if smem_sc is not None and smem_sc[0] == "ptr":
+            if smem_sc[1] != 3:
+                raise unsupported(f"dynamic shared memory of type `{_show(smem_t)}`", k.loc)
+            smem_v: Any = P(ctx.dyn_smem(), 16, 3)
+            dyn = True
+        elif smem_sc is None and not ctx.leaves(smem_t):
+            smem_v = ctx.build(smem_t, iter(()))
+        else:
+            raise unsupported(f"dynamic shared memory of type `{_show(smem_t)}`", k.loc)
+        gid = self._sreg("ctaid", G, ft[4])
+        iid = self._sreg("tid", I, ft[5])
+        kval = (None, None, None, None, gid, iid, smem_v, args_v, RET)
+
+        # the continuations nested in the kernel, each a block with φs
+        conts = self._collect()
+        self.blocks: dict[int, Any] = {}
+        self.phis: dict[int, list[tuple[Any, Any]]] = {}
+        root = _Scope(None)
+        self.scope_of: dict[int, _Scope] = {}
+        kscope = _Scope(root)
+        kscope.vals[self.w.var(k).gid] = kval
+        self.scope_of[k.gid] = kscope
+        body_bb = fn.append_basic_block("k." + (k.name or "kernel"))
+        self.blocks[k.gid] = body_bb
+        for c in conts:
+            bb = fn.append_basic_block(c.name or "cont")
+            self.blocks[c.gid] = bb
+            cb = ir.IRBuilder(bb)
+            leaves = ctx.leaves(c.pi.dom)
+            phis = [cb.phi(ctx.llty(sc), name=f"{c.name}.p{i}") for i, (_p, sc) in enumerate(leaves)]
+            self.phis[c.gid] = phis
+        # order: creators before the continuations they create
+        depth: dict[int, int] = {k.gid: 0}
+
+        def depth_of(c: MutLam) -> int:
+            if c.gid in depth:
+                return depth[c.gid]
+            cr = self.scopes.creator(c)
+            depth[c.gid] = -1  # cycle guard
+            d = 1 if cr is None or cr.gid not in self.blocks else depth_of(cr) + 1
+            depth[c.gid] = d
+            return d
+
+        order = sorted(conts, key=lambda c: (depth_of(c), c.gid))
+        self.builder = ir.IRBuilder(body_bb)
+        self._compile_body(k, kscope)
+        for c in order:
+            cr = self.scopes.creator(c)
+            parent = self.scope_of.get(cr.gid) if cr is not None else root
+            if parent is None:
+                raise unsupported(f"continuation `{c.name}`, which uses parameters of a function outside "
+                                  f"the kernel", c.loc)
+            sc = _Scope(parent)
+            it2 = iter(self.phis[c.gid])
+            sc.vals[self.w.var(c).gid] = ctx.build(c.pi.dom, it2)
+            self.scope_of[c.gid] = sc
+            self.builder = ir.IRBuilder(self.blocks[c.gid])
+            self._compile_body(c, sc)
+        self.entry_builder.position_at_end(entry)
+        self.entry_builder.branch(body_bb)
+        return KernelInfo(self.name, G, I, params, dyn)
+
+    def _with_param_align(self, v: Any) -> Any:
+        if isinstance(v, P):
+            return P(v.v, max(v.align, self.ctx.param_align), v.space)
+        if isinstance(v, tuple):
+            return tuple(self._with_param_align(x) for x in v)
+        return v
+
+    def _sreg(self, which: str, n: int, t: Def) -> Any:
+        ctx = self.ctx
+        bits = _int_bits(n)
+        assert bits is not None
+        ty = self.ir.IntType(bits)
+        if n == 1:
+            return self.ir.Constant(ty, 0)
+        fn = ctx.intrinsic(f"llvm.nvvm.read.ptx.sreg.{which}.x", ctx.i32, [])
+        v = self.entry_builder.call(fn, [])
+        if bits < 32:
+            return self.entry_builder.trunc(v, ty)
+        if bits > 32:
+            return self.entry_builder.zext(v, ty)
+        return v
+
+    def _collect(self) -> list[MutLam]:
+        out: list[MutLam] = []
+        seen = {self.kernel.gid}
+        stack = [self.kernel]
+        while stack:
+            m = stack.pop()
+            for y in sorted(scan_mut(m)[1], key=lambda x: x.gid):
+                if y.gid in seen:
+                    continue
+                seen.add(y.gid)
+                if y.body is None:
+                    raise unsupported(f"a call of `{y.name}`, which has no body on the device", y.loc)
+                if not self.w.is_cn(y.pi):
+                    raise unsupported(f"`{y.name}` (a function returning a value; only continuations "
+                                      f"are compiled)", y.loc)
+                out.append(y)
+                stack.append(y)
+        return out
+
+    # ------------------------------------------------------------------ bodies
+
+    def _compile_body(self, m: MutLam, scope: _Scope) -> None:
+        body = m.body
+        assert body is not None
+        if not isinstance(body, App):
+            raise unsupported(f"the body of `{m.name}`, which does not end in a jump", m.loc)
+        callee, arg = body.callee, body.arg
+        self.scope = scope
+        # effects and operands in the interpreter's order: callee first, then the argument
+        branch_idx: Def | None = None
+        targets_node: Def | None = None
+        if isinstance(callee, Extract) and not isinstance(callee.index, Lit):
+            targets_node, branch_idx = callee.tup, callee.index
+            self._compute(targets_node)
+            self._compute(branch_idx)
+        else:
+            self._compute(callee)
+        self._compute(arg)
+        av = self._val(arg)
+        bld = self.builder
+        if branch_idx is not None:
+            assert targets_node is not None
+            tv = self._val(targets_node)
+            if not isinstance(tv, tuple) or not all(isinstance(x, (Cont, Ret)) for x in tv):
+                raise unsupported(f"a jump to `{_show(callee)}`", body.loc)
+            iv = self._val(branch_idx)
+            if any(isinstance(x, Ret) for x in tv):
+                raise unsupported("a branch that returns from the kernel directly (`(return, k)#c`)", body.loc)
+            if len(tv) == 2:
+                bld.cbranch(self._as_i1(iv, body.loc), self.blocks[tv[1].mut.gid], self.blocks[tv[0].mut.gid])
+            else:
+                sw = bld.switch(iv, self.blocks[tv[0].mut.gid])
+                for j, x in enumerate(tv[1:], 1):
+                    sw.add_case(self.ir.Constant(iv.type, j), self.blocks[x.mut.gid])
+            done = set()
+            for x in tv:
+                if x.mut.gid not in done:
+                    done.add(x.mut.gid)
+                    self._incoming(x.mut, av, bld.block, body.loc)
+            return
+        cv = self._val(callee)
+        if isinstance(cv, Ret):
+            bld.ret_void()
+            return
+        if isinstance(cv, Cont):
+            if cv.mut is self.kernel:
+                raise unsupported("a kernel that jumps to itself", body.loc)
+            bld.branch(self.blocks[cv.mut.gid])
+            self._incoming(cv.mut, av, bld.block, body.loc)
+            return
+        raise unsupported(f"a jump to `{_show(callee)}`", body.loc)
+
+    def _as_i1(self, v: Any, loc: Loc | None) -> Any:
+        if v.type == self.ctx.i1:
+            return v
+        return self.builder.icmp_unsigned("!=", v, self.ir.Constant(v.type, 0))
+
+    def _incoming(self, target: MutLam, av: Any, block: Any, loc: Loc | None) -> None:
+        vals: list[Any] = []
+        self.ctx.flatten(target.pi.dom, av, vals, loc)
+        phis = self.phis[target.gid]
+        if len(vals) != len(phis):
+            raise unsupported(f"a jump to `{target.name}` with the wrong number of values", loc)
+        for ph, v in zip(phis, vals):
+            if v.type != ph.type:
+                raise unsupported(f"a jump to `{target.name}` passing {v.type} for {ph.type}", loc)
+            ph.add_incoming(v, block)
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _is_leaf(self, d: Def) -> bool:
+        return isinstance(d, (Var, Lit, MutLam, Axiom, Bot, Top)) or self.ctx.is_static(d)
+
+    def _operands(self, d: Def) -> list[Def]:
+        if self._is_leaf(d):
+            return []
+        if isinstance(d, App):
+            head = d.head
+            if isinstance(head, Axiom):
+                spec = _AXIOMS.get(head.annex)
+                if spec is None:
+                    raise unsupported(f"`{head.annex}` in a kernel", d.loc)
+                arity, pos = spec
+                if d.depth != arity:
+                    raise unsupported(f"`{head.annex}` applied to {d.depth} of its {arity} arguments", d.loc)
+                args = d.args()
+                return [args[i] for i in pos]
+            raise unsupported(f"the call `{_show(d)}` for a value (only continuations are compiled)", d.loc)
+        if isinstance(d, Pack):
+            return [d.body] if d.body.bvd == 0 else []
+        return list(d.ops)
+
+    def _compute(self, root: Def) -> None:
+        """Emit the nodes below root not yet available, in post-order (operands left to right)."""
+        scope = self.scope
+        done: set[int] = set()
+        work: list[tuple[Def, bool]] = [(root, False)]
+        while work:
+            d, expanded = work.pop()
+            if d.gid in done:
+                continue
+            if expanded:
+                done.add(d.gid)
+                if not self._is_leaf(d) and not scope.has(d.gid):
+                    scope.vals[d.gid] = self._emit(d)
+                continue
+            if self._is_leaf(d) or scope.has(d.gid):
+                done.add(d.gid)
+                continue
+            work.append((d, True))
+            for op in reversed(self._operands(d)):
+                if op.gid not in done:
+                    work.append((op, False))
+
+    def _val(self, d: Def) -> Any:
+        ctx, ir = self.ctx, self.ir
+        if isinstance(d, Lit):
+            sc = ctx.scalar(d.ops[0])
+            if sc is None or sc[0] != "int":
+                raise unsupported(f"the literal `{_show(d)}`", d.loc)
+            return ir.Constant(ir.IntType(sc[1]), d.value)
+        if isinstance(d, MutLam):
+            return Cont(d)
+        if isinstance(d, (Bot, Top)):
+            t = d.ops[0]
+            sc = ctx.scalar(t)
+            if sc is None:
+                return tuple(self._undef(f) for f in ctx.field_types(t))
+            return None if sc[0] == "mem" else ir.Constant(ctx.llty(sc), ir.Undefined)
+        if ctx.is_static(d):
+            return d
+        try:
+            return self.scope.get(d.gid)
+        except KeyError:
+            pass
+        if isinstance(d, Var):
+            raise unsupported(f"a parameter of `{d.mut.name}` used outside it", d.loc)
+        if isinstance(d, Axiom):
+            raise unsupported(f"the value `{d.annex}` in a kernel", d.loc)
+        raise VerimimError("E-INTERNAL", f"nvptx: `{_show(d)}` used before it was computed", d.loc)
+
+    def _undef(self, t: Def) -> Any:
+        ctx = self.ctx
+        sc = ctx.scalar(t)
+        if sc is None:
+            return tuple(self._undef(f) for f in ctx.field_types(t))
+        return None if sc[0] == "mem" else self.ir.Constant(ctx.llty(sc), self.ir.Undefined)
+
+    # ------------------------------------------------------------------ nodes
+
+    def _emit(self, d: Def) -> Any:
+        if isinstance(d, Tuple):
+            return tuple(self._val(x) for x in d.ops)
+        if isinstance(d, Pack):
+            n = d.shape.value if isinstance(d.shape, Lit) else None
+            if n is None:
+                raise unsupported(f"the pack `{_show(d)}` of unknown length", d.loc)
+            if d.body.bvd == 0:
+                v = self._val(d.body)
+                return tuple(v for _ in range(n))
+            out = []
+            for j in range(n):
+                e = self.w.open(d.body, self.w.lit_idx(n, j))
+                self._compute(e)
+                out.append(self._val(e))
+            return tuple(out)
+        if isinstance(d, Extract):
+            tv = self._val(d.tup)
+            if isinstance(d.index, Lit):
+                if isinstance(tv, tuple):
+                    return tv[d.index.value]
+                if d.index.value == 0:
+                    return tv
+                raise unsupported(f"`{_show(d)}`", d.loc)
+            if not isinstance(tv, tuple):
+                return tv
+            return self._select(self._val(d.index), list(tv), d.loc)
+        if isinstance(d, Insert):
+            tv = self._val(d.ops[0])
+            idx, v = d.ops[1], self._val(d.ops[2])
+            if not isinstance(tv, tuple):
+                return v
+            if isinstance(idx, Lit):
+                out = list(tv)
+                out[idx.value] = v
+                return tuple(out)
+            iv = self._val(idx)
+            return tuple(self._select2(self._eq(iv, j), v, x, d.loc) for j, x in enumerate(tv))
+        if isinstance(d, App):
+            head = d.head
+            assert isinstance(head, Axiom)
+            annex = head.annex
+            args = d.args()
+            if annex.startswith("core."):
+                return self._core(annex, args, d)
+            if annex.startswith("mem."):
+                return self._mem(annex, args, d)
+            if annex == "gpu.sync_work_items":
+                fn = self.ctx.intrinsic("llvm.nvvm.barrier0", self.ir.VoidType(), [])
+                self.builder.call(fn, [])
+                return (None, None)
+        raise unsupported(f"`{_show(d)}` ({type(d).__name__})", d.loc)
+
+    def _eq(self, iv: Any, j: int) -> Any:
+        return self.builder.icmp_unsigned("==", iv, self.ir.Constant(iv.type, j))
+
+    def _select2(self, c: Any, a: Any, b: Any, loc: Loc | None) -> Any:
+        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+            return tuple(self._select2(c, x, y, loc) for x, y in zip(a, b))
+        if a is None and b is None:
+            return None
+        if isinstance(a, P) and isinstance(b, P):
+            return P(self.builder.select(c, a.v, b.v), min(a.align, b.align), a.space)
+        if isinstance(a, (Cont, Ret, tuple)) or isinstance(b, (Cont, Ret, tuple)) or a is None or b is None:
+            raise unsupported("choosing between continuations or values of different shapes by a run-time index", loc)
+        return self.builder.select(c, a, b)
+
+    def _select(self, iv: Any, elems: list[Any], loc: Loc | None) -> Any:
+        res = elems[0]
+        for j in range(1, len(elems)):
+            res = self._select2(self._eq(iv, j), elems[j], res, loc)
+        return res
+
+    # ------------------------------------------------------------------ core
+
+    def _mod(self, s: Def, loc: Loc | None) -> tuple[int, int, bool]:
+        sv = _lit(s, "an integer width", loc)
+        bits = _int_bits(sv)
+        if bits is None:
+            raise unsupported(f"integers modulo {sv} (wider than 64 bits)", loc)
+        return sv, bits, sv == 2**bits
+
+    def _reduce64(self, x: Any, s: int, bits: int, signed_in: bool = False) -> Any:
+        """x (i64, exact; signed when signed_in) modulo s, truncated to the container."""
+        b, ir = self.builder, self.ir
+        i64 = self.ctx.i64
+        if s & (s - 1) == 0:
+            r = b.and_(x, ir.Constant(i64, s - 1))
+        elif signed_in:
+            r0 = b.srem(x, ir.Constant(i64, s))
+            neg = b.icmp_signed("<", r0, ir.Constant(i64, 0))
+            r = b.select(neg, b.add(r0, ir.Constant(i64, s)), r0)
+        else:
+            r = b.urem(x, ir.Constant(i64, s))
+        return r if bits == 64 else b.trunc(r, ir.IntType(bits))
+
+    def _wide(self, x: Any) -> Any:
+        return x if x.type.width == 64 else self.builder.zext(x, self.ctx.i64)
+
+    def _signed64(self, x: Any, s: int, native: bool) -> Any:
+        """The signed value of an `Idx s` as an i64."""
+        b, ir, i64 = self.builder, self.ir, self.ctx.i64
+        if native:
+            return x if x.type.width == 64 else b.sext(x, i64)
+        if s > 2**32:
+            raise unsupported(f"signed arithmetic modulo {s}", None)
+        w = b.zext(x, i64)
+        neg = b.icmp_unsigned(">=", w, ir.Constant(i64, (s + 1) // 2))
+        return b.select(neg, b.sub(w, ir.Constant(i64, s)), w)
+
+    def _core(self, annex: str, args: list[Def], d: App) -> Any:
+        b, ir, ctx = self.builder, self.ir, self.ctx
+        i64 = ctx.i64
+        loc = d.loc
+        op = annex.split(".")[-1]
+        if annex.startswith("core.nat."):
+            x, y = self._val(args[0])
+            if op == "add":
+                return b.add(x, y)
+            if op == "mul":
+                return b.mul(x, y)
+            return b.select(b.icmp_unsigned("<", x, y), ir.Constant(i64, 0), b.sub(x, y))
+        if annex.startswith("core.ncmp."):
+            x, y = self._val(args[0])
+            return b.icmp_unsigned({"e": "==", "ne": "!=", "l": "<", "le": "<=", "g": ">", "ge": ">="}[op], x, y)
+        if annex.startswith("core.icmp."):
+            s, bits, native = self._mod(args[0], loc)
+            x, y = self._val(args[1])
+            rel = {"e": "==", "ne": "!=", "ul": "<", "ule": "<=", "ug": ">", "uge": ">=",
+                   "sl": "<", "sle": "<=", "sg": ">", "sge": ">="}[op]
+            if op.startswith("s"):
+                if native:
+                    return b.icmp_signed(rel, x, y)
+                return b.icmp_signed(rel, self._signed64(x, s, False), self._signed64(y, s, False))
+            return b.icmp_unsigned(rel, x, y)
+        if annex.startswith("core.wrap."):
+            s, bits, native = self._mod(args[0], loc)
+            mode = _lit(args[1], "a wrap mode", loc)
+            x, y = self._val(args[2])
+            if native:
+                flags = (["nsw"] if mode & MODE_NSW else []) + (["nuw"] if mode & MODE_NUW else [])
+                if bits == 1:
+                    flags = []
+                fn = {"add": b.add, "sub": b.sub, "mul": b.mul, "shl": b.shl}[op]
+                return fn(x, y, flags=flags)
+            if s > 2**32:
+                raise unsupported(f"`{annex}` modulo {s}", loc)
+            wx, wy = self._wide(x), self._wide(y)
+            if op == "add":
+                r = b.add(wx, wy)
+            elif op == "sub":
+                r = b.sub(b.add(wx, ir.Constant(i64, s)), wy)
+            elif op == "mul":
+                r = b.mul(wx, wy)
+            else:
+                r = b.shl(wx, wy)
+            return self._reduce64(r, s, bits)
+        if annex.startswith("core.div."):
+            s, bits, native = self._mod(args[0], loc)
+            _mem, (x, y) = self._val(args[1])
+            if op in ("udiv", "urem"):
+                return (None, (b.udiv if op == "udiv" else b.urem)(x, y))
+            if native:
+                return (None, (b.sdiv if op == "sdiv" else b.srem)(x, y))
+            sx, sy = self._signed64(x, s, False), self._signed64(y, s, False)
+            r = (b.sdiv if op == "sdiv" else b.srem)(sx, sy)
+            return (None, self._reduce64(r, s, bits, signed_in=True))
+        if annex.startswith("core.bit2."):
+            s, bits, native = self._mod(args[0], loc)
+            table = _BIT2_TAGS.index(op)
+            x, y = self._val(args[2])
+            ty = x.type
+            ones = ir.Constant(ty, (1 << ty.width) - 1)
+            acc = ir.Constant(ty, 0)
+            for xb in (0, 1):
+                for yb in (0, 1):
+                    if (table >> (xb << 1 | yb)) & 1:
+                        term = b.and_(x if xb else b.xor(x, ones), y if yb else b.xor(y, ones))
+                        acc = b.or_(acc, term)
+            if native:
+                return acc
+            kbits = max(s.bit_length() - 1, 1)
+            masked = b.and_(acc, ir.Constant(ty, (1 << kbits) - 1)) if kbits < ty.width else acc
+            if s & (s - 1) == 0:
+                return masked
+            return self._reduce64(self._wide(masked), s, bits)
+        if annex.startswith("core.bit1."):
+            s, bits, native = self._mod(args[0], loc)
+            x = self._val(args[2])
+            ty = ir.IntType(bits)
+            if op == "f":
+                return ir.Constant(ty, 0)
+            if op == "t":
+                return ir.Constant(ty, s - 1)
+            if op == "id":
+                return x
+            return b.sub(ir.Constant(ty, s - 1), x)
+        if annex.startswith("core.shr."):
+            s, bits, native = self._mod(args[0], loc)
+            x, y = self._val(args[1])
+            if op == "l":
+                return b.lshr(x, y)
+            if native:
+                return b.ashr(x, y)
+            r = b.ashr(self._signed64(x, s, False), self._wide(y))
+            return self._reduce64(r, s, bits, signed_in=True)
+        if annex.startswith("core.extrema."):
+            s, bits, native = self._mod(args[0], loc)
+            x, y = self._val(args[1])
+            if op.startswith("s"):
+                sx, sy = (x, y) if native else (self._signed64(x, s, False), self._signed64(y, s, False))
+                lt = b.icmp_signed("<", sx, sy)
+            else:
+                lt = b.icmp_unsigned("<", x, y)
+            return b.select(lt, x, y) if op.endswith("min") else b.select(lt, y, x)
+        if annex == "core.idx":
+            s, bits, native = self._mod(args[0], loc)
+            x = self._val(args[2])
+            return self._resize(x, bits)
+        if annex == "core.bitcast":
+            src, dst = args[0], args[1]
+            x = self._val(args[2])
+            if src is dst:
+                return x
+            ss, ds = ctx.scalar(src), ctx.scalar(dst)
+            if ss is None or ds is None or ss[0] != "int" or ds[0] != "int":
+                if ss is not None and ds is not None and ss[0] == ds[0] == "ptr" and ss[1] == ds[1]:
+                    return x
+                raise unsupported(f"`core.bitcast` from `{_show(src)}` to `{_show(dst)}`", loc)
+            return self._resize(x, ds[1])
+        if annex in ("core.conv.s", "core.conv.u"):
+            ss, sbits, snat = self._mod(args[0], loc)
+            ds, dbits, dnat = self._mod(args[1], loc)
+            x = self._val(args[2])
+            if annex == "core.conv.u":
+                if dnat or ss <= ds:
+                    return self._resize(x, dbits)
+                return self._reduce64(self._wide(x), ds, dbits)
+            if snat and dnat:
+                if dbits > sbits:
+                    return b.sext(x, ir.IntType(dbits))
+                return self._resize(x, dbits)
+            sx = self._signed64(x, ss, snat)
+            if dnat:
+                return self._resize(sx, dbits)
+            return self._reduce64(sx, ds, dbits, signed_in=True)
+        if annex in ("core.trait.size", "core.trait.align"):
+            lay = layout_of(args[0], NVPTX64)
+            if lay is None:
+                raise unsupported(f"`{annex}` of `{_show(args[0])}`", loc)
+            return ir.Constant(i64, lay.size if op == "size" else lay.align)
+        raise unsupported(f"`{annex}` in a kernel", loc)
+
+    def _resize(self, x: Any, bits: int) -> Any:
+        w = x.type.width
+        if w == bits:
+            return x
+        ty = self.ir.IntType(bits)
+        return self.builder.zext(x, ty) if bits > w else self.builder.trunc(x, ty)
+
+    # ------------------------------------------------------------------ mem
+
+    def _implicit(self, d: Def, n: int, loc: Loc | None) -> tuple[Def, ...]:
+        if n == 1:
+            return (d,)
+        if isinstance(d, Tuple) and len(d.ops) == n:
+            return d.ops
+        raise unsupported(f"the implicit arguments `{_show(d)}`", loc)
+
+    def _mem(self, annex: str, args: list[Def], d: App) -> Any:
+        loc = d.loc
+        ctx = self.ctx
+        if annex == "mem.remem":
+            return None
+        if annex == "mem.load":
+            t, _a = self._implicit(args[0], 2, loc)
+            _m, p = self._val(args[1])
+            return (None, self._load(t, p, 0, loc))
+        if annex == "mem.store":
+            t, _a = self._implicit(args[0], 2, loc)
+            _m, p, v = self._val(args[1])
+            self._store(t, p, 0, v, loc)
+            return None
+        if annex in ("mem.slot", "mem.mslot"):
+            t, a = self._implicit(args[0], 2, loc)
+            space = _lit(a, "an address space", loc)
+            lay = layout_of(t, NVPTX64)
+            if annex == "mem.slot":
+                if lay is None:
+                    raise unsupported(f"a slot of type `{_show(t)}` (no layout)", loc)
+                if not isinstance(args[1], Tuple):
+                    raise unsupported(f"`{_show(d)}` (slot id not visible)", loc)
+                size, id_node = lay.size, args[1].ops[1]
+            else:
+                if not isinstance(args[1], Tuple):
+                    raise unsupported(f"`{_show(d)}`", loc)
+                size = _lit(args[1].ops[1], "a slot size", loc)
+                id_node = args[1].ops[2]
+            align = max(lay.align if lay else 1, 16)
+            if space == 3:
+                slot_id = _lit(id_node, "a shared slot id", loc) if id_node is not None else 0
+                g = ctx.static_slot((d.gid, slot_id), max(size, 1), align, self.name)
+                return (None, P(g, align, 3))
+            if space in (0, 5):
+                entry = self.fn.entry_basic_block
+                ab = self.ir.IRBuilder(entry)
+                ab.position_at_start(entry)
+                mem = ab.alloca(self.ir.ArrayType(ctx.i8, max(size, 1)))
+                mem.align = align
+                mem.type = self.ir.PointerType()  # an opaque pointer (llvmlite types it)
+                if space == 5:
+                    ptr = self.builder.addrspacecast(mem, self.ir.PointerType(addrspace=5))
+                else:
+                    ptr = mem
+                return (None, P(ptr, align, space))
+            raise unsupported(f"`{annex}` in address space {space} in a kernel", loc)
+        if annex == "mem.lea":
+            n, ts, _a = self._implicit(args[0], 3, loc)
+            p, i = self._val(args[1])
+            if not isinstance(p, P):
+                raise unsupported(f"`mem.lea` of a non-pointer", loc)
+            if isinstance(ts, Pack):
+                if ts.body.bvd:
+                    raise unsupported(f"`mem.lea` into `{_show(ts)}`", loc)
+                lay = layout_of(ts.body, NVPTX64)
+                if lay is None:
+                    raise unsupported(f"`mem.lea` into elements of type `{_show(ts.body)}`", loc)
+                stride = lay.size
+                if isinstance(i, self.ir.Constant):
+                    return self._offset(p, int(i.constant) * stride, lay.align)
+                off = self.builder.mul(self._wide(i), self.ir.Constant(ctx.i64, stride))
+                v = self.builder.gep(p.v, [off], inbounds=True, source_etype=ctx.i8)
+                return P(v, max(min(p.align, _lowbit(stride)), 1), p.space)
+            if isinstance(ts, Tuple):
+                sig = self.w.sigma(self.w.shift(f, 1) for f in ts.ops)
+                offs = field_offsets(sig, NVPTX64) if isinstance(sig, Sigma) else None
+                if offs is None or not isinstance(i, self.ir.Constant):
+                    raise unsupported(f"`mem.lea` into `{_show(ts)}` by a run-time index", loc)
+                j = int(i.constant)
+                fl = layout_of(ts.ops[j], NVPTX64)
+                return self._offset(p, offs[j], fl.align if fl else 1)
+            return p
+        raise unsupported(f"`{annex}` in a kernel", loc)
+
+    def _offset(self, p: P, off: int, min_align: int = 1) -> P:
+        if off == 0:
+            return p
+        v = self.builder.gep(p.v, [self.ir.Constant(self.ctx.i64, off)], inbounds=True, source_etype=self.ctx.i8)
+        return P(v, _align_at(p.align, off), p.space)
+
+    def _load(self, t: Def, p: P, off: int, loc: Loc | None) -> Any:
+        ctx, b, ir = self.ctx, self.builder, self.ir
+        sc = ctx.scalar(t)
+        if sc is not None:
+            if sc[0] == "mem":
+                return None
+            q = self._offset(p, off)
+            if sc[0] == "int" and sc[1] == 1:
+                return b.trunc(b.load(q.v, typ=ctx.i8, align=1), ctx.i1)
+            lay = layout_of(t, NVPTX64)
+            v = b.load(q.v, typ=ctx.llty(sc), align=max(lay.align if lay else 1, min(q.align, 16)))
+            return P(v, sc[2], sc[1]) if sc[0] == "ptr" else v
+        if isinstance(t, Arr):
+            elems = ctx.field_types(t)
+            vec = self._vector_plan(elems[0], len(elems), p, off)
+            if vec is not None:
+                k, w = vec
+                out: list[Any] = []
+                for start in range(0, len(elems), k):
+                    q = self._offset(p, off + start * w)
+                    vty = ir.VectorType(ir.IntType(8 * w), k)
+                    v = b.load(q.v, typ=vty, align=k * w)
+                    out += [b.extract_element(v, ir.Constant(ctx.i32, j)) for j in range(k)]
+                return tuple(out)
+            lay = layout_of(elems[0], NVPTX64)
+            assert lay is not None
+            return tuple(self._load(e, p, off + j * lay.size, loc) for j, e in enumerate(elems))
+        offs = field_offsets(t, NVPTX64) if isinstance(t, Sigma) else None
+        if offs is None:
+            raise unsupported(f"loading a `{_show(t)}`", loc)
+        return tuple(self._load(f, p, off + o, loc) for f, o in zip(ctx.field_types(t), offs))
+
+    def _vector_plan(self, elem: Def, n: int, p: P, off: int) -> tuple[int, int] | None:
+        """(elements per vector, element bytes) when an array of n integer elements can be moved
+        with aligned vector loads/stores of up to 16 bytes."""
+        sc = self.ctx.scalar(elem)
+        if sc is None or sc[0] != "int" or sc[1] < 8:
+            return None
+        w = sc[1] // 8
+        align = _align_at(p.align, off)
+        k = min(16 // w, align // w, n)
+        while k >= 2 and (n % k or k & (k - 1)):
+            k //= 2
+        return (k, w) if k >= 2 else None
+
+    def _store(self, t: Def, p: P, off: int, v: Any, loc: Loc | None) -> None:
+        ctx, b, ir = self.ctx, self.builder, self.ir
+        sc = ctx.scalar(t)
+        if sc is not None:
+            if sc[0] == "mem":
+                return
+            q = self._offset(p, off)
+            if isinstance(v, P):
+                v = v.v
+            if sc[0] == "int" and sc[1] == 1:
+                b.store(b.zext(v, ctx.i8), q.v, align=1)
+                return
+            lay = layout_of(t, NVPTX64)
+            b.store(v, q.v, align=max(lay.align if lay else 1, min(q.align, 16)))
+            return
+        if not isinstance(v, tuple):
+            raise unsupported(f"storing a `{_show(t)}` from a value of another shape", loc)
+        if isinstance(t, Arr):
+            elems = ctx.field_types(t)
+            vec = self._vector_plan(elems[0], len(elems), p, off)
+            if vec is not None:
+                k, w = vec
+                for start in range(0, len(elems), k):
+                    q = self._offset(p, off + start * w)
+                    vty = ir.VectorType(ir.IntType(8 * w), k)
+                    acc = ir.Constant(vty, ir.Undefined)
+                    for j in range(k):
+                        acc = b.insert_element(acc, v[start + j], ir.Constant(ctx.i32, j))
+                    b.store(acc, q.v, align=k * w)
+                return
+            lay = layout_of(elems[0], NVPTX64)
+            assert lay is not None
+            for j, e in enumerate(elems):
+                self._store(e, p, off + j * lay.size, v[j], loc)
+            return
+        offs = field_offsets(t, NVPTX64) if isinstance(t, Sigma) else None
+        if offs is None:
+            raise unsupported(f"storing a `{_show(t)}`", loc)
+        for f, o, x in zip(ctx.field_types(t), offs, v):
+            self._store(f, p, off + o, x, loc)
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+_initialized = False
+
+
+def _llvm() -> Any:
+    global _initialized
+    import llvmlite.binding as llvm
+
+    if not _initialized:
+        try:
+            llvm.initialize()
+        except Exception:
+            pass  # llvmlite ≥ 0.45 initializes itself (and may refuse the call)
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _initialized = True
+    return llvm
+
+
+def target_machine(sm: str = "sm_90", opt: int = 3) -> Any:
+    llvm = _llvm()
+    target = llvm.Target.from_triple(TRIPLE)
+    return target.create_target_machine(cpu=sm, opt=opt)
+
+
+def emit_llvm(device_world: World, *, param_align: int = 16, sm: str = "sm_90") -> tuple[str, dict[str, KernelInfo]]:
+    """The (unoptimized) LLVM IR text of every kernel of the device World."""
+    ctx = _Ctx(device_world, param_align)
+    tm = target_machine(sm)
+    ctx.module.data_layout = str(tm.target_data)
+    kernels: dict[str, KernelInfo] = {}
+    for name, k in sorted(device_world.externals.items()):
+        if k.body is None:
+            continue
+        kernels[name] = _KernelCompiler(ctx, k, name).compile()
+    return str(ctx.module), kernels
+
+
+def optimize(mod: Any, tm: Any, level: int = 3) -> None:
+    llvm = _llvm()
+    try:
+        pto = llvm.create_pipeline_tuning_options(speed_level=level)
+        pb = llvm.create_pass_builder(tm, pto)
+        mpm = pb.getModulePassManager()
+        mpm.run(mod, pb)
+    except AttributeError:  # an llvmlite without the new pass manager: leave it to codegen
+        pass
+
+
+def compile_device_module(device_world: World, sm: str = "sm_90", *, param_align: int = 16,
+                          opt: int = 3) -> DeviceModule:
+    """Compile every kernel of the device World to LLVM IR and PTX for `sm`."""
+    llvm = _llvm()
+    text, kernels = emit_llvm(device_world, param_align=param_align, sm=sm)
+    try:
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+    except RuntimeError as e:
+        raise VerimimError("E-INTERNAL", f"the NVPTX backend produced invalid LLVM IR: {e}", None) from None
+    tm = target_machine(sm, opt=min(opt, 3))
+    if opt:
+        optimize(mod, tm, opt)
+    ptx = tm.emit_assembly(mod)
+    return DeviceModule(text, ptx, sm, kernels, param_align)
+
+
+def compile_device(device_world: World, sm: str = "sm_90") -> tuple[str, str]:
+    """(LLVM IR text, PTX text) of the device World's kernels."""
+    dm = compile_device_module(device_world, sm)
+    return dm.llvm_ir, dm.ptx

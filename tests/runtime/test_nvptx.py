@@ -1,0 +1,187 @@
+"""The NVPTX backend: kernels of corpus programs compile to LLVM IR that llvmlite verifies and to
+PTX for sm_90 (no GPU needed)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+llvm = pytest.importorskip("llvmlite.binding")
+
+from verimim.diagnostics import VerimimError  # noqa: E402
+from verimim.ir.defs import App, Axiom, Lit, Tuple  # noqa: E402
+from verimim.phases.base import walk  # noqa: E402
+from verimim.runtime.nvptx import compile_device, compile_device_module  # noqa: E402
+from verimim.runtime.pipeline import device_world_of  # noqa: E402
+
+from .conftest import kernel_programs  # noqa: E402
+
+PROGRAMS = kernel_programs()
+
+
+def _uses(world, annex: str) -> list[App]:
+    return [d for d in walk(world) if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex == annex]
+
+
+def _uses_shared(world) -> bool:
+    for a in _uses(world, "mem.slot") + _uses(world, "mem.mslot"):
+        imp = a.args()[0]
+        if isinstance(imp, Tuple) and isinstance(imp.ops[1], Lit) and imp.ops[1].value == 3:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_compiles_to_ptx(path: Path) -> None:
+    _host, dev = device_world_of(str(path))
+    assert dev is not None, "the program launches a kernel, so split_apply makes a device World"
+    dm = compile_device_module(dev, "sm_90")
+    mod = llvm.parse_assembly(dm.llvm_ir)
+    mod.verify()
+    assert "ptx_kernel" in dm.llvm_ir
+    assert ".target sm_90" in dm.ptx
+    for name in dev.externals:
+        assert f".entry {name}(" in dm.ptx
+    if _uses(dev, "gpu.sync_work_items"):
+        assert "bar.sync" in dm.ptx or "barrier.sync" in dm.ptx
+    dyn = any(k.dyn_smem for k in dm.kernels.values())
+    if dyn or _uses_shared(dev):
+        assert "addrspace(3)" in dm.llvm_ir
+        # the optimizer may drop shared memory whose values nobody reads (kernel_no_args.mim)
+        ptx0 = dm.ptx if ".shared" in dm.ptx else compile_device_module(dev, "sm_90", opt=0).ptx
+        assert ".shared" in ptx0
+    if dyn:
+        assert ".extern .shared" in dm.ptx
+
+
+def test_compile_device_returns_ir_and_ptx() -> None:
+    path = next(p for p in PROGRAMS if p.name == "row_sums.mim") if any(
+        p.name == "row_sums.mim" for p in PROGRAMS) else PROGRAMS[0]
+    _host, dev = device_world_of(str(path))
+    ir_text, ptx = compile_device(dev)
+    assert "define ptx_kernel void" in ir_text
+    assert ".visible .entry" in ptx
+
+
+def test_sm_selectable() -> None:
+    _host, dev = device_world_of(str(PROGRAMS[0]))
+    _ir, ptx = compile_device(dev, sm="sm_80")
+    assert ".target sm_80" in ptx
+
+
+def test_loops_become_phis_and_back_edges() -> None:
+    path = next(p for p in PROGRAMS if p.name == "shared_reduce_barrier.mim")
+    _host, dev = device_world_of(str(path))
+    dm = compile_device_module(dev, opt=0)
+    assert "phi" in dm.llvm_ir
+    assert "br i1" in dm.llvm_ir
+    assert "llvm.nvvm.barrier" in dm.llvm_ir
+    assert "addrspace(3)" in dm.llvm_ir
+
+
+VEC_KERNEL = """
+plugin core;
+plugin mem;
+plugin gpu;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 2, item_id: Idx 4, (),
+            (inp: gpu.GlobalPtr «8; «4; I32»», out: gpu.GlobalPtr «8; «4; I32»»),
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let k = core.bitcast (Idx 8) (core.nat.add (core.nat.mul (core.bitcast Nat group_id, 4), core.bitcast Nat item_id));
+    let (m1, v) = mem.load (m1, mem.lea (inp, k));
+    let m1 = mem.store (m1, mem.lea (out, k), ‹j: 4; core.wrap.add 0 (v#j, v#j)›);
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0): [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, a) = gpu.alloc.block «8; «4; I32»» m1;
+    let (m1, b) = gpu.alloc.block «8; «4; I32»» m1;
+    ret (m0, m1, m4) = gpu.launch (2, 4, gpu.default_stream, ff, ()) kernel (a, b) $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, a);
+    let m1 = gpu.free.block (m1, b);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, 0I32);
+"""
+
+
+def test_vector_accesses(tmp_path: Path) -> None:
+    f = tmp_path / "vec.mim"
+    f.write_text(VEC_KERNEL)
+    _host, dev = device_world_of(str(f))
+    dm = compile_device_module(dev)
+    assert "ld.global.v4" in dm.ptx and "st.global.v4" in dm.ptx
+    # without the alignment assumption on parameters: element-wise accesses
+    dm1 = compile_device_module(dev, param_align=1)
+    assert "ld.global.v4" not in dm1.ptx
+
+
+BIG_IDX = """
+plugin core;
+plugin mem;
+plugin gpu;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 1, item_id: Idx 4, (), out: gpu.GlobalPtr «4; Idx 5000000000»,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let x = core.bitcast (Idx 5000000000) item_id;
+    let m1 = mem.store (m1, mem.lea (out, item_id), core.wrap.add 0 (x, x));
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0): [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = gpu.alloc.block «4; Idx 5000000000» m1;
+    ret (m0, m1, m4) = gpu.launch (1, 4, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, 0I32);
+"""
+
+FUN_CALL = """
+plugin core;
+plugin mem;
+plugin gpu;
+
+fun step (m1: gpu.GlobalM, p: gpu.GlobalPtr I32): gpu.GlobalM =
+    let (m1, v) = mem.load (m1, p);
+    let m1 = mem.store (m1, p, core.wrap.add 0 (v, 1I32));
+    return m1;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 1, item_id: Idx 4, (), out: gpu.GlobalPtr «4; I32»,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    ret m1 = step $ (m1, mem.lea (out, item_id));
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0): [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = gpu.alloc.block «4; I32» m1;
+    ret (m0, m1, m4) = gpu.launch (1, 4, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, 0I32);
+"""
+
+
+@pytest.mark.parametrize("src,what", [(BIG_IDX, "modulo 5000000000"), (FUN_CALL, "continuation")],
+                         ids=["wide-non-power-of-two", "direct-style-call"])
+def test_unsupported_is_a_diagnostic(tmp_path: Path, src: str, what: str) -> None:
+    f = tmp_path / "k.mim"
+    f.write_text(src)
+    _host, dev = device_world_of(str(f))
+    with pytest.raises(VerimimError) as ei:
+        compile_device(dev)
+    assert ei.value.code == "E-UNSUPPORTED"
+    assert what in ei.value.message
+
+
+def test_runtime_imports_without_z3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU machine has no z3: the runtime and the interpreter must not need it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['z3'] = None\n"
+            "import verimim.runtime.nvptx, verimim.runtime.cuda, verimim.runtime.backend\n"
+            "import verimim.runtime.pipeline, verimim.interp.machine\n"
+            "from verimim.runtime.cuda import device_available; device_available()\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

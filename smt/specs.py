@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import z3
 
+from verimim.ir.analysis import Scopes
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple
 from verimim.ir.world import World
 from verimim.layout import X86_64, layout_of
@@ -327,10 +328,14 @@ UNROLL = 32       # continuation visits per path
 MAX_PATHS = 256
 
 
-def _events(body: Def) -> list[Def]:
-    """The memory operations and barriers of a body, in the order the interpreter runs them."""
+def _events(m: MutLam, scopes: Scopes) -> list[Def]:
+    """The memory operations and barriers an activation of m performs itself (not those its
+    creator already did), in the order the interpreter runs them."""
+    body = m.body
+    assert body is not None
+    captured = scopes.avail(m, lambda d: isinstance(d, (Lit, Axiom)))
     out: list[Def] = []
-    done: set[int] = set()
+    done: set[int] = set(captured)
     roots = [body.callee, body.arg] if isinstance(body, App) else [body]
     for r in roots:
         work: list[tuple[Def, bool]] = [(r, False)]
@@ -341,7 +346,8 @@ def _events(body: Def) -> list[Def]:
             if expanded:
                 done.add(d.gid)
                 if isinstance(d, App) and isinstance(d.head, Axiom) and (
-                        (d.head.annex in MEM_OPS and d.head.annex != "mem.lea" and d.depth == 2)
+                        (d.head.annex in MEM_OPS and d.head.annex != "mem.lea" and d.depth == 2
+                         and _shared_or_global(d))
                         or (d.head.annex == "gpu.sync_work_items" and d.depth == 1)):
                     out.append(d)
                 continue
@@ -352,6 +358,13 @@ def _events(body: Def) -> list[Def]:
                 if op.gid not in done:
                     work.append((op, False))
     return out
+
+
+def _shared_or_global(d: App) -> bool:
+    """Barriers order the work-items' accesses to shared and global memory; accesses to local
+    memory are private (and float freely in the schedule), so they do not count."""
+    pair = _first_pair(d)
+    return pair is None or not isinstance(pair[1], Lit) or pair[1].value in (1, 3)
 
 
 def _targets(body: Def) -> list[MutLam]:
@@ -369,6 +382,7 @@ def _targets(body: Def) -> list[MutLam]:
 def kernel_paths(kernel: MutLam) -> tuple[list[list[Def]], bool]:
     """Event sequences of every path through the kernel (each continuation visited at most UNROLL
     times on a path); whether the bound cut a path short."""
+    scopes = Scopes()
     paths: list[list[Def]] = []
     cut = False
     stack: list[tuple[MutLam, list[Def], dict[int, int]]] = [(kernel, [], {})]
@@ -384,7 +398,7 @@ def kernel_paths(kernel: MutLam) -> tuple[list[list[Def]], bool]:
             continue
         visits = dict(visits)
         visits[m.gid] = n + 1
-        evs = evs + _events(m.body)
+        evs = evs + _events(m, scopes)
         targets = _targets(m.body)
         if not targets:
             paths.append(evs)
@@ -487,15 +501,15 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     old = res.before.host
     from verimim.phases.repl import kernels_of
 
-    kernels = {k.name for k in kernels_of(old)}
+    kernels = {_mut_key(k) for k in kernels_of(old)}
     # One Boolean per mutable of each side: is it on the device?
     side_of: dict[str, list[str]] = {}
     for label, w in (("host", host), ("device", dev)):
         for d in walk(w):
             if isinstance(d, MutLam) and d.annex is None:
-                side_of.setdefault(d.name or "?", []).append(label if d.body is not None else label + "-decl")
+                side_of.setdefault(_mut_key(d), []).append(label if d.body is not None else label + "-decl")
     s = ctx.solver()
-    dv = {n: z3.Bool(f"device_{n}") for n in side_of}
+    dv = {n: z3.Bool(f"device[{n}]") for n in side_of}
     reach = _mut_graph(old)
     for n, sides in side_of.items():
         on_dev = "device" in sides
@@ -540,14 +554,19 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
 
 
+def _mut_key(m: MutLam) -> str:
+    """A mutable's identity across the Worlds of a phase: its name and source position."""
+    return f"{m.name or '?'}@{m.loc.line}:{m.loc.col}" if m.loc else (m.name or "?")
+
+
 def _mut_graph(world: World) -> dict[str, set[str]]:
     from verimim.ir.analysis import scan_mut
 
     out: dict[str, set[str]] = {}
     for d in walk(world):
         if isinstance(d, MutLam) and d.annex is None:
-            out.setdefault(d.name or "?", set()).update(
-                m.name or "?" for m in scan_mut(d)[1] if m.annex is None)
+            out.setdefault(_mut_key(d), set()).update(
+                _mut_key(m) for m in scan_mut(d)[1] if m.annex is None)
     return out
 
 

@@ -154,6 +154,8 @@ class Dumper:
             head += f": {self.printer.expr(w.open(m.pi.codom, w.var(m)))}"
         if m.body is None:
             return lines + [head + ";"]
+        # Names bound by this body's lets are visible in its `where` block only: forget them after.
+        before = set(self.named)
         body_lines = self.print_body(m.body, depth + 1)
         lines.append(head + " =")
         lines += body_lines
@@ -165,6 +167,8 @@ class Dumper:
             lines.append(f"{pad}{INDENT}end;")
         else:
             lines[-1] += ";"
+        for gid in set(self.named) - before:
+            del self.named[gid]
         return lines
 
     def print_body(self, body: Def, depth: int) -> list[str]:

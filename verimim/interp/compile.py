@@ -100,7 +100,8 @@ class Compiler:
     def is_leaf(self, d: Def) -> bool:
         return self.leaf_getter(d) is not None
 
-    def compile(self, root: Def, jump: bool, owner: MutLam | None = None) -> Code:
+    def compile(self, root: Def, jump: bool, owner: MutLam | None = None,
+                preset: frozenset[int] = frozenset()) -> Code:
         slots: dict[int, int] = {}
         instrs: list[Instr] = []
         getters: dict[int, Getter] = {}
@@ -111,7 +112,7 @@ class Compiler:
             if hit is not None:
                 return hit
             g = self.leaf_getter(d)
-            if g is None and self.captured(owner, d):
+            if g is None and (d.gid in preset or self.captured(owner, d)):
                 gid = d.gid
                 g = lambda fr, env, gid=gid: env[gid]  # noqa: E731
             if g is None:
@@ -121,7 +122,7 @@ class Compiler:
             return g
 
         def needs_instr(d: Def) -> bool:
-            return self.leaf_getter(d) is None and not self.captured(owner, d)
+            return self.leaf_getter(d) is None and d.gid not in preset and not self.captured(owner, d)
 
         # Post-order over the DAG, operands left to right, without Python recursion.
         top_ops: list[Def]
@@ -167,7 +168,9 @@ class Compiler:
         """The nodes an instruction for `d` reads."""
         if isinstance(d, MutLam):
             return list(self.m.scopes.avail(d, self.is_leaf).values())
-        if self.is_static(d) or isinstance(d, Pack):
+        if isinstance(d, Pack):
+            return pack_operands(d)
+        if self.is_static(d):
             return []
         if isinstance(d, App):
             head = d.head
@@ -234,8 +237,12 @@ class Compiler:
                 fr[slot] = tuple(t)
             return ins
         if isinstance(d, Pack):
+            ops = pack_operands(d)
+            gs = [(op.gid, getter(op)) for op in ops]
+
             def pack(fr: list[Value], env: Env, th: Thread) -> None:
-                fr[slot] = m.eval_pack(d, env, th)
+                known = {gid: g(fr, env) for gid, g in gs}  # computed in this frame, not again
+                fr[slot] = m.eval_pack(d, env, th, known)
             return pack
         if isinstance(d, App):
             return self._app_instr(d, slot, getter)
@@ -286,6 +293,25 @@ class Compiler:
         def apply(fr: list[Value], env: Env, th: Thread) -> None:
             fr[slot] = m.call_value(gc(fr, env), ga(fr, env), d, th)
         return apply
+
+
+def pack_operands(d: Pack) -> list[Def]:
+    """The maximal closed nodes of a pack's shape and body: computed in the enclosing frame, so
+    that evaluating the pack's elements repeats no effect."""
+    out: list[Def] = []
+    seen: set[int] = set()
+    stack: list[Def] = [d.shape, d.body]
+    while stack:
+        x = stack.pop()
+        if x.gid in seen:
+            continue
+        seen.add(x.gid)
+        if x.bvd == 0:
+            if not isinstance(x, (Lit, Axiom, Var)) and not x.mutable:
+                out.append(x)
+            continue
+        stack.extend(x.ops)
+    return out
 
 
 def sigma_fields(t: Def) -> tuple[Def, ...]:

@@ -64,6 +64,7 @@ class Machine:
         self.semantics: dict[str, tuple[int, Any]] = {}
         self.values: dict[str, Value] = {}
         self.codes: dict[int, Code] = {}
+        self._expr_codes: dict[tuple[int, frozenset[int]], Code] = {}
         self.scopes = Scopes()
         self.compiler = Compiler(self)
         self.state: dict[str, Any] = {}  # per-plugin run-time state (the GPU session, streams)
@@ -228,12 +229,17 @@ class Machine:
             return fn(self, th, args, node)
         raise RuntimeFault("E-UNSUPPORTED", f"cannot call {callee!r}", node.loc)
 
-    def eval_expr(self, d: Def, env: Env, th: Thread) -> Value:
-        """Evaluate a closed-but-for-Vars expression (the slow path: packs, immutable lambdas)."""
-        code = self.codes.get(d.gid)
+    def eval_expr(self, d: Def, env: Env, th: Thread, known: dict[int, Value] | None = None) -> Value:
+        """Evaluate a closed-but-for-Vars expression (the slow path: packs, immutable lambdas);
+        `known` holds values of nodes the enclosing frame computed already."""
+        preset = frozenset(known) if known else frozenset()
+        key = (d.gid, preset)
+        code = self._expr_codes.get(key)
         if code is None:
-            code = self.compiler.compile(d, jump=False)
-            self.codes[d.gid] = code
+            code = self.compiler.compile(d, jump=False, preset=preset)
+            self._expr_codes[key] = code
+        if known:
+            env = {**env, **known}
         fr: list[Value] = [None] * code.nslots
         for slot, mm in code.premade:
             fr[slot] = Closure(mm, {})
@@ -243,15 +249,15 @@ class Machine:
         self.steps += len(code.instrs)
         return code.result(fr, env)
 
-    def eval_pack(self, d: Pack, env: Env, th: Thread) -> Value:
+    def eval_pack(self, d: Pack, env: Env, th: Thread, known: dict[int, Value]) -> Value:
         shape = d.shape
-        n = shape.value if isinstance(shape, Lit) else self.eval_expr(shape, env, th)
+        n = shape.value if isinstance(shape, Lit) else known.get(shape.gid)
         if not isinstance(n, int):
             raise RuntimeFault("E-UNSUPPORTED", f"a pack of shape `{show(shape)}`", d.loc)
         if d.body.bvd == 0:
-            v = self.eval_expr(d.body, env, th)
+            v = self.eval_expr(d.body, env, th, known)
             return tuple(v for _ in range(n))
-        return tuple(self.eval_expr(self.world.open(d.body, self.world.lit_idx(n, j)), env, th)
+        return tuple(self.eval_expr(self.world.open(d.body, self.world.lit_idx(n, j)), env, th, known)
                      for j in range(n))
 
     # ------------------------------------------------------------------ type-level values

@@ -191,8 +191,8 @@ class Scopes:
             for x in list(out.values()):
                 if isinstance(x, MutLam):
                     for y in self.free_muts_of(x):
-                        if y.gid not in out and y is not k and y.gid not in avail and self.free(y) \
-                                and not self.free(y).isdisjoint(self.local_muts(k)):
+                        if y.gid not in out and y is not k and y.gid not in avail \
+                                and self.creator(y) is k:
                             roots.append(y)
         self._sched[k.gid] = out
         return out

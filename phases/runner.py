@@ -11,7 +11,6 @@ from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program
 from verimim.phases.pipeline import PHASES, default_pipeline, run_on_side, sub_pipelines
 from verimim.smt.solver import DEFAULT_TIMEOUT_MS, SpecContext
-from verimim.smt.specs import check_spec
 
 
 @dataclass
@@ -54,6 +53,8 @@ def run_pipeline(world: World, *, verify: bool = True, timeout_ms: int = DEFAULT
             entry.update(status="rejected", detail="; ".join(d.message for d in res.diagnostics[:3]))
             run.diagnostics.extend(res.diagnostics)
         elif verify:
+            from verimim.smt.specs import check_spec  # z3 only when verifying
+
             out = check_spec(res, run.ctx)
             entry.update(status=out.status, detail=out.detail, counterexample=out.counterexample,
                          z3_s=round(out.z3_s, 4))

@@ -119,6 +119,25 @@ def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int |
 
 @cli.command()
 @click.argument("file", required=False)
+@click.argument("args", nargs=-1)
+@click.option("--fuel", type=click.IntRange(min=1), default=None, help="step budget of each run")
+@click.option("--gpu/--no-gpu", "use_gpu", default=None, help="include the GPU (default: when a device is found)")
+@common
+def diff(file: str | None, args: tuple[str, ...], fuel: int | None, use_gpu: bool | None, as_json: bool,
+         debug: bool, include: tuple[str, ...]) -> None:
+    """Run FILE on every target (interpreter before/after each phase, GPU) and compare."""
+    path = resolve_file(file)
+    report = driver.diff(path, list(include), list(args), fuel=fuel, use_gpu=use_gpu)
+    if report.ok:
+        n = len(report.data.get("targets", {}))
+        report.data.setdefault("summary", f"{path}: {n} targets agree" if n else f"{path}: not compared")
+    if report.data.get("reproducer"):
+        click.echo(f"reproduce with: {report.data['reproducer']}", err=True)
+    emit(report, as_json, debug)
+
+
+@cli.command()
+@click.argument("file", required=False)
 @click.option("--dot", is_flag=True, help="print a Graphviz graph instead of Mim")
 @click.option("--after", default=None, help="print the program after this phase of the pipeline")
 @common

@@ -153,6 +153,87 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
     return report
 
 
+def diff(path: str, include: list[str], args: list[str], fuel: int | None = None,
+         use_gpu: bool | None = None) -> Report:
+    """Run the program on every target — the interpreter on the source, the interpreter after
+    every phase, the GPU when one is present — and demand the same result and the same final
+    contents of main's host blocks. A program with an error diagnostic has no defined result:
+    it is skipped, saying why."""
+    from verimim.interp.machine import DEFAULT_FUEL, Machine, find_main
+    from verimim.interp.values import RuntimeFault
+    from verimim.phases.runner import run_pipeline
+
+    report = Report(path)
+    targets: dict[str, Any] = {}
+    report.data["targets"] = targets
+    argv = [path, *args]
+
+    def observe(machine: Machine, world: World) -> tuple[int, bytes]:
+        result = machine.run_main(find_main(world), argv)
+        host = b"".join(bytes(b.data) for b in sorted(machine.memory.blocks.values(), key=lambda b: b.id)
+                        if b.space == 0 and b.kind == "heap")
+        return result, host
+
+    def body() -> None:
+        world, unit = load(path, include)
+        ref_machine = Machine(world, fuel=fuel or DEFAULT_FUEL)
+        try:
+            ref = observe(ref_machine, world)
+        except RuntimeFault as e:
+            # Undefined behaviour: the user's program is at fault (exit 1) and there is nothing to
+            # compare, which the note says.
+            report.diagnostics.append(e.diagnostic())
+            report.diagnostics.append(Diagnostic(e.code, "not compared on other targets: the program has "
+                                                 "no defined result", e.loc, "note"))
+            report.data["skipped"] = e.code
+            return
+        targets["interp"] = ref[0]
+        report.data["result"] = ref[0]
+        run = run_pipeline(world, verify=False)
+        report.diagnostics.extend(d for d in run.diagnostics if d.severity != "error")
+        if run.stopped:
+            report.diagnostics.extend(run.diagnostics)
+            return
+        for res in run.results:
+            if res.skipped is not None:
+                continue
+            name = res.name + (f"[{res.log['side']}]" if "side" in res.log else "")
+            m = Machine(res.after.host, fuel=fuel or DEFAULT_FUEL, device=res.after.device)
+            try:
+                got = observe(m, res.after.host)
+            except RuntimeFault as e:
+                got = (f"{e.code}: {e.message}", b"")  # type: ignore[assignment]
+            targets[f"interp after {name}"] = got[0]
+            if got != ref:
+                report.diagnostics.append(Diagnostic(
+                    "E-DIFF", f"after `{name}` the program gives {got[0]!r}"
+                    f"{' with other host memory' if got[0] == ref[0] else ''}; the source gives {ref[0]}", None))
+        want_gpu = use_gpu
+        if want_gpu is None:
+            from verimim.runtime.cuda import device_available
+
+            want_gpu = device_available()
+        if want_gpu:
+            from verimim.runtime.backend import GpuBackend, install
+
+            backend = GpuBackend.for_world(world)
+            m = Machine(world, fuel=fuel or DEFAULT_FUEL)
+            install(m, backend)
+            try:
+                got = observe(m, world)
+            finally:
+                backend.close()
+            targets["gpu"] = got[0]
+            if got != ref:
+                report.diagnostics.append(Diagnostic(
+                    "E-DIFF", f"the GPU gives {got[0]!r}{' with other host memory' if got[0] == ref[0] else ''}; "
+                    f"the interpreter gives {ref[0]}", None))
+        if any(d.code == "E-DIFF" for d in report.diagnostics):
+            report.data["reproducer"] = f"verimim diff {path} {' '.join(args)}".strip()
+
+    return guarded(report, body)
+
+
 def dump(path: str, include: list[str], dot: bool = False, after: str | None = None) -> Report:
     """The program as Mim (or Graphviz); with `after`, as it is after that phase of the pipeline."""
     from verimim.dump import dump_dot, dump_unit, dump_world

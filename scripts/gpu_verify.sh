@@ -19,7 +19,7 @@ V="python3 -m verimim.cli"
 python3 -c "import verimim.runtime.cuda as c; print('CUDA device available:', c.device_available())"
 
 echo "== runtime tests"
-python3 -m pytest tests/runtime -q -p no:cacheprovider 2>&1 | tail -3
+python3 -m pytest tests/runtime -q -p no:cacheprovider -p no:warnings 2>&1 | grep -E "passed|failed|error" | tail -3
 
 echo "== corpus on the GPU (run --target gpu vs // EXPECT:)"
 pass=0; fail=0

@@ -136,6 +136,10 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
 
             if not device_available():
                 raise UsageError("--target gpu: no CUDA device (or no cuda-python) is available here")
+            # The GPU detects no undefined behaviour: the reference interpreter runs first, and a
+            # program with an error diagnostic has no defined result to run on the GPU.
+            oracle = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed)
+            report.data["interp_result"] = oracle.run_main(find_main(world), [path, *args])
             backend = GpuBackend.for_world(world)
             install(machine, backend)
         try:

@@ -882,7 +882,7 @@ class Verdict:
 
 
 def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int = 2,
-                    timeout_ms: int = 2000) -> Verdict:
+                    timeout_ms: int = 2000, gpu: bool = False) -> Verdict:
     """Run what `verimim check` and `run` do on the program's text and compare.
 
     Well-defined programs: no error diagnostic from the pipeline (with every phase's spec) or
@@ -954,6 +954,23 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
                 if got != expected:
                     return Verdict(False, "diff", f"after {name}: {got} != {expected} on the source")
         v.checked.append("phases-differential")
+        if gpu:
+            from verimim.runtime.backend import GpuBackend, install
+
+            backend = GpuBackend.for_world(world)
+            m = Machine(world, fuel=2_000_000)
+            install(m, backend)
+            try:
+                got_gpu = ("ok", m.run_main(find_main(world), argv))
+            except (RuntimeFault, VerimimError) as e:
+                got_gpu = ("fault", e.code)
+                messages.setdefault(e.code, str(e))
+            finally:
+                backend.close()
+            if got_gpu != expected:
+                return Verdict(False, "diff", f"the GPU gives {got_gpu}, the interpreter {expected}: "
+                               + "; ".join(messages.values()))
+            v.checked.append("gpu")
         return v
     except KeyboardInterrupt:
         raise
@@ -987,7 +1004,7 @@ class CampaignResult:
 def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None = None,
                  defect_ratio: float = 0.25, verify: bool = True,
                  progress: Callable[[int, float, int], None] | None = None,
-                 max_failures: int = 20) -> CampaignResult:
+                 max_failures: int = 20, gpu: bool = False) -> CampaignResult:
     """Generate and check programs for `budget_s` seconds (a `@given` function driven by
     Hypothesis, database off, stopped by a private exception when the budget is over).
     A quarter of the programs carry one injected defect, cycling through the kinds."""
@@ -1016,7 +1033,7 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
         if time.monotonic() - start > budget_s or len(failures) >= max_failures:
             raise _BudgetOver()
         target(float(prog.ops), label="operations")
-        verdict = check_generated(prog, verify=verify)
+        verdict = check_generated(prog, verify=verify, gpu=gpu)
         count[0] += 1
         coverage.update(prog.features_used)
         sizes.append((prog.ops, prog.stat("kernels"), prog.stat("launches")))

@@ -50,3 +50,7 @@ fi
 echo "== benchmarks"
 python3 benchmarks/bandwidth.py 2>&1 | tail -12
 python3 benchmarks/launch.py 2>&1 | tail -8
+
+echo "== fuzzing on the GPU (no z3 here: phases unverified, still differential)"
+python3 -m verimim.cli fuzz --target gpu --no-verify --budget "${FUZZ_BUDGET:-300}" --seed 1 --json --out "$OUT/fuzz" > "$OUT/fuzz.json" 2>/dev/null
+python3 -c "import json; d=json.load(open('$OUT/fuzz.json')); print(d['programs'], 'programs,', d['per_second'], '/s,', len(d['failures']), 'failures'); [print(f['kind'], f['message'][:300]) for f in d['failures'][:5]]"

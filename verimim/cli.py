@@ -153,14 +153,21 @@ def dump(file: str | None, dot: bool, after: str | None, as_json: bool, debug: b
 @click.option("--seed", type=int, default=None, help="seed of the campaign (default: random)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="directory for reproducer .mim files of failures (default: a temp dir)")
-@click.option("--target", type=click.Choice(["interp"]), default="interp", show_default=True,
-              help="where generated programs are executed")
+@click.option("--target", type=click.Choice(["interp", "gpu"]), default="interp", show_default=True,
+              help="where generated programs are executed (gpu: also on the GPU, compared)")
 @click.option("--no-verify", is_flag=True, help="skip the phases' Z3 specifications (faster)")
 @common
 def fuzz(budget: float, seed: int | None, out_dir: str | None, target: str, no_verify: bool,
          as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
     """Generate random GPU programs and check them for BUDGET seconds (see README, Fuzzing)."""
     from verimim.fuzz.strategies import run_campaign
+
+    gpu = target == "gpu"
+    if gpu:
+        from verimim.runtime.cuda import device_available
+
+        if not device_available():
+            _usage_error("--target gpu: no CUDA device (or no cuda-python) is available here", as_json)
 
     try:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -174,10 +181,10 @@ def fuzz(budget: float, seed: int | None, out_dir: str | None, target: str, no_v
     if bar is not None:
         with bar:
             task = bar.add_task("fuzz", total=budget, n=0, f=0)
-            res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify,
+            res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu,
                                progress=lambda n, t, f: bar.update(task, completed=min(t, budget), n=n, f=f))
     else:
-        res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify)
+        res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu)
     obj = {"programs": res.programs, "per_second": round(res.per_second, 3), "failures": res.failures,
            "coverage": dict(sorted(res.coverage.items())), "defects": res.defects,
            "seconds": round(res.seconds, 2), "ok": not res.failures}

@@ -8,6 +8,7 @@ a forbidden position with the operation's location.
 from __future__ import annotations
 
 from verimim.diagnostics import Diagnostic
+from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Pi, Sigma
 from verimim.ir.world import World
 from verimim.printer import show
@@ -53,19 +54,7 @@ class CheckAddrSpaces(Phase):
 
 def mem_types_in(world: World, t: Def) -> list[Def]:
     """The `mem.M n` types occurring in type t."""
-    out = []
-    seen: set[int] = set()
-    stack = [t]
-    while stack:
-        x = stack.pop()
-        if x.gid in seen:
-            continue
-        seen.add(x.gid)
-        if isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == "mem.M":
-            out.append(x)
-            continue
-        stack.extend(x.ops)
-    return out
+    return apps_with_head(t, "mem.M")
 
 
 class MemChecks(Phase):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import z3
 
-from verimim.ir.analysis import Scopes
+from verimim.ir.analysis import Scopes, postorder
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple
 from verimim.ir.world import World
 from verimim.layout import X86_64, layout_of
@@ -334,30 +334,12 @@ def _events(m: MutLam, scopes: Scopes) -> list[Def]:
     body = m.body
     assert body is not None
     captured = scopes.avail(m, lambda d: isinstance(d, (Lit, Axiom)))
-    out: list[Def] = []
-    done: set[int] = set(captured)
     roots = [body.callee, body.arg] if isinstance(body, App) else [body]
-    for r in roots:
-        work: list[tuple[Def, bool]] = [(r, False)]
-        while work:
-            d, expanded = work.pop()
-            if d.gid in done:
-                continue
-            if expanded:
-                done.add(d.gid)
-                if isinstance(d, App) and isinstance(d.head, Axiom) and (
-                        (d.head.annex in MEM_OPS and d.head.annex != "mem.lea" and d.depth == 2
-                         and _shared_or_global(d))
-                        or (d.head.annex == "gpu.sync_work_items" and d.depth == 1)):
-                    out.append(d)
-                continue
-            work.append((d, True))
-            if isinstance(d, MutLam):
-                continue
-            for op in reversed(d.ops):
-                if op.gid not in done:
-                    work.append((op, False))
-    return out
+    nodes = postorder(roots, lambda d: d.gid in captured,
+                      lambda d: () if isinstance(d, MutLam) else d.ops)
+    return [d for d in nodes if isinstance(d, App) and isinstance(d.head, Axiom) and (
+        (d.head.annex in MEM_OPS and d.head.annex != "mem.lea" and d.depth == 2 and _shared_or_global(d))
+        or (d.head.annex == "gpu.sync_work_items" and d.depth == 1))]
 
 
 def _shared_or_global(d: App) -> bool:

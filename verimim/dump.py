@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from verimim.ir.analysis import free_muts, scan_mut as _scan
+from verimim.ir.analysis import apps_with_head, free_muts, postorder, scan_mut as _scan
 from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Sigma, Var
 from verimim.ir.world import World
 from verimim.printer import ExprPrinter
@@ -201,29 +201,8 @@ class Dumper:
             stack.extend(d.ops)
         chosen = {gid for gid, d in nodes.items() if d is not body and self._bindable(d)
                   and (uses[gid] > 1 or self._effectful(d))}
-        order: list[Def] = []
-        done: set[int] = set()
-
-        def visit(d: Def) -> None:
-            # iterative post-order
-            work: list[tuple[Def, bool]] = [(d, False)]
-            while work:
-                x, expanded = work.pop()
-                if x.gid in done:
-                    continue
-                if expanded:
-                    done.add(x.gid)
-                    if x.gid in chosen:
-                        order.append(x)
-                    continue
-                work.append((x, True))
-                if not self._opaque(x):
-                    for op in reversed(x.ops):
-                        if op.gid not in done:
-                            work.append((op, False))
-
-        visit(body)
-        return order
+        return [d for d in postorder(body, lambda d: False, lambda d: () if self._opaque(d) else d.ops)
+                if d.gid in chosen]
 
     def _opaque(self, d: Def) -> bool:
         return d.gid in self.named or isinstance(d, (MutLam, Var, Axiom, Lit, Lam)) or d.bvd > 0
@@ -262,17 +241,7 @@ class Dumper:
 
 
 def _mentions_mem(t: Def) -> bool:
-    stack = [t]
-    seen: set[int] = set()
-    while stack:
-        x = stack.pop()
-        if x.gid in seen:
-            continue
-        seen.add(x.gid)
-        if isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == "mem.M":
-            return True
-        stack.extend(x.ops)
-    return False
+    return bool(apps_with_head(t, "mem.M"))
 
 
 _KEYWORDS = set("""Bool Cn Fn I1 I8 I16 I32 I64 Idx Nat Type Univ and anx as axm cn con end extern ff

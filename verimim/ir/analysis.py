@@ -64,21 +64,28 @@ def scan_mut(m: MutLam) -> tuple[set[MutLam], set[MutLam]]:
     return vars_, muts
 
 
-def postorder(root: Def, known: Callable[[Def], bool], children: Callable[[Def], Iterable[Def]]) -> list[Def]:
-    """The nodes below `root` that are not `known`, children before parents, without recursion."""
+def postorder(root: Def | list[Def], known: Callable[[Def], bool],
+              children: Callable[[Def], Iterable[Def]]) -> list[Def]:
+    """The nodes below `root` (one node or several) that are not `known`, children before
+    parents and left to right — the order the interpreter runs a body in — without recursion.
+    The children of a known node are not visited."""
     out: list[Def] = []
     done: set[int] = set()
-    work: list[tuple[Def, bool]] = [(root, False)]
+    roots = root if isinstance(root, list) else [root]
+    work: list[tuple[Def, bool]] = [(r, False) for r in reversed(roots)]
     while work:
         x, expanded = work.pop()
-        if x.gid in done or known(x):
+        if x.gid in done:
             continue
         if expanded:
             done.add(x.gid)
             out.append(x)
             continue
+        if known(x):
+            done.add(x.gid)
+            continue
         work.append((x, True))
-        for c in children(x):
+        for c in reversed(list(children(x))):
             if c.gid not in done:
                 work.append((c, False))
     return out
@@ -244,3 +251,22 @@ class Scopes:
                 continue
             stack.extend(x.ops)
         return out
+
+
+def apps_with_head(t: Def, annex: str) -> list[Def]:
+    """The applications of axiom `annex` inside t (e.g. the `mem.M n` types of a type)."""
+    from verimim.ir.defs import App, Axiom
+
+    out: list[Def] = []
+    seen: set[int] = set()
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if x.gid in seen:
+            continue
+        seen.add(x.gid)
+        if isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == annex:
+            out.append(x)
+            continue
+        stack.extend(() if isinstance(x, MutLam) else x.ops)
+    return out

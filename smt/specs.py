@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import z3
 
-from verimim.ir.analysis import Scopes, postorder
+from verimim.ir.analysis import Scopes, apps_with_head, postorder
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple
 from verimim.ir.world import World
 from verimim.layout import X86_64, layout_of
@@ -117,17 +117,7 @@ def spec_addr_spaces(res: PhaseResult, ctx: SpecContext) -> Outcome:
 
 
 def _mentions_mem_m(t: Def) -> bool:
-    seen: set[int] = set()
-    stack = [t]
-    while stack:
-        x = stack.pop()
-        if x.gid in seen:
-            continue
-        seen.add(x.gid)
-        if isinstance(x, Axiom) and x.annex == "mem.M":
-            return True
-        stack.extend(x.ops)
-    return False
+    return bool(apps_with_head(t, "mem.M"))
 
 
 @spec("gpu.mem_checks")

@@ -86,7 +86,7 @@ def test_failing_example_is_written_as_reproducer(tmp_path) -> None:
 
 
 def test_fuzz_command_json() -> None:
-    out = subprocess.run([sys.executable, "-m", "verimim.cli", "fuzz", "--budget", "5", "--json", "--seed", "3"],
+    out = subprocess.run([sys.executable, "-m", "verimim.cli", "fuzz", "--budget", "15", "--json", "--seed", "3"],
                          capture_output=True, text=True, timeout=120)
     obj = json.loads(out.stdout)
     for key in ("programs", "per_second", "failures", "coverage"):

@@ -569,7 +569,9 @@ class _HostGen:
         v = w.var(main)
         args = b.x(v, 2, 0)
         m0, self.argc, ret = b.x(args, 3, 0), b.x(args, 3, 1), b.x(v, 2, 1)
-        r = b.ap("gpu.init", m0)
+        # The compiler-inserted session (auto_init/auto_deinit) means the same at run time.
+        self.auto = draw(st.integers(0, 3), label="auto session") == 3
+        r = b.ap("gpu.auto_init" if self.auto else "gpu.init", m0)
         self.s = {"m0": b.x(r, 3, 0), "m1": b.x(r, 3, 1), "m4": b.x(r, 3, 2)}
         self.cur = main
         self.result = self.argc
@@ -598,7 +600,7 @@ class _HostGen:
         for t, p in self.host_frees:
             m0 = b.free(t, 0, m0, p)
         if self.defect != "missing_deinit":
-            m0 = b.ap("gpu.deinit", b.tup(m0, self.s["m1"], self.s["m4"]))
+            m0 = b.ap("gpu.auto_deinit" if self.auto else "gpu.deinit", b.tup(m0, self.s["m1"], self.s["m4"]))
         self.cur.body = w.app(ret, b.tup(m0, self.result))
 
     def host_buffer(self, n: int, init: bool) -> Def:

@@ -64,6 +64,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "with_streams": True,
     "malloc": True,          # mem.malloc / mem.alloc in address space 1
     "alloc_copy": True,
+    "buffers": True,         # buffer.Buf host buffers with gpu.buf_alloc_copy / buf_copy_to_host
     "args": True,            # program arguments (argc > 1)
 }
 
@@ -614,6 +615,37 @@ class _HostGen:
         self.host_frees.append((t, h))
         return h
 
+    def buffer_rst(self, n: int) -> Def:
+        """`(r, s, T)` of a one-dimensional `buffer.Buf` of n I32s (`«1; Nat»` is `Nat`)."""
+        w = self.b.w
+        return self.b.tup(w.lit_nat(1), w.lit_nat(n), self.b.I32)
+
+    def buffer_to_device(self, n: int) -> Def:
+        """A `buffer.init` host buffer copied to the device with `gpu.buf_alloc_copy`."""
+        b, w = self.b, self.b.w
+        k = self.draw(st.integers(0, 9), label="buffer init offset")
+        vals = w.tuple([b.wrap("add", 32, 0, w.lit_idx(2 ** 32, j + k), self.argc) for j in range(n)])
+        r = b.ap("buffer.init", self.buffer_rst(n), b.tup(self.s["m0"], vals))
+        self.s["m0"], buf = b.x(r, 2, 0), b.x(r, 2, 1)
+        r = b.ap("gpu.buf_alloc_copy", self.buffer_rst(n), b.tup(self.s["m0"], self.s["m1"], buf))
+        self.s["m0"], self.s["m1"] = b.x(r, 3, 0), b.x(r, 3, 1)
+        return b.x(r, 3, 2)
+
+    def result_from_buffer(self, n: int, d_out: Def, devs: list[tuple[Def, str]], t: Def) -> None:
+        """Copy the output into a `buffer.alloc` host buffer with `gpu.buf_copy_to_host`, read a
+        cell with `buffer.read`, free the device buffers."""
+        b, w = self.b, self.b.w
+        r = b.ap("buffer.alloc", self.buffer_rst(n), self.s["m0"])
+        self.s["m0"], buf = b.x(r, 2, 0), b.x(r, 2, 1)
+        r = b.ap("gpu.buf_copy_to_host", self.buffer_rst(n), b.tup(self.s["m0"], self.s["m1"], d_out, buf))
+        self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
+        for d, how in devs:
+            self.device_free(t, d, how, None)
+        j = self.draw(st.integers(0, n - 1), label="result cell")
+        r = b.ap("buffer.read", self.buffer_rst(n), b.tup(self.s["m0"], buf, w.lit_idx(n, j)))
+        self.s["m0"], v = b.x(r, 2, 0), b.x(r, 2, 1)
+        self.result = b.wrap("add", 32, 0, self.result, v)
+
     def device_alloc(self, t: Def, stream: Def | None) -> tuple[Def, str]:
         """A device buffer of type t: gpu.alloc.block / .asyn, mem.malloc or mem.alloc in space 1."""
         b = self.b
@@ -672,6 +704,11 @@ class _HostGen:
                 launch_args.append(d)
                 h_out = d
             elif kind == "inp":
+                if stream is None and self.f["buffers"] and draw(st.integers(0, 3), label="buffer input") == 3:
+                    d = self.buffer_to_device(N)
+                    devs.append((d, "block"))
+                    launch_args.append(d)
+                    continue
                 h = self.host_buffer(N, init=True)
                 if stream is None and self.f["alloc_copy"] and draw(st.booleans(), label="alloc_copy"):
                     r = w.app(w.app(self.b.a["gpu.alloc_copy.block"], t), b.tup(self.s["m0"], self.s["m1"], h))
@@ -698,7 +735,10 @@ class _HostGen:
         self.cur = k
         self.s.update(m0=m0, m1=m1, m4=m4)
         self.launches += 1
-        if h_out is not None:
+        if h_out is not None and stream is None and self.f["buffers"] \
+                and draw(st.integers(0, 3), label="buffer output") == 3:
+            self.result_from_buffer(N, h_out, devs, t)
+        elif h_out is not None:
             h = self.host_buffer(N, init=False)
             self.copy("copy_to_host", t, h_out, h, stream)
             for d, how in devs:

@@ -57,7 +57,7 @@ def layout_of(t: Def, target: Target) -> Layout | None:
     if isinstance(t, Axiom) and t.annex == "gpu.Stream":
         return Layout(target.pointer_size, target.pointer_size)
     if isinstance(t, App) and isinstance(t.head, Axiom):
-        if t.head.annex == "mem.Ptr":
+        if t.head.annex in ("mem.Ptr", "buffer.Buf"):  # a buffer is a pointer to its array
             return Layout(target.pointer_size, target.pointer_size)
         if t.head.annex == "mem.M":
             return Layout(0, 1)

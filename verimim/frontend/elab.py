@@ -323,17 +323,42 @@ class Elaborator:
         if arity.value != n:
             raise TypeError_(f"expected a value of type `{show(exp)}` with {arity.value} elements, "
                              f"found a tuple of {n}", e.loc)
-        elems: list[Def] = []
+        elems: list[Def | None] = []
+        # An element whose expected type still has open implicits, and that fails against it, is
+        # checked again after the others (which may solve them): `gpu.buf_copy_to_host (m0, m1,
+        # d, b)` learns the shape from `b`, the last argument. Only where no later element's type
+        # depends on it (a non-dependent sigma).
+        deferrable = isinstance(exp, Sigma) and not exp.dependent or isinstance(exp, Arr)
+        deferred: list[tuple[int, TypeError_]] = []
         for j, el in enumerate(e.elems):
-            partial = w.tuple(elems + [w.hole(None, "_")] * (n - j)) if n > 1 else None
-            if isinstance(exp, Sigma):
-                t_j = w.open(exp.ops[j], partial) if partial is not None else exp.ops[j]
-            elif isinstance(exp, Arr):
-                t_j = w.open(exp.body, w.lit_idx(n, j))
-            else:
-                t_j = exp
-            elems.append(self.check(el, t_j, scope))
-        return w.tuple(elems)
+            t_j = self._field_type(exp, elems, j, n)
+            mark = len(self.unifier.trail)
+            try:
+                elems.append(self.check(el, t_j, scope))
+            except TypeError_ as err:
+                if not (deferrable and w.zonk(t_j).has_hole):
+                    raise
+                self.unifier.undo(mark)
+                elems.append(None)
+                deferred.append((j, err))
+        for j, err in deferred:
+            t_j = w.zonk(self._field_type(exp, elems, j, n))
+            if t_j.has_hole:
+                raise err
+            elems[j] = self.check(e.elems[j], t_j, scope)
+        return w.tuple([x for x in elems if x is not None])
+
+    def _field_type(self, exp: Def, elems: list[Def | None], j: int, n: int) -> Def:
+        w = self.world
+        if isinstance(exp, Sigma):
+            if n == 1:
+                return exp.ops[j]
+            known = [x if x is not None else w.hole(None, "_") for x in elems[:j]]
+            partial = w.tuple(known + [w.hole(None, "_")] * (n - j))
+            return w.open(exp.ops[j], partial)
+        if isinstance(exp, Arr):
+            return w.open(exp.body, w.lit_idx(n, j))
+        return exp
 
     # ------------------------------------------------------------------ literals
 

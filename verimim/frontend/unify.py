@@ -18,6 +18,12 @@ Mismatch = tuple[Def, Def]
 class Unifier:
     def __init__(self, world: World) -> None:
         self.world = world
+        self.trail: list[Hole] = []  # every hole solved, in order, so a failed attempt can be undone
+
+    def undo(self, mark: int) -> None:
+        """Forget the solutions found since `len(trail)` was `mark`."""
+        while len(self.trail) > mark:
+            self.trail.pop().value = None
 
     def unify(self, expected: Def, found: Def) -> Mismatch | None:
         """None on success, else the innermost differing (expected, found) pair."""
@@ -95,11 +101,13 @@ class Unifier:
             except Exception:  # an ill-formed candidate never solves a hole
                 return False
             h.value = v  # tentatively, so that the type's own holes may mention it
+            self.trail.append(h)
             if self.unify(h._type, vt) is not None:
                 h.value = None
                 return False
             return True
         h.value = v
+        self.trail.append(h)
         return True
 
     def _arity_rule(self, a: Def, b: Def) -> bool:
@@ -127,6 +135,7 @@ class Unifier:
         else:
             n_val, ts_val = w.lit_nat(1), b
         n.value = n_val
+        self.trail.append(n)
         if not self._solve(ts, ts_val):
             n.value = None
             return False
@@ -152,6 +161,7 @@ class Unifier:
         else:
             return False
         h.value = w.tuple(holes)
+        self.trail.append(h)
         return True
 
     def _sigma_arr(self, s: Sigma, arr: Arr, flipped: bool) -> Mismatch | None:

@@ -154,7 +154,7 @@ class Memory:
             out[off:off + 8] = (v.handle if isinstance(v, Stream) else 0).to_bytes(8, "little")
             return
         if isinstance(t, App) and isinstance(t.head, Axiom):
-            if t.head.annex == "mem.Ptr":
+            if t.head.annex in ("mem.Ptr", "buffer.Buf"):
                 addr = (v.block.id << ADDR_SHIFT) + v.offset if isinstance(v, Ptr) else 0
                 out[off:off + 8] = addr.to_bytes(8, "little")
                 return
@@ -186,7 +186,7 @@ class Memory:
         if isinstance(t, Axiom) and t.annex == "gpu.Stream":
             return Stream(int.from_bytes(data[off:off + 8], "little"))
         if isinstance(t, App) and isinstance(t.head, Axiom):
-            if t.head.annex == "mem.Ptr":
+            if t.head.annex in ("mem.Ptr", "buffer.Buf"):
                 addr = int.from_bytes(data[off:off + 8], "little")
                 b = self.blocks.get(addr >> ADDR_SHIFT)
                 if b is None:

@@ -365,13 +365,6 @@ def sync_work_items(m: Machine, th: Thread, args: list[Value], node: App | None)
     return SUSPEND
 
 
-def unsupported(name: str):  # type: ignore[no-untyped-def]
-    def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
-        raise RuntimeFault("E-UNSUPPORTED", f"`{name}` runs only after `buffer.lower_ptr` (not yet "
-                           f"implemented in the interpreter)", loc_of(node))
-    return run
-
-
 def at_exit(m: Machine, main: object) -> None:
     st = state(m)
     if st.open:
@@ -398,8 +391,6 @@ def register(m: Machine) -> None:
     r("gpu.copy_to_host.asyn", 2, _to_host(True))
     r("gpu.launch", 5, launch)
     r("gpu.sync_work_items", 1, sync_work_items)
-    r("gpu.buf_alloc_copy", 2, unsupported("gpu.buf_alloc_copy"))
-    r("gpu.buf_copy_to_host", 2, unsupported("gpu.buf_copy_to_host"))
     m.register_value("gpu.default_stream", Stream(DEFAULT_STREAM))
 
 

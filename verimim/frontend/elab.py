@@ -341,10 +341,10 @@ class Elaborator:
                 self.unifier.undo(mark)
                 elems.append(None)
                 deferred.append((j, err))
-        for j, err in deferred:
+        for j, first_error in deferred:
             t_j = w.zonk(self._field_type(exp, elems, j, n))
             if t_j.has_hole:
-                raise err
+                raise first_error
             elems[j] = self.check(e.elems[j], t_j, scope)
         return w.tuple([x for x in elems if x is not None])
 

@@ -238,10 +238,10 @@ class Compiler:
             return ins
         if isinstance(d, Pack):
             ops = pack_operands(d)
-            gs = [(op.gid, getter(op)) for op in ops]
+            known_getters = [(op.gid, getter(op)) for op in ops]
 
             def pack(fr: list[Value], env: Env, th: Thread) -> None:
-                known = {gid: g(fr, env) for gid, g in gs}  # computed in this frame, not again
+                known = {gid: g(fr, env) for gid, g in known_getters}  # computed in this frame, not again
                 fr[slot] = m.eval_pack(d, env, th, known)
             return pack
         if isinstance(d, App):

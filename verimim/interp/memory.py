@@ -92,8 +92,9 @@ class Memory:
     # ------------------------------------------------------------------ layout
 
     def layout(self, t: Def, loc: Loc | None) -> Layout:
-        hit = self._layouts.get(t.gid, False)
-        if hit is False:
+        if t.gid in self._layouts:
+            hit = self._layouts[t.gid]
+        else:
             hit = layout_of(t, self.target)
             self._layouts[t.gid] = hit
         if hit is None:

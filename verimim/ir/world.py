@@ -9,6 +9,7 @@ same normalizing constructors.
 """
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -490,7 +491,7 @@ class World:
     def annex(self, name: str) -> Def:
         return self.annexes[name]
 
-    def find_annex(self, name: str) -> tuple[World, Def] | None:
+    def find_annex(self, name: str) -> builtins.tuple[World, Def] | None:
         """An annex of this World or of the Worlds it was rebuilt from (phases copy only what
         the program reaches)."""
         w: World | None = self

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from verimim.diagnostics import Diagnostic
 from verimim.ir.analysis import apps_with_head
-from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Pi, Sigma
+from verimim.ir.defs import App, Def, Lit, MutLam, Pi, Sigma
 from verimim.ir.world import World
 from verimim.printer import show
-from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
+from verimim.phases.base import Phase, PhaseResult, Program, apps_of
 
 # (operation, forbidden address spaces, how upstream words it)
 ADDR_SPACE_RULES: list[tuple[str, frozenset[int], str]] = [
@@ -95,5 +95,3 @@ class MemChecks(Phase):
                         "E-MEM-CROSSING", "the `main` function must not return a `mem.M n` with a non-zero "
                         f"`n` (found `{show(m)}`)", main.loc))
 
-
-__all__ = ["CheckAddrSpaces", "MemChecks", "walk"]

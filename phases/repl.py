@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from verimim.diagnostics import Diagnostic
-from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
+from verimim.ir.defs import App, Def, Extract, Lit, MutLam, Tuple, Var
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, is_app_of
 from verimim.phases.rewriter import Rewriter
@@ -165,5 +165,3 @@ class RemoveDoubleSyncs(RewritePhase):
         kernels = {k.gid for k in kernels_of(world)}
         return _RemoveDoubleSyncs(world, res, kernels)
 
-
-__all__ = ["Alloc2Malloc", "HostMalloc2GpuAlloc", "RemoveDoubleSyncs", "kernels_of", "Axiom"]

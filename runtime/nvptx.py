@@ -36,13 +36,10 @@ from verimim.ir.defs import (
 from verimim.ir.analysis import Scopes, scan_mut
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, field_offsets, layout_of
+from verimim.plug.core import BIT2_TAGS as _BIT2_TAGS, MODE_NSW, MODE_NUW  # the core plugin's, not a copy
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DYN_SMEM = "verimim_dyn_smem"
-MODE_NSW = 1
-MODE_NUW = 2
-_BIT2_TAGS = ["f", "nor", "nciff", "nfst", "niff", "nsnd", "xor_", "nand",
-              "and_", "nxor", "snd", "iff", "fst", "ciff", "or_", "t"]
 
 
 def unsupported(what: str, loc: Loc | None = None) -> VerimimError:
@@ -1006,7 +1003,7 @@ class _KernelCompiler:
                     raise unsupported(f"`mem.lea` into elements of type `{_show(ts.body)}`", loc)
                 stride = lay.size
                 if isinstance(i, self.ir.Constant):
-                    return self._offset(p, int(i.constant) * stride, lay.align)
+                    return self._offset(p, int(i.constant) * stride)
                 off = self.builder.mul(self._wide(i), self.ir.Constant(ctx.i64, stride))
                 v = self.builder.gep(p.v, [off], inbounds=True, source_etype=ctx.i8)
                 return P(v, max(min(p.align, _lowbit(stride)), 1), p.space)
@@ -1015,13 +1012,11 @@ class _KernelCompiler:
                 offs = field_offsets(sig, NVPTX64) if isinstance(sig, Sigma) else None
                 if offs is None or not isinstance(i, self.ir.Constant):
                     raise unsupported(f"`mem.lea` into `{_show(ts)}` by a run-time index", loc)
-                j = int(i.constant)
-                fl = layout_of(ts.ops[j], NVPTX64)
-                return self._offset(p, offs[j], fl.align if fl else 1)
+                return self._offset(p, offs[int(i.constant)])
             return p
         raise unsupported(f"`{annex}` in a kernel", loc)
 
-    def _offset(self, p: P, off: int, min_align: int = 1) -> P:
+    def _offset(self, p: P, off: int) -> P:
         if off == 0:
             return p
         v = self.builder.gep(p.v, [self.ir.Constant(self.ctx.i64, off)], inbounds=True, source_etype=self.ctx.i8)

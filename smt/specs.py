@@ -66,7 +66,7 @@ def _unchanged(res: PhaseResult) -> bool:
     return res.after.host is res.before.host and res.after.device is res.before.device
 
 
-def _checker_verdict(res: PhaseResult, ctx: SpecContext, label: str,
+def _checker_verdict(res: PhaseResult, ctx: SpecContext,
                      ops: list[tuple[Def, z3.BoolRef]], fresh_constraints: list[z3.BoolRef]) -> Outcome:
     """Accepts exactly when no operation can violate: compare the phase's decision with Z3's."""
     if not _unchanged(res):
@@ -113,7 +113,7 @@ def spec_addr_spaces(res: PhaseResult, ctx: SpecContext) -> Outcome:
                 continue
             a = _space_term(pair[1], fresh)
             ops.append((d, z3.Or(*[a == k for k in FORBIDDEN[d.head.annex]])))
-    return _checker_verdict(res, ctx, "addr", ops, [v >= 0 for v in fresh.values()])
+    return _checker_verdict(res, ctx, ops, [v >= 0 for v in fresh.values()])
 
 
 def _mentions_mem_m(t: Def) -> bool:
@@ -138,15 +138,10 @@ def spec_mem_checks(res: PhaseResult, ctx: SpecContext) -> Outcome:
                     n = _space_term(x.arg, fresh)
                     ops.append((main, n != 0))
     constraints = [v >= 0 for v in fresh.values()]
-    return _checker_verdict(res, ctx, "mem", ops, constraints)
+    return _checker_verdict(res, ctx, ops, constraints)
 
 
 # ============================================================================ rewrites
-
-
-def _size_of(world: World, t: Def) -> int | None:
-    lay = layout_of(t, X86_64)
-    return lay.size if lay else None
 
 
 def _size_term(d: Def) -> z3.ArithRef:

@@ -16,7 +16,7 @@ from verimim.diagnostics import Loc, NameError_, Related, TypeError_
 from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
-    Arr, Bot, Def, Hole, IdxT, Lam, Lit, MutLam, NatT, Param, Pi, Sigma, TypeU, Univ,
+    Arr, Bot, Def, Hole, IdxT, Lit, MutLam, NatT, Param, Pi, Sigma, TypeU, Univ,
 )
 from verimim.ir.world import IRError, World
 from verimim.printer import show
@@ -94,6 +94,7 @@ class Elaborator:
         self.deferred: list[Callable[[], None]] = []
         self.holes: list[tuple[Hole, Loc]] = []
         self.in_mod = 0  # inside `mod { … }`: every declaration is an annex
+        self.decl_lazies: dict[int, list[Lazy]] = {}
 
     # ================================================================== errors and helpers
 
@@ -597,7 +598,7 @@ class Elaborator:
             for d in decls:
                 if isinstance(d, ast.DeclLet):
                     self.statement(lambda d=d: self.elab_let(d, sc))
-        self.force_all(sc, decls)
+        self.force_all(decls)
         if expected is not None:
             return self.check(e.expr, expected, sc)
         return self.infer(e.expr, sc)[0]
@@ -834,18 +835,15 @@ class Elaborator:
             elif isinstance(d, ast.DeclMod):
                 self.declare_mod(d, scope)
 
-    def force_all(self, scope: Scope, decls: Sequence[ast.Decl]) -> None:
+    def force_all(self, decls: Sequence[ast.Decl]) -> None:
         for d in decls:
-            for lazy in self._lazies_of(d, scope):
+            for lazy in self.decl_lazies.get(id(d), ()):
                 self.statement(lambda lazy=lazy: lazy.force())
 
-    def _lazies_of(self, d: ast.Decl, scope: Scope) -> list[Lazy]:
-        out = getattr(d, "_lazies", None)
-        return list(out) if out else []
-
     def _remember(self, d: ast.Decl, lazy: Lazy) -> None:
-        lst = d.__dict__.setdefault("_lazies", [])
-        lst.append(lazy)
+        """The lazies a declaration registered, forced when its block is done (the syntax tree
+        is immutable: this map lives here, keyed by the declaration)."""
+        self.decl_lazies.setdefault(id(d), []).append(lazy)
 
     def declare_lam(self, d: ast.DeclLam, scope: Scope) -> None:
         annex = ".".join(d.percent_name) if d.percent_name else \
@@ -977,7 +975,7 @@ class Elaborator:
             sc = scope.child()
             self.declare(d.decls, sc)
             for sub in d.decls:
-                for lazy in self._lazies_of(sub, sc):
+                for lazy in self.decl_lazies.get(id(sub), ()):
                     self._remember(d, lazy)
         finally:
             self.prefixes.pop()
@@ -987,7 +985,7 @@ class Elaborator:
 
     def elab_module(self, module: ast.Module, scope: Scope) -> None:
         self.declare(module.decls, scope)
-        self.force_all(scope, module.decls)
+        self.force_all(module.decls)
         self.run_deferred()
 
     def run_deferred(self) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from verimim.interp.values import Closure, Partial, RuntimeFault, Value
 from verimim.ir.analysis import postorder
 from verimim.ir.defs import (
-    App, Axiom, Bot, Def, Extract, Insert, Lam, Lit, MutLam, Pack, Sigma, Top, Tuple, TypeU, Univ, Var,
+    App, Axiom, Bot, Def, Extract, Insert, Lam, Lit, MutLam, Pack, Top, Tuple, TypeU, Univ, Var,
 )
 from verimim.printer import show
 
@@ -312,7 +312,3 @@ def pack_operands(d: Pack) -> list[Def]:
             continue
         stack.extend(x.ops)
     return out
-
-
-def sigma_fields(t: Def) -> tuple[Def, ...]:
-    return t.ops if isinstance(t, Sigma) else (t,)

@@ -15,12 +15,12 @@ from typing import Any
 
 from verimim.diagnostics import Diagnostic, Loc
 from verimim.interp.compile import SUSPEND, Code, Compiler, Env
-from verimim.interp.memory import Memory, Ptr
+from verimim.interp.memory import Memory
 from verimim.interp.values import (
     Closure, FuelExhausted, Halt, KernelReturn, Partial, RuntimeFault, Token, Value,
 )
 from verimim.ir.defs import (
-    App, Arr, Axiom, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Pi, Sigma, Tuple, Var,
+    App, Arr, Axiom, Def, Extract, Lam, Lit, MutLam, Pack, Sigma, Var,
 )
 from verimim.ir.analysis import Scopes
 from verimim.ir.world import World
@@ -378,13 +378,3 @@ def find_main(world: World) -> MutLam:
     if main is None:
         raise RuntimeFault("E-NAME", "the program has no `fun extern main`", None)
     return main
-
-
-def run_program(world: World, args: list[str], fuel: int = DEFAULT_FUEL, seed: int = 0,
-                device: World | None = None) -> tuple[int, list[Diagnostic]]:
-    machine = Machine(world, fuel=fuel, seed=seed, device=device)
-    result = machine.run_main(find_main(world), args)
-    return result, machine.warnings
-
-
-__all__ = ["Machine", "Thread", "run_program", "find_main", "IdxT", "NatT", "Pi", "Tuple", "Ptr", "App"]

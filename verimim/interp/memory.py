@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from verimim.diagnostics import Loc, Related
 from verimim.interp.values import RuntimeFault, Stream, Token, Value
 from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Sigma
-from verimim.layout import Layout, Target, X86_64, field_offsets, int_bytes, layout_of
+from verimim.layout import Layout, Target, X86_64, field_offsets, layout_of
 from verimim.printer import show
 
 ADDR_SHIFT = 40
@@ -204,9 +204,3 @@ class Memory:
             esz = self.layout(t.body, loc).size
             return tuple(self.decode(t.body, data, loc, off + i * esz) for i in range(t.shape.value))
         raise RuntimeFault("E-UNSUPPORTED", f"cannot load a value of type `{show(t)}`", loc)
-
-
-def int_size(n: int) -> int:
-    b = int_bytes(n)
-    assert b is not None
-    return b

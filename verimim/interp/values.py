@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verimim.diagnostics import Loc, Related, VerimimError
-from verimim.ir.defs import Axiom, Def, MutLam
+from verimim.ir.defs import Axiom, MutLam
 
 Value = Any
 
@@ -67,7 +67,3 @@ class FuelExhausted(RuntimeFault):
     def __init__(self, fuel: int, loc: Loc | None) -> None:
         super().__init__("E-FUEL", f"execution ran past its step bound of {fuel} steps "
                          f"(probably non-terminating; raise it with --fuel)", loc)
-
-
-def is_type_value(v: Value) -> bool:
-    return isinstance(v, Def)

@@ -225,7 +225,7 @@ class Sigma(Def):
 
     @property
     def dependent(self) -> bool:
-        return any(f.bvd >= 1 and _mentions(f, 0) for f in self.ops)
+        return any(mentions(f, 0) for f in self.ops)
 
     def rebuild(self, world: World, ops: tuple[Def, ...]) -> Def:
         return world.sigma(ops, names=self._names)
@@ -462,12 +462,8 @@ class MutLam(Def):
 # ----------------------------------------------------------------------------- helpers
 
 
-def _mentions(d: Def, index: int) -> bool:
-    """Whether `d` refers to the binder `index` levels up (BVar(index) at depth 0)."""
-    return mentions(d, index)
-
-
 def mentions(d: Def, index: int, memo: dict[tuple[int, int], bool] | None = None) -> bool:
+    """Whether `d` refers to the binder `index` levels up (BVar(index) at depth 0)."""
     if d.bvd <= index:
         return False
     if isinstance(d, BVar):
@@ -485,7 +481,3 @@ def mentions(d: Def, index: int, memo: dict[tuple[int, int], bool] | None = None
             break
     memo[key] = res
     return res
-
-
-def lit_value(d: Def) -> int | None:
-    return d.value if isinstance(d, Lit) else None

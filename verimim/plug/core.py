@@ -104,7 +104,7 @@ def _shr(arith: bool) -> Callable[[World, App], Def | None]:
 
 
 # bit2 tags in upstream's truth-table order: tag i computes the function whose truth table is i.
-_BIT2_TAGS = ["f", "nor", "nciff", "nfst", "niff", "nsnd", "xor_", "nand",
+BIT2_TAGS = ["f", "nor", "nciff", "nfst", "niff", "nsnd", "xor_", "nand",
               "and_", "nxor", "snd", "iff", "fst", "ciff", "or_", "t"]
 
 
@@ -214,7 +214,7 @@ def register(world: World) -> None:
         r(f"core.extrema.{name}", 2, _extrema(name))
     r("core.shr.a", 2, _shr(True))
     r("core.shr.l", 2, _shr(False))
-    for i, tag in enumerate(_BIT2_TAGS):
+    for i, tag in enumerate(BIT2_TAGS):
         r(f"core.bit2.{tag}", 3, _bit2(i))
     for tag in ("f", "neg", "id", "t"):
         r(f"core.bit1.{tag}", 3, _bit1(tag))

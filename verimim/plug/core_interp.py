@@ -7,13 +7,13 @@ for division by zero and shifts by the width or more); signedness belongs to the
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from verimim.interp.values import RuntimeFault, Value
 from verimim.ir.defs import App, Def, IdxT, Lit, NatT
 from verimim.layout import X86_64, layout_of
 from verimim.plug import core_ops as ops
-from verimim.plug.core import _BIT2_TAGS, MODE_NSW, MODE_NUW
+from verimim.plug.core import BIT2_TAGS, MODE_NSW, MODE_NUW
 from verimim.printer import show
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def register(m: Machine) -> None:
     r("core.conv.u", 3, _conv(False))
     r("core.trait.size", 1, _trait("size"))
     r("core.trait.align", 1, _trait("align"))
-    for i, tag in enumerate(_BIT2_TAGS):
+    for i, tag in enumerate(BIT2_TAGS):
         r(f"core.bit2.{tag}", 3, _bit2(i))
     for tag in ("f", "neg", "id", "t"):
         r(f"core.bit1.{tag}", 3, _bit1(tag))
@@ -178,5 +178,3 @@ def register(m: Machine) -> None:
         r(f"core.extrema.{name}", 2, _extrema(name))
     r("core.idx", 3, idx)
 
-
-__all__ = ["register", "Any"]

@@ -20,8 +20,8 @@ from verimim.interp.compile import SUSPEND
 from verimim.interp.memory import Block, Ptr
 from verimim.interp.races import RaceTracker
 from verimim.interp.values import Closure, KernelReturn, RuntimeFault, Stream, Token, Value
-from verimim.ir.defs import App, Lit
-from verimim.plug.mem_interp import access, check_space, loc_of
+from verimim.ir.defs import App
+from verimim.plug.mem_interp import _label, access, check_space, loc_of
 
 if TYPE_CHECKING:
     from verimim.interp.machine import Machine, Thread
@@ -249,11 +249,6 @@ def _to_host(asyn: bool):  # type: ignore[no-untyped-def]
     return run
 
 
-def _label(node: App | None, what: str) -> str:
-    loc = loc_of(node)
-    return f"{what}@{loc.line}:{loc.col}" if loc and loc.line else what
-
-
 # ------------------------------------------------------------------ launches and barriers
 
 
@@ -393,5 +388,3 @@ def register(m: Machine) -> None:
     r("gpu.sync_work_items", 1, sync_work_items)
     m.register_value("gpu.default_stream", Stream(DEFAULT_STREAM))
 
-
-__all__ = ["register", "Lit"]

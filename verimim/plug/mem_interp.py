@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from verimim.diagnostics import Loc, Related
 from verimim.interp.memory import SPACE_NAMES, Ptr
 from verimim.interp.races import Access
-from verimim.interp.values import RuntimeFault, Token, Value
+from verimim.interp.values import RuntimeFault, Value
 from verimim.ir.defs import App, Def, Pack, Tuple
 from verimim.layout import field_offsets
 from verimim.printer import show
@@ -224,5 +224,3 @@ def register(m: Machine) -> None:
     r("mem.remem", 2, remem)
     r("mem.lea", 2, lea)
 
-
-__all__ = ["register", "Token"]

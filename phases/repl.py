@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from verimim.diagnostics import Diagnostic
-from verimim.ir.defs import App, Def, Extract, Lit, MutLam, Tuple, Var
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple, Var
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, is_app_of
 from verimim.phases.rewriter import Rewriter
@@ -143,8 +143,20 @@ class _RemoveDoubleSyncs(Rewriter):
         return None
 
 
+def has_kernel_type(world: World, m: MutLam) -> bool:
+    """Whether m has the type `gpu.launch` demands of a kernel: a continuation whose parameters
+    begin with the device memory tokens `[gpu.GlobalM, gpu.SharedM, …]`."""
+    dom = m.pi.dom
+    if not (world.is_cn(m.pi) and isinstance(dom, Sigma) and len(dom.ops) >= 2):
+        return False
+    first = [world.shift(f, -1) for f in dom.ops[:2]]  # fields lie under the sigma's binder
+    return all(isinstance(f, App) and isinstance(f.head, Axiom) and f.head.annex == "mem.M"
+               and isinstance(f.arg, Lit) and f.arg.value == space for f, space in zip(first, (1, 3)))
+
+
 def kernels_of(world: World) -> list[MutLam]:
-    """The continuations passed to `gpu.launch` as kernels."""
+    """The kernels: the continuations passed to `gpu.launch`, and (after split_apply, where the
+    device World launches nothing) its external continuations of kernel type."""
     from verimim.phases.base import apps_of
 
     out: dict[int, MutLam] = {}
@@ -152,9 +164,9 @@ def kernels_of(world: World) -> list[MutLam]:
         k = app.arg
         if isinstance(k, MutLam):
             out[k.gid] = k
-    for name, m in world.externals.items():
-        if name != "main" and world.is_cn(m.pi):
-            out[m.gid] = m  # after split_apply the device World's externals are the kernels
+    for m in world.externals.values():
+        if has_kernel_type(world, m):
+            out[m.gid] = m
     return sorted(out.values(), key=lambda m: m.gid)
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from verimim.ir.defs import (
     App, Arr, Axiom, Bot, BVar, Def, Extract, Hole, IdxT, Insert, Lam, Lit, MutLam, NatT, Pack,
-    Param, Pi, Sigma, Top, Tuple, TypeU, Univ, Var,
+    Param, Pi, Sigma, Top, Tuple, TypeU, Univ, Var, mentions,
 )
 
 _INT_NAMES = {2: "Bool", 2**8: "I8", 2**16: "I16", 2**32: "I32", 2**64: "I64"}
@@ -227,8 +227,6 @@ class ExprPrinter:
     def pi(self, d: Pi) -> str:
         if self._is_cn(d):
             return f"Cn {self.atom(d.dom)}"
-        from verimim.ir.defs import mentions
-
         if not mentions(d.codom, 0) and not d.implicit:
             self.binders.append(_Binder("_", None))
             try:
@@ -295,8 +293,6 @@ class ExprPrinter:
 
 
 def _mentions0(d: Def) -> bool:
-    from verimim.ir.defs import mentions
-
     return mentions(d, 0)
 
 

@@ -102,16 +102,18 @@ def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]
 @click.option("--fuel", type=click.IntRange(min=1), default=None, help="step budget (E-FUEL when exceeded)")
 @click.option("--schedule", type=int, default=0,
               help="seed of the order in which work-items run between barriers (0: in order)")
+@click.option("--host", type=click.Choice(["native", "interp"]), default="native", show_default=True,
+              help="with --target gpu: host code compiled (llvmlite JIT) or interpreted")
 @common
 def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int | None, schedule: int,
-        as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+        host: str, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
     """Execute main of FILE (default: the embedded demo) with ARGS as argv[1..]."""
     path = resolve_file(file)
     if target is None:
         from verimim.runtime.cuda import device_available
 
         target = "gpu" if device_available() else "interp"
-    report = driver.run(path, list(include), list(args), fuel=fuel, seed=schedule, target=target)
+    report = driver.run(path, list(include), list(args), fuel=fuel, seed=schedule, target=target, host=host)
     if report.ok:
         report.data.setdefault("summary", f"{path}: main returned {report.data.get('result')}")
     emit(report, as_json, debug)
@@ -134,6 +136,17 @@ def diff(file: str | None, args: tuple[str, ...], fuel: int | None, use_gpu: boo
     if report.data.get("reproducer"):
         click.echo(f"reproduce with: {report.data['reproducer']}", err=True)
     emit(report, as_json, debug)
+
+
+@cli.command(name="compile")
+@click.argument("file", required=False)
+@click.option("-o", "out", required=True, help="output prefix: writes OUT.ll (host) and OUT.ptx (device)")
+@click.option("--sm", default="sm_90", show_default=True, help="the NVPTX target GPU architecture")
+@common
+def compile_cmd(file: str | None, out: str, sm: str, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+    """Compile FILE: host LLVM IR to OUT.ll, device PTX to OUT.ptx."""
+    path = resolve_file(file)
+    emit(driver.compile_to(path, list(include), out, sm), as_json, debug)
 
 
 @cli.command()

@@ -118,8 +118,9 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
 
 
 def run(path: str, include: list[str], args: list[str], fuel: int | None = None, seed: int = 0,
-        target: str = "interp") -> Report:
-    """Compile (for now: elaborate) and execute `main` on the reference interpreter."""
+        target: str = "interp", host: str = "native") -> Report:
+    """Compile and execute `main`: on the reference interpreter, or on the GPU with the host code
+    compiled natively (`host="native"`, through llvmlite's JIT) or interpreted (`host="interp"`)."""
     from verimim.interp.machine import DEFAULT_FUEL, Machine, find_main
 
     report = Report(path)
@@ -130,8 +131,6 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
         machine = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed)
         backend = None
         if target == "gpu":
-            # Host code interpreted, device memory and kernels real (verimim.runtime).
-            from verimim.runtime.backend import GpuBackend, install
             from verimim.runtime.cuda import device_available
 
             if not device_available():
@@ -140,12 +139,22 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             # program with an error diagnostic has no defined result to run on the GPU.
             oracle = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed)
             report.data["interp_result"] = oracle.run_main(find_main(world), [path, *args])
+            report.diagnostics.extend(oracle.warnings)
+            report.data["host"] = host
+            if host == "native":
+                from verimim.runtime.hostrt import run_native
+
+                report.data["result"] = run_native(world, [path, *args])
+                return
+            from verimim.runtime.backend import GpuBackend, install
+
             backend = GpuBackend.for_world(world)
             install(machine, backend)
         try:
             result = machine.run_main(find_main(world), [path, *args])
         finally:
-            report.diagnostics.extend(machine.warnings)
+            if backend is None:
+                report.diagnostics.extend(machine.warnings)
             report.data["steps"] = machine.steps
             if backend is not None:
                 backend.close()
@@ -155,6 +164,28 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
     # Warnings found before an error stay; the error comes first.
     report.diagnostics.sort(key=lambda d: d.severity != "error")
     return report
+
+
+def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90") -> Report:
+    """Write OUT.ll (host LLVM IR) and OUT.ptx (device PTX; an empty module without kernels)."""
+    report = Report(path)
+
+    def body() -> None:
+        from verimim.runtime.hostrt import compile_program
+
+        world, unit = load(path, include)
+        prog = compile_program(world, sm)
+        ll, ptx = Path(out + ".ll"), Path(out + ".ptx")
+        try:
+            ll.write_text(prog.host.llvm_ir)
+            ptx.write_text(prog.device.ptx if prog.device is not None else f"// verimim: {path} has no kernels\n")
+        except OSError as e:
+            raise UsageError(f"cannot write {e.filename}: {e.strerror}") from None
+        report.data["outputs"] = {"host": str(ll), "device": str(ptx)}
+        report.data["kernels"] = sorted(prog.device.kernels) if prog.device is not None else []
+        report.data["summary"] = f"{path}: wrote {ll} and {ptx}"
+
+    return guarded(report, body)
 
 
 def diff(path: str, include: list[str], args: list[str], fuel: int | None = None,
@@ -219,7 +250,15 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             want_gpu = device_available()
         if want_gpu:
             from verimim.runtime.backend import GpuBackend, install
+            from verimim.runtime.hostrt import run_native
 
+            # The compiled program: host code JIT-compiled, kernels on the GPU.
+            native = run_native(world, argv)
+            targets["gpu"] = native
+            if native != ref[0]:
+                report.diagnostics.append(Diagnostic(
+                    "E-DIFF", f"the compiled program on the GPU gives {native!r}; the interpreter gives {ref[0]}", None))
+            # Host code interpreted, kernels on the GPU: also compares the final host memory.
             backend = GpuBackend.for_world(world)
             m = Machine(world, fuel=fuel or DEFAULT_FUEL)
             install(m, backend)
@@ -227,11 +266,11 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
                 got = observe(m, world)
             finally:
                 backend.close()
-            targets["gpu"] = got[0]
+            targets["gpu (interpreted host)"] = got[0]
             if got != ref:
                 report.diagnostics.append(Diagnostic(
-                    "E-DIFF", f"the GPU gives {got[0]!r}{' with other host memory' if got[0] == ref[0] else ''}; "
-                    f"the interpreter gives {ref[0]}", None))
+                    "E-DIFF", f"the GPU with interpreted host code gives {got[0]!r}"
+                    f"{' with other host memory' if got[0] == ref[0] else ''}; the interpreter gives {ref[0]}", None))
         if any(d.code == "E-DIFF" for d in report.diagnostics):
             report.data["reproducer"] = f"verimim diff {path} {' '.join(args)}".strip()
 

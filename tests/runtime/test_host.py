@@ -1,0 +1,135 @@
+"""Host code generation (verimim.runtime.host): every valid corpus program compiles to host LLVM
+IR that llvmlite verifies; programs without GPU operations are JIT-compiled and run natively here
+(no GPU needed) and must give the interpreter's result; what the host backend cannot compile is
+`E-UNSUPPORTED`, named. Runs of programs with kernels are in test_cuda.py (GPU only)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("llvmlite.binding")
+
+from verimim.diagnostics import VerimimError  # noqa: E402
+from verimim.frontend.loader import load_program, load_text  # noqa: E402
+from verimim.interp.machine import Machine, find_main  # noqa: E402
+from verimim.runtime.hostrt import compile_program, jit, run_jitted  # noqa: E402
+
+from .conftest import ROOT, program_args  # noqa: E402
+
+VALID = sorted((ROOT / "tests" / "programs" / "valid").glob("*.mim"))
+
+
+def _interp(world, argv: list[str]) -> int:  # type: ignore[no-untyped-def]
+    return Machine(world).run_main(find_main(world), argv)
+
+
+@pytest.mark.parametrize("path", VALID, ids=[p.name for p in VALID])
+def test_corpus_compiles_and_host_only_programs_run_natively(path: Path) -> None:
+    world, _ = load_program(str(path), [])
+    try:
+        prog = compile_program(world)
+    except VerimimError as e:
+        if e.code == "E-UNSUPPORTED" and "buffer" in str(e) and "buffer." in path.read_text():
+            pytest.xfail("buffers reach the host backend only through `buffer.lower_ptr`")
+        raise
+    ir = prog.host.llvm_ir
+    assert "define i32 @\"verimim_main\"" in ir
+    if "gpu.launch" in path.read_text():
+        assert prog.device is not None and prog.host.kernels, "a launch compiles to a runtime launch call"
+        assert "verimim_rt_launch" in ir
+    if "verimim_rt_" in ir:
+        return  # needs a GPU: test_cuda.py
+    argv = [str(path), *program_args(path)]
+    assert run_jitted(jit(prog), argv) == _interp(world, argv)
+
+
+HEADER = "plugin core;\nplugin mem;\n"
+
+
+def _compile_text(src: str):  # type: ignore[no-untyped-def]
+    world, _ = load_text(HEADER + src, "<host-test>")
+    return world, compile_program(world)
+
+
+def test_tail_recursive_function_is_a_loop() -> None:
+    # `count` calls itself in tail position with its own return continuation: one block, a loop.
+    src = """
+fun count (m: mem.M 0, i: Nat, acc: Nat): [mem.M 0, Nat] =
+    (done, more)#(core.ncmp.l (i, 1000)) m
+    where
+        con done (m: mem.M 0) = return (m, acc);
+        con more (m: mem.M 0) = count ((m, core.nat.add (i, 1), core.nat.add (acc, i)), return);
+    end;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
+    ret (m0, s) = count $ (m0, 0, 0);
+    return (m0, core.bitcast I32 s);
+"""
+    world, prog = _compile_text(src)
+    labels = [ln for ln in prog.host.llvm_ir.splitlines() if ln.startswith("count.")]
+    assert labels == ["count.1:"], "one block for `count`, entered again by the tail call"
+    assert run_jitted(jit(prog), ["p"]) == _interp(world, ["p"]) == 999 * 1000 // 2
+
+
+def test_non_tail_recursion_is_unsupported_and_named() -> None:
+    src = """
+fun fact (m: mem.M 0, n: Nat): [mem.M 0, Nat] =
+    (step, base)#(core.ncmp.e (n, 0)) m
+    where
+        con base (m: mem.M 0) = return (m, 1);
+        con step (m: mem.M 0) =
+            ret (m, r) = fact $ (m, core.nat.sub (n, 1));
+            return (m, core.nat.mul (n, r));
+    end;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
+    ret (m0, f) = fact $ (m0, 5);
+    return (m0, core.bitcast I32 f);
+"""
+    world, _ = load_text(HEADER + src, "<host-test>")
+    assert _interp(world, ["p"]) == 120
+    with pytest.raises(VerimimError) as e:
+        compile_program(world)
+    assert e.value.code == "E-UNSUPPORTED"
+    assert "recursion of `fact`" in str(e.value)
+
+
+def test_cli_compile_writes_host_ll_and_device_ptx(tmp_path: Path) -> None:
+    src = ROOT / "verimim" / "data" / "demo.mim"
+    out = tmp_path / "demo"
+    proc = subprocess.run([sys.executable, "-m", "verimim.cli", "compile", str(src), "-o", str(out), "--json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    obj = json.loads(proc.stdout)
+    assert obj["ok"] and obj["outputs"] == {"host": f"{out}.ll", "device": f"{out}.ptx"}
+    ll = Path(f"{out}.ll").read_text()
+    ptx = Path(f"{out}.ptx").read_text()
+    assert "define i32 @\"verimim_main\"" in ll and "verimim_rt_launch" in ll
+    assert ".entry" in ptx and ".target sm_90" in ptx
+
+
+def test_cli_compile_reports_unsupported_with_exit_1(tmp_path: Path) -> None:
+    src = tmp_path / "rec.mim"
+    src.write_text(HEADER + """
+fun f (m: mem.M 0, n: Nat): [mem.M 0, Nat] =
+    (step, base)#(core.ncmp.e (n, 0)) m
+    where
+        con base (m: mem.M 0) = return (m, 1);
+        con step (m: mem.M 0) =
+            ret (m, r) = f $ (m, core.nat.sub (n, 1));
+            return (m, core.nat.add (r, 1));
+    end;
+
+fun extern main (m0: mem.M 0): [mem.M 0, I32] =
+    ret (m0, r) = f $ (m0, 3);
+    return (m0, 0I32);
+""")
+    proc = subprocess.run([sys.executable, "-m", "verimim.cli", "compile", str(src), "-o", str(tmp_path / "o"),
+                           "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 1
+    diag = json.loads(proc.stdout)["diagnostics"][0]
+    assert diag["code"] == "E-UNSUPPORTED" and "`f`" in diag["message"]

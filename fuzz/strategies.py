@@ -1013,6 +1013,18 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
                 return Verdict(False, "diff", f"the GPU gives {got_gpu}, the interpreter {expected}: "
                                + "; ".join(messages.values()))
             v.checked.append("gpu")
+            # The compiled program: host code JIT-compiled (verimim.runtime.host), kernels on the GPU.
+            from verimim.runtime.hostrt import run_native
+
+            try:
+                got_native = ("ok", run_native(world, argv))
+            except VerimimError as e:
+                got_native = ("fault", e.code)
+                messages.setdefault(e.code, str(e))
+            if got_native != expected:
+                return Verdict(False, "diff", f"the compiled program on the GPU gives {got_native}, the "
+                               f"interpreter {expected}: " + "; ".join(messages.values()))
+            v.checked.append("gpu-native")
         return v
     except KeyboardInterrupt:
         raise

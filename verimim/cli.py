@@ -82,13 +82,18 @@ def _phase_list(text: str | None) -> list[str] | None:
               help="write every Z3 query as SMT-LIB 2 into this directory")
 @click.option("--host-phases", default=None, help="comma-separated phases run on the host World after split_apply")
 @click.option("--device-phases", default=None, help="comma-separated phases run on the device World")
+@click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default=None,
+              help="a Mim file whose `_compile` / `host_specific_phases` / `device_specific_phases` "
+                   "replace the program's pipeline")
 @common
 def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...], timeout: float,
-          emit_smt2: str | None, host_phases: str | None, device_phases: str | None) -> None:
+          emit_smt2: str | None, host_phases: str | None, device_phases: str | None,
+          pipeline_file: str | None) -> None:
     """Type-check FILE (default: the embedded demo), run the pipeline proving every phase."""
     path = resolve_file(file)
     report = driver.check(path, list(include), timeout_ms=int(timeout * 1000), emit_smt2=emit_smt2,
-                          host_phases=_phase_list(host_phases), device_phases=_phase_list(device_phases))
+                          host_phases=_phase_list(host_phases), device_phases=_phase_list(device_phases),
+                          pipeline=pipeline_file)
     if report.ok:
         report.data.setdefault("summary", f"{path}: ok")
     emit(report, as_json, debug)
@@ -153,11 +158,14 @@ def compile_cmd(file: str | None, out: str, sm: str, as_json: bool, debug: bool,
 @click.argument("file", required=False)
 @click.option("--dot", is_flag=True, help="print a Graphviz graph instead of Mim")
 @click.option("--after", default=None, help="print the program after this phase of the pipeline")
+@click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default=None,
+              help="a Mim file whose pipeline definitions replace the program's (with --after)")
 @common
-def dump(file: str | None, dot: bool, after: str | None, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+def dump(file: str | None, dot: bool, after: str | None, pipeline_file: str | None, as_json: bool, debug: bool,
+         include: tuple[str, ...]) -> None:
     """Print FILE back as Mim (or as a Graphviz graph with --dot)."""
     path = resolve_file(file)
-    emit(driver.dump(path, list(include), dot=dot, after=after), as_json, debug)
+    emit(driver.dump(path, list(include), dot=dot, after=after, pipeline=pipeline_file), as_json, debug)
 
 
 @cli.command()

@@ -93,8 +93,17 @@ def load(path: str, include: list[str]) -> tuple[World, Unit]:
     return load_program(path, include)
 
 
+def _pipeline_file(pipeline: str | None, include: list[str]) -> Any:
+    if pipeline is None:
+        return None
+    from verimim.phases.program_pipeline import load_pipeline_file
+
+    return load_pipeline_file(pipeline, include)
+
+
 def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt2: str | None = None,
-          host_phases: list[str] | None = None, device_phases: list[str] | None = None) -> Report:
+          host_phases: list[str] | None = None, device_phases: list[str] | None = None,
+          pipeline: str | None = None) -> Report:
     """Parse, type-check, run the compile pipeline proving each phase against its specification."""
     from verimim.phases.runner import run_pipeline
     from verimim.smt.solver import DEFAULT_TIMEOUT_MS
@@ -106,8 +115,10 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
         world, unit = load(path, include)
         run = run_pipeline(world, timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS,
                            emit_dir=Path(emit_smt2) if emit_smt2 else None,
-                           host_phases=host_phases, device_phases=device_phases)
+                           host_phases=host_phases, device_phases=device_phases,
+                           pipeline=_pipeline_file(pipeline, include))
         report.data["phases"] = run.phases
+        report.data["pipeline"] = run.pipeline
         report.diagnostics.extend(run.diagnostics)
         report.data["z3"] = {"queries": run.ctx.queries, "time_s": round(run.ctx.z3_s, 4),
                              "slowest": {"time_s": round(run.ctx.slowest[0], 4), "query": run.ctx.slowest[1]}}
@@ -277,7 +288,8 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
     return guarded(report, body)
 
 
-def dump(path: str, include: list[str], dot: bool = False, after: str | None = None) -> Report:
+def dump(path: str, include: list[str], dot: bool = False, after: str | None = None,
+         pipeline: str | None = None) -> Report:
     """The program as Mim (or Graphviz); with `after`, as it is after that phase of the pipeline."""
     from verimim.dump import dump_dot, dump_unit, dump_world
 
@@ -293,7 +305,7 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
 
         if after not in PHASES:
             raise UsageError(f"--after: unknown phase `{after}`; known: {', '.join(sorted(PHASES))}")
-        run = run_pipeline(world, verify=False, until=after)
+        run = run_pipeline(world, verify=False, until=after, pipeline=_pipeline_file(pipeline, include))
         report.diagnostics.extend(run.diagnostics)
         if run.stopped:
             return

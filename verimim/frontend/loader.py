@@ -15,7 +15,7 @@ from pathlib import Path
 
 from verimim.diagnostics import ImportError_, Loc, UsageError
 from verimim.frontend.elab import AnnexTable, Elaborator
-from verimim.frontend.scope import Scope
+from verimim.frontend.scope import Lazy, Scope
 from verimim.ir.world import World
 from verimim.syntax import ast
 from verimim.syntax.parser import parse_module
@@ -104,14 +104,28 @@ class Loader:
         return self.elaborate(text, path, plugin=None)
 
 
+# Top-level definitions by which a program chooses its pipeline (verimim.phases.program_pipeline).
+PIPELINE_NAMES = ("_compile", "host_specific_phases", "device_specific_phases")
+
+
+def _record_pipeline(world: World, unit: Unit) -> None:
+    for name in PIPELINE_NAMES:
+        entry = unit.scope.names.get(name)
+        if entry is not None:
+            world.pipeline_defs[name] = entry.force() if isinstance(entry, Lazy) else entry
+
+
 def load_program(path: str, include_dirs: list[str] | None = None) -> tuple[World, Unit]:
     world = World()
     loader = Loader(world, [Path(d) for d in include_dirs or []])
     unit = loader.load_file(path)
+    _record_pipeline(world, unit)
     return world, unit
 
 
 def load_text(text: str, path: str = "<text>", include_dirs: list[str] | None = None) -> tuple[World, Unit]:
     world = World()
     loader = Loader(world, [Path(d) for d in include_dirs or []])
-    return world, loader.elaborate(text, path, plugin=None)
+    unit = loader.elaborate(text, path, plugin=None)
+    _record_pipeline(world, unit)
+    return world, unit

@@ -42,6 +42,8 @@ class World:
         self.muts: list[MutLam] = []
         self.externals: dict[str, MutLam] = {}
         self.origin: World | None = None  # the World a phase rebuilt this one from
+        # The program's own pipeline definitions (`_compile`, …), by name (verimim.phases.program_pipeline).
+        self.pipeline_defs: dict[str, Def] = {}
         self._univ = self._hashcons(Univ, (), ())
         self._nat = self._hashcons(NatT, (), ())
 

@@ -1,0 +1,132 @@
+"""Pipelines written in Mim: a program's own `_compile`, and sub-pipeline overrides.
+
+A program chooses its pipeline by defining `_compile: [] → compile.Phase` (upstream MimIR's
+convention); it may replace the sub-pipelines that `gpu.split_apply` runs by defining
+`host_specific_phases` / `device_specific_phases` (`[] → compile.Phase`) at top level. The same
+three names may come from a separate Mim file (`--pipeline FILE.mim`). A `compile.Phase` value
+is read into a `Steps` tree: phase names, and `compile.phases tt (…)` groups that repeat until
+nothing changes. `compile.named "a.b"` names a phase whose plugin need not be imported (elided
+when it is not loaded); `compile.cond "plugin" p` is p when that plugin is loaded, else nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verimim.diagnostics import VerimimError
+from verimim.ir.defs import App, Axiom, Def, Lam, Lit, MutLam, Pack, Tuple
+from verimim.ir.world import World
+
+MAX_FIXPOINT_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class Fixpoint:
+    """`compile.phases tt (…)`: run the steps until a round changes nothing."""
+
+    steps: tuple[Step, ...]
+
+
+Step = str | Fixpoint
+
+
+@dataclass
+class PipelineSpec:
+    """What a program (or a pipeline file) says about its pipeline; None: the default."""
+
+    main: list[Step] | None = None
+    host: list[Step] | None = None
+    device: list[Step] | None = None
+    source: dict[str, str] = field(default_factory=dict)  # which definition each came from
+
+
+def steps_of(world: World, d: Def, what: str) -> list[Step]:
+    """The steps a `compile.Phase`-valued definition denotes (a `[] → Phase` is applied)."""
+    if isinstance(d, (Lam, MutLam)) and not isinstance(d, Axiom):
+        d = world.app(d, world.unit())
+    if isinstance(d, MutLam) and d.body is not None and not world.is_cn(d.pi):
+        d = d.body
+    return _steps(world, d, what)
+
+
+def _steps(world: World, d: Def, what: str) -> list[Step]:
+    if isinstance(d, Axiom):
+        return [] if d.annex == "compile.null" else [d.annex]
+    if isinstance(d, App) and isinstance(d.head, Axiom):
+        head, args = d.head.annex, d.args()
+        if head == "compile.phases":
+            fix, elems = args[-2], args[-1]
+            inner = [s for e in _elements(elems) for s in _steps(world, e, what)]
+            if isinstance(fix, Lit) and fix.value:
+                return [Fixpoint(tuple(inner))]
+            return inner
+        if head == "compile.named":
+            name = _string(args[-1], what)
+            return [name] if world.find_annex(name) is not None or _registered(name) else []
+        if head == "compile.cond":
+            plugin = _string(args[-2], what)
+            loaded = any(a.startswith(plugin + ".") for a in world.annexes)
+            return _steps(world, args[-1], what) if loaded else []
+    raise VerimimError("E-TYPE", f"{what}: `{_show(d)}` is not a pipeline of named phases", d.loc)
+
+
+def _elements(d: Def) -> tuple[Def, ...]:
+    if isinstance(d, Tuple):
+        return d.ops
+    if isinstance(d, Pack) and isinstance(d.shape, Lit) and d.body.bvd == 0:
+        return (d.body,) * d.shape.value
+    return (d,)
+
+
+def _string(d: Def, what: str) -> str:
+    elems = _elements(d)
+    if all(isinstance(e, Lit) for e in elems):
+        return bytes(e.value for e in elems if isinstance(e, Lit)).decode(errors="replace").rstrip("\0")  # C strings
+    raise VerimimError("E-TYPE", f"{what}: a phase name must be a string literal, found `{_show(d)}`", d.loc)
+
+
+def _registered(name: str) -> bool:
+    from verimim.phases.pipeline import PHASES
+
+    return name in PHASES
+
+
+def _show(d: Def) -> str:
+    from verimim.printer import show
+
+    return show(d)
+
+
+def spec_from_definitions(world: World, defs: dict[str, Def], origin: str) -> PipelineSpec:
+    spec = PipelineSpec()
+    for name, d in defs.items():
+        steps = steps_of(world, d, f"`{name}` in {origin}")
+        attr = {"_compile": "main", "host_specific_phases": "host", "device_specific_phases": "device"}[name]
+        setattr(spec, attr, steps)
+        spec.source[attr] = f"`{name}` in {origin}"
+    return spec
+
+
+def merge(base: PipelineSpec, over: PipelineSpec) -> PipelineSpec:
+    """`over` (e.g. a --pipeline file) wins where it says something."""
+    out = PipelineSpec(base.main, base.host, base.device, dict(base.source))
+    for attr in ("main", "host", "device"):
+        v = getattr(over, attr)
+        if v is not None:
+            setattr(out, attr, v)
+            out.source[attr] = over.source[attr]
+    return out
+
+
+def flat_names(steps: list[Step]) -> list[str]:
+    out: list[str] = []
+    for s in steps:
+        out.extend(flat_names(list(s.steps)) if isinstance(s, Fixpoint) else [s])
+    return out
+
+
+def load_pipeline_file(path: str, include: list[str] | None = None) -> PipelineSpec:
+    """The pipeline definitions of a Mim file (`--pipeline FILE.mim`)."""
+    from verimim.frontend.loader import load_program
+
+    world, _unit = load_program(path, include or [])
+    return spec_from_definitions(world, world.pipeline_defs, path)

@@ -1,0 +1,114 @@
+"""Pipelines written in Mim (verimim.phases.program_pipeline): a program's `_compile`, its
+`host_specific_phases` / `device_specific_phases`, and the same from a `--pipeline` file."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verimim.diagnostics import VerimimError
+from verimim.frontend.loader import load_text
+from verimim.phases.program_pipeline import Fixpoint, load_pipeline_file, spec_from_definitions
+from verimim.phases.runner import run_pipeline
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROGRAM = """
+plugin core;
+plugin mem;
+plugin gpu;
+import compile;
+
+PIPELINE
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 1, item_id: Idx 2, smem: [], data: gpu.GlobalPtr I32,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let (m1, m3) = gpu.sync_work_items (m1, m3);
+    let (m1, m3) = gpu.sync_work_items (m1, m3);
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0): [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = gpu.alloc.block I32 m1;
+    ret (m0, m1, m4) = gpu.launch (1, 2, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, 7I32);
+"""
+
+
+def _ran(pipeline_text: str, **kw) -> list[tuple[str, str | None]]:  # type: ignore[no-untyped-def]
+    world, _ = load_text(PROGRAM.replace("PIPELINE", pipeline_text), "<pipeline>")
+    run = run_pipeline(world, verify=False, **kw)
+    assert not run.stopped, run.diagnostics
+    return [(p["name"], p.get("side")) for p in run.phases]
+
+
+def test_default_pipeline_without_definitions() -> None:
+    ran = _ran("")
+    assert [n for n, _ in ran][:5] == ["gpu.lower_btensor_map_reduce", "mem.alloc2malloc_repl",
+                                       "gpu.check_addr_spaces_repl", "gpu.mem_checks", "compile.cleanup"]
+    assert ("gpu.remove_double_syncs", "device") in ran
+
+
+def test_program_compile_replaces_the_pipeline_in_its_order() -> None:
+    ran = _ran('lam _compile (): compile.Phase = compile.phases ff '
+               '(gpu.check_addr_spaces_repl, mem.alloc2malloc_repl, gpu.split_apply);')
+    assert ran == [("gpu.check_addr_spaces_repl", None), ("mem.alloc2malloc_repl", None),
+                   ("gpu.split_apply", None), ("gpu.host_malloc2gpualloc_repl", "host"),
+                   ("gpu.remove_double_syncs", "device")]
+
+
+def test_named_resolves_late_and_elides_what_is_not_loaded() -> None:
+    ran = _ran('lam _compile (): compile.Phase = compile.phases ff (compile.named "gpu.mem_checks", '
+               'compile.named "nosuch.phase", compile.cond "nosuch" gpu.split_apply, '
+               'compile.cond "gpu" compile.cleanup);')
+    assert ran == [("gpu.mem_checks", None), ("compile.cleanup", None)]
+
+
+def test_sub_pipelines_from_the_program_and_from_the_command_line() -> None:
+    sub = 'lam device_specific_phases (): compile.Phase = compile.null;\n' \
+          'lam host_specific_phases (): compile.Phase = compile.phases ff (compile.cleanup, compile.cleanup);'
+    ran = _ran(sub)
+    assert [r for r in ran if r[1]] == [("compile.cleanup", "host"), ("compile.cleanup", "host")]
+    ran = _ran(sub, device_phases=["gpu.remove_double_syncs"])  # the command line wins
+    assert [r for r in ran if r[1] == "device"] == [("gpu.remove_double_syncs", "device")]
+
+
+def test_fixpoint_group_repeats_until_nothing_changes() -> None:
+    world, _ = load_text(PROGRAM.replace("PIPELINE", 'lam _compile (): compile.Phase = compile.phases ff '
+                                         '(compile.phases tt (compile.cleanup, compile.null), gpu.split_apply);'), "<fix>")
+    spec = spec_from_definitions(world, world.pipeline_defs, "t")
+    assert spec.main == [Fixpoint(("compile.cleanup",)), "gpu.split_apply"]
+    run = run_pipeline(world, verify=False)
+    cleanups = [p for p in run.phases if p["name"] == "compile.cleanup"]
+    assert 1 <= len(cleanups) <= 8
+
+
+def test_a_definition_that_is_not_a_pipeline_is_a_type_error() -> None:
+    world, _ = load_text(PROGRAM.replace("PIPELINE", "lam _compile (): compile.Phase = compile.phases ff "
+                                         "(compile.cleanup, gpu.split_apply);"), "<bad>")
+    world.pipeline_defs["_compile"] = world.lit_nat(3)
+    with pytest.raises(VerimimError) as e:
+        run_pipeline(world, verify=False)
+    assert e.value.code == "E-TYPE"
+
+
+def test_pipeline_file_on_the_command_line(tmp_path: Path) -> None:
+    prog = tmp_path / "p.mim"
+    prog.write_text(PROGRAM.replace("PIPELINE", ""))
+    pl = tmp_path / "pl.mim"
+    pl.write_text("plugin gpu;\nimport compile;\n"
+                  "lam device_specific_phases (): compile.Phase = compile.null;\n")
+    assert load_pipeline_file(str(pl)).device == []
+    proc = subprocess.run([sys.executable, "-m", "verimim.cli", "check", str(prog), "--pipeline", str(pl), "--json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    obj = json.loads(proc.stdout)
+    assert proc.returncode == 0 and obj["ok"], proc.stderr
+    assert not [p for p in obj["phases"] if p.get("side") == "device"]
+    assert obj["pipeline"]["device"] == [] and "pl.mim" in obj["pipeline"]["from"]["device"]
+    assert all(p["status"] in ("proved", "skipped") for p in obj["phases"])

@@ -87,6 +87,8 @@ class HostRuntime:
         self.allocs: set[int] = set()
         self.modules: dict[int, _Module] = {}  # parameter alignment → loaded module
         self.launches = 0
+        self._default: Any = None  # the default stream's handle object, made once
+        self._fn_cache: dict[tuple[int, int], Any] = {}  # (kernel index, alignment) → CUfunction
         self.callbacks: dict[str, Any] = {}
         for name, (ret, params) in RUNTIME.items():
             if not name.startswith("verimim_rt_"):
@@ -125,7 +127,9 @@ class HostRuntime:
 
     def _stream(self, h: int) -> Any:
         if h == 0:
-            return self._need().default_stream()
+            if self._default is None:
+                self._default = self._need().default_stream()
+            return self._default
         s = self.streams.get(h)
         if s is None:
             raise VerimimError("E-STREAM", f"stream {h} is not initialised", None)
@@ -201,7 +205,7 @@ class HostRuntime:
         if items > MAX_ITEMS or groups >= 2**31:
             raise VerimimError("E-UNSUPPORTED", f"a launch of {groups} groups of {items} work-items "
                                f"(CUDA allows {MAX_ITEMS} per group)", None)
-        fn = self._function(name, info, params, shared)
+        fn = self._function(kid, name, info, params, shared)
         from verimim.runtime.cuda import check
 
         ctx = self._need()
@@ -209,13 +213,18 @@ class HostRuntime:
                                     params, 0), "cuLaunchKernel")
         self.launches += 1
 
-    def _function(self, name: str, info: KernelInfo, params: int, shared: int) -> Any:
+    def _function(self, kid: int, name: str, info: KernelInfo, params: int, shared: int) -> Any:
         """The kernel compiled for the alignment of this launch's pointer arguments (16 when
         every pointer is 16-byte aligned, else 1), as verimim.runtime.backend does."""
-        slots = (ctypes.c_void_p * max(len(info.params), 1)).from_address(params)
-        aligned = all(ctypes.c_uint64.from_address(slots[j]).value % 16 == 0
-                      for j, p in enumerate(info.params) if p.kind == "ptr")
-        align = 16 if aligned else 1
+        align = 16
+        if any(p.kind == "ptr" for p in info.params):
+            slots = (ctypes.c_void_p * len(info.params)).from_address(params)
+            if any(ctypes.c_uint64.from_address(slots[j]).value % 16 for j, p in enumerate(info.params)
+                   if p.kind == "ptr"):
+                align = 1
+        hit = self._fn_cache.get((kid, align))
+        if hit is not None:
+            return hit
         mod = self.modules.get(align)
         ctx = self._need()
         if mod is None:
@@ -225,6 +234,8 @@ class HostRuntime:
             fn = mod.functions[name] = ctx.get_function(mod.handle, name)
             if shared > 48 * 1024:
                 ctx.set_max_dynamic_shared(fn, shared)
+        if shared <= 48 * 1024:
+            self._fn_cache[(kid, align)] = fn
         return fn
 
     # ------------------------------------------------------------------ teardown
@@ -255,6 +266,8 @@ class HostRuntime:
         self.allocs.clear()
         self.streams.clear()
         self.modules.clear()
+        self._fn_cache.clear()
+        self._default = None
         ctx.close()
         self.ctx = None
 

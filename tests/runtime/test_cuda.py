@@ -45,6 +45,18 @@ def test_program_on_gpu_matches_interpreter(path: Path) -> None:
 
 
 @needs_gpu
+@pytest.mark.parametrize("path", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_compiled_program_on_gpu_matches_interpreter(path: Path) -> None:
+    """Host code compiled by verimim.runtime.host (llvmlite JIT), kernels on the GPU."""
+    from verimim.frontend.loader import load_program
+    from verimim.runtime.hostrt import run_native
+
+    args = program_args(path)
+    world, _ = load_program(str(path), [])
+    assert run_native(world, [str(path), *args]) == _interp(path, args)
+
+
+@needs_gpu
 def test_shared_reduce_kernel_directly() -> None:
     """Launch the compiled kernel of shared_reduce_barrier.mim (static shared memory, a barrier,
     a loop) by hand and compare device memory with the group sums."""

@@ -143,6 +143,7 @@ class _HostCompiler(_KernelCompiler):
         self.instances: dict[tuple[Any, ...], tuple[Any, list[Any]]] = {}  # key → (block, φs)
         self.count: dict[int, int] = {}
         self.work: list[tuple[MutLam, _HScope, Any]] = []
+        self.scope: _Scope = _HScope(None, None)
 
     # ------------------------------------------------------------------ entry
 

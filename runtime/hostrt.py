@@ -23,7 +23,7 @@ from verimim.runtime.host import BLOCKING, ENTRY, RUNTIME, HostModule, emit_host
 from verimim.runtime.nvptx import DeviceModule, KernelInfo, _llvm, optimize
 
 MAX_ITEMS = 1024
-_CT = {"void": None, "i64": ctypes.c_int64, "i32": ctypes.c_int32, "ptr": ctypes.c_void_p}
+_CT: dict[str, Any] = {"void": None, "i64": ctypes.c_int64, "i32": ctypes.c_int32, "ptr": ctypes.c_void_p}
 
 
 @dataclass
@@ -219,8 +219,8 @@ class HostRuntime:
         align = 16
         if any(p.kind == "ptr" for p in info.params):
             slots = (ctypes.c_void_p * len(info.params)).from_address(params)
-            if any(ctypes.c_uint64.from_address(slots[j]).value % 16 for j, p in enumerate(info.params)
-                   if p.kind == "ptr"):
+            addrs = [slots[j] for j, p in enumerate(info.params) if p.kind == "ptr"]
+            if any(a and ctypes.c_uint64.from_address(a).value % 16 for a in addrs):
                 align = 1
         hit = self._fn_cache.get((kid, align))
         if hit is not None:

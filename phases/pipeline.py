@@ -18,6 +18,7 @@ from verimim.ir.defs import App, Axiom, Def, Lam, Tuple
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.checks import CheckAddrSpaces, MemChecks
+from verimim.phases.lower_ptr import LowerPtr
 from verimim.phases.repl import Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.split import SplitApply
@@ -54,7 +55,7 @@ class LowerBtensor(Phase):
 
 PHASES: dict[str, Phase] = {p.name: p for p in (
     LowerBtensor(), Alloc2Malloc(), CheckAddrSpaces(), MemChecks(), Cleanup(), SplitApply(),
-    HostMalloc2GpuAlloc(), RemoveDoubleSyncs())}
+    HostMalloc2GpuAlloc(), RemoveDoubleSyncs(), LowerPtr())}
 
 
 def phase_names_of(world: World, annex: str) -> list[str]:

@@ -100,8 +100,12 @@ def _run_phase(run: PipelineRun, name: str, side: str | None) -> None:
         run.stopped = True
         return
     t0 = time.perf_counter()
-    if side is not None and run.program.device is None:
+    if side == "device" and run.program.device is None:
         res = PhaseResult(name, run.program, run.program, skipped="no device World (nothing was split)")
+    elif side == "host" and run.program.device is None:
+        # Nothing was split (no kernel): the one World is all host code.
+        res = phase.apply(run.program)
+        res.log["side"] = "host"
     else:
         res = run_on_side(phase, run.program, side) if side else phase.apply(run.program)
     run.results.append(res)

@@ -55,6 +55,11 @@ def compile_program(world: World, sm: str = "sm_90", host_phases: list[str] | No
     from verimim.runtime.nvptx import compile_device_module
     from verimim.runtime.pipeline import split_program
 
+    if host_phases is None and any(a.startswith("buffer.") for a in world.annexes):
+        # Buffers reach the host backend as pointers: `buffer.lower_ptr` after the host sub-pipeline.
+        from verimim.phases.pipeline import sub_pipelines
+
+        host_phases = sub_pipelines(world, None, None)[0] + ["buffer.lower_ptr"]
     prog = split_program(world, host_phases, device_phases)
     dm = None
     if prog.device is not None and any(k.body is not None for k in prog.device.externals.values()):

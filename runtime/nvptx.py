@@ -33,7 +33,7 @@ from verimim.ir.defs import (
     App, Arr, Axiom, Bot, Def, Extract, IdxT, Insert, Lit, MutLam, NatT, Pack, Pi, Sigma, Top, Tuple,
     TypeU, Univ, Var,
 )
-from verimim.ir.analysis import Scopes, scan_mut
+from verimim.ir.analysis import Scopes
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, field_offsets, layout_of
 from verimim.plug.core import BIT2_TAGS as _BIT2_TAGS, MODE_NSW, MODE_NUW  # the core plugin's, not a copy
@@ -90,11 +90,6 @@ class Ret:
 
 
 RET = Ret()
-
-
-@dataclass(frozen=True)
-class Cont:
-    mut: MutLam
 
 
 @dataclass(frozen=True)
@@ -233,8 +228,7 @@ class _Ctx:
         if isinstance(t, (Sigma, Arr)):
             return None
         if isinstance(t, Pi):
-            raise unsupported(f"a continuation-typed value `{_show(t)}` in a kernel (only direct jumps, "
-                              f"branches and loops are compiled)", t.loc)
+            return ("cont", 0, 0)  # known at compile time (verimim.runtime.cps), never a φ
         raise unsupported(f"values of type `{_show(t)}` in a kernel", t.loc)
 
     def llty(self, kind: tuple[str, int, int]) -> Any:
@@ -251,6 +245,8 @@ class _Ctx:
         """The scalar leaves of a type (memory tokens and units have none)."""
         sc = self.scalar(t)
         if sc is not None:
+            if sc[0] == "cont":
+                raise unsupported(f"a continuation `{_show(t)}` passed as data", t.loc)
             return [] if sc[0] == "mem" else [(path, sc)]
         out = []
         for i, f in enumerate(self.field_types(t)):
@@ -261,6 +257,8 @@ class _Ctx:
         """A structured value of type t from an iterator over its leaves' values."""
         sc = self.scalar(t)
         if sc is not None:
+            if sc[0] == "cont":
+                raise unsupported(f"a continuation `{_show(t)}` passed as data", t.loc)
             if sc[0] == "mem":
                 return None
             v = next(it)
@@ -274,7 +272,7 @@ class _Ctx:
                 return
             if isinstance(v, P):
                 v = v.v
-            if v is None or isinstance(v, (tuple, Cont, Ret)):
+            if v is None or isinstance(v, (tuple, Ret)) or not hasattr(v, "type"):
                 raise unsupported(f"a value {v!r} where a `{_show(t)}` is expected", loc)
             out.append(v)
             return
@@ -361,7 +359,10 @@ class _Scope:
 _MISSING = object()
 
 
-class _KernelCompiler:
+class _BodyCompiler:
+    """Scheduling and the `core`/`mem` operations of one function's blocks (verimim.runtime.cps
+    adds the continuation graph, verimim.runtime.host the host operations)."""
+
     def __init__(self, ctx: _Ctx, kernel: MutLam, name: str) -> None:
         self.ctx = ctx
         self.ir = ctx.ir
@@ -370,117 +371,6 @@ class _KernelCompiler:
         self.name = name
         self.scopes = Scopes()
         self.builder: Any = None
-
-    # ------------------------------------------------------------------ entry
-
-    def compile(self) -> KernelInfo:
-        ctx, ir, k = self.ctx, self.ir, self.kernel
-        if k.body is None:
-            raise unsupported(f"kernel `{self.name}` without a body", k.loc)
-        dom = k.pi.dom
-        if not isinstance(dom, Sigma) or len(dom.ops) != 9:
-            raise unsupported(f"kernel `{self.name}` of type `{_show(k.pi)}` (not a gpu.launch kernel)", k.loc)
-        ft = [self.w.shift(f, -1) for f in dom.ops]
-        G = ft[4].size.value if isinstance(ft[4], IdxT) and isinstance(ft[4].size, Lit) else None
-        I = ft[5].size.value if isinstance(ft[5], IdxT) and isinstance(ft[5].size, Lit) else None
-        if G is None or I is None:
-            raise unsupported(f"kernel `{self.name}` whose group/item counts are not literals", k.loc)
-        smem_t, args_t = ft[6], ft[7]
-        arg_leaves = ctx.leaves(args_t)
-        params: list[ParamInfo] = []
-        lltys = []
-        for path, (kind, a, _b) in arg_leaves:
-            if kind == "int":
-                params.append(ParamInfo(path, "int", a))
-                lltys.append(ctx.i8 if a == 1 else ir.IntType(a))
-            elif kind == "ptr":
-                params.append(ParamInfo(path, "ptr", 64, a))
-                lltys.append(ctx.llty((kind, a, 0)))
-            else:
-                params.append(ParamInfo(path, "stream", 64))
-                lltys.append(ctx.i64)
-        fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), lltys), self.name)
-        fn.calling_convention = "ptx_kernel"
-        self.fn = fn
-        entry = fn.append_basic_block("entry")
-        self.entry_builder = ir.IRBuilder(entry)
-        b = self.entry_builder
-        leaf_vals = []
-        for (path, (kind, a, pal)), arg, pinfo in zip(arg_leaves, fn.args, params):
-            if kind == "ptr":
-                arg.attributes.align = max(ctx.param_align, pal)
-                leaf_vals.append(arg)
-            elif kind == "int" and a == 1:
-                leaf_vals.append(b.trunc(arg, ctx.i1))
-            else:
-                leaf_vals.append(arg)
-        it = iter(leaf_vals)
-        args_v = ctx.build(args_t, it)
-        # arguments may alias one another: pointers start at the (assumed) parameter alignment
-        args_v = self._with_param_align(args_v)
-        smem_sc = ctx.scalar(smem_t)
-        dyn = False
-        if smem_sc is not None and smem_sc[0] == "ptr":
-            if smem_sc[1] != 3:
-                raise unsupported(f"dynamic shared memory of type `{_show(smem_t)}`", k.loc)
-            smem_v: Any = P(ctx.dyn_smem(), 16, 3)
-            dyn = True
-        elif smem_sc is None and not ctx.leaves(smem_t):
-            smem_v = ctx.build(smem_t, iter(()))
-        else:
-            raise unsupported(f"dynamic shared memory of type `{_show(smem_t)}`", k.loc)
-        gid = self._sreg("ctaid", G, ft[4])
-        iid = self._sreg("tid", I, ft[5])
-        kval = (None, None, None, None, gid, iid, smem_v, args_v, RET)
-
-        # the continuations nested in the kernel, each a block with φs
-        conts = self._collect()
-        self.blocks: dict[int, Any] = {}
-        self.phis: dict[int, list[tuple[Any, Any]]] = {}
-        root = _Scope(None)
-        self.scope_of: dict[int, _Scope] = {}
-        kscope = _Scope(root)
-        kscope.vals[self.w.var(k).gid] = kval
-        self.scope_of[k.gid] = kscope
-        body_bb = fn.append_basic_block("k." + (k.name or "kernel"))
-        self.blocks[k.gid] = body_bb
-        for c in conts:
-            bb = fn.append_basic_block(c.name or "cont")
-            self.blocks[c.gid] = bb
-            cb = ir.IRBuilder(bb)
-            leaves = ctx.leaves(c.pi.dom)
-            phis = [cb.phi(ctx.llty(sc), name=f"{c.name}.p{i}") for i, (_p, sc) in enumerate(leaves)]
-            self.phis[c.gid] = phis
-        # order: creators before the continuations they create
-        depth: dict[int, int] = {k.gid: 0}
-
-        def depth_of(c: MutLam) -> int:
-            if c.gid in depth:
-                return depth[c.gid]
-            cr = self.scopes.creator(c)
-            depth[c.gid] = -1  # cycle guard
-            d = 1 if cr is None or cr.gid not in self.blocks else depth_of(cr) + 1
-            depth[c.gid] = d
-            return d
-
-        order = sorted(conts, key=lambda c: (depth_of(c), c.gid))
-        self.builder = ir.IRBuilder(body_bb)
-        self._compile_body(k, kscope)
-        for c in order:
-            cr = self.scopes.creator(c)
-            parent = self.scope_of.get(cr.gid) if cr is not None else root
-            if parent is None:
-                raise unsupported(f"continuation `{c.name}`, which uses parameters of a function outside "
-                                  f"the kernel", c.loc)
-            sc = _Scope(parent)
-            it2 = iter(self.phis[c.gid])
-            sc.vals[self.w.var(c).gid] = ctx.build(c.pi.dom, it2)
-            self.scope_of[c.gid] = sc
-            self.builder = ir.IRBuilder(self.blocks[c.gid])
-            self._compile_body(c, sc)
-        self.entry_builder.position_at_end(entry)
-        self.entry_builder.branch(body_bb)
-        return KernelInfo(self.name, G, I, params, dyn)
 
     def _with_param_align(self, v: Any) -> Any:
         if isinstance(v, P):
@@ -504,93 +394,12 @@ class _KernelCompiler:
             return self.entry_builder.zext(v, ty)
         return v
 
-    def _collect(self) -> list[MutLam]:
-        out: list[MutLam] = []
-        seen = {self.kernel.gid}
-        stack = [self.kernel]
-        while stack:
-            m = stack.pop()
-            for y in sorted(scan_mut(m)[1], key=lambda x: x.gid):
-                if y.gid in seen:
-                    continue
-                seen.add(y.gid)
-                if y.body is None:
-                    raise unsupported(f"a call of `{y.name}`, which has no body on the device", y.loc)
-                if not self.w.is_cn(y.pi):
-                    raise unsupported(f"`{y.name}` (a function returning a value; only continuations "
-                                      f"are compiled)", y.loc)
-                out.append(y)
-                stack.append(y)
-        return out
-
     # ------------------------------------------------------------------ bodies
-
-    def _compile_body(self, m: MutLam, scope: _Scope) -> None:
-        body = m.body
-        assert body is not None
-        if not isinstance(body, App):
-            raise unsupported(f"the body of `{m.name}`, which does not end in a jump", m.loc)
-        callee, arg = body.callee, body.arg
-        self.scope = scope
-        # effects and operands in the interpreter's order: callee first, then the argument
-        branch_idx: Def | None = None
-        targets_node: Def | None = None
-        if isinstance(callee, Extract) and not isinstance(callee.index, Lit):
-            targets_node, branch_idx = callee.tup, callee.index
-            self._compute(targets_node)
-            self._compute(branch_idx)
-        else:
-            self._compute(callee)
-        self._compute(arg)
-        av = self._val(arg)
-        bld = self.builder
-        if branch_idx is not None:
-            assert targets_node is not None
-            tv = self._val(targets_node)
-            if not isinstance(tv, tuple) or not all(isinstance(x, (Cont, Ret)) for x in tv):
-                raise unsupported(f"a jump to `{_show(callee)}`", body.loc)
-            iv = self._val(branch_idx)
-            if any(isinstance(x, Ret) for x in tv):
-                raise unsupported("a branch that returns from the kernel directly (`(return, k)#c`)", body.loc)
-            if len(tv) == 2:
-                bld.cbranch(self._as_i1(iv, body.loc), self.blocks[tv[1].mut.gid], self.blocks[tv[0].mut.gid])
-            else:
-                sw = bld.switch(iv, self.blocks[tv[0].mut.gid])
-                for j, x in enumerate(tv[1:], 1):
-                    sw.add_case(self.ir.Constant(iv.type, j), self.blocks[x.mut.gid])
-            done = set()
-            for x in tv:
-                if x.mut.gid not in done:
-                    done.add(x.mut.gid)
-                    self._incoming(x.mut, av, bld.block, body.loc)
-            return
-        cv = self._val(callee)
-        if isinstance(cv, Ret):
-            bld.ret_void()
-            return
-        if isinstance(cv, Cont):
-            if cv.mut is self.kernel:
-                raise unsupported("a kernel that jumps to itself", body.loc)
-            bld.branch(self.blocks[cv.mut.gid])
-            self._incoming(cv.mut, av, bld.block, body.loc)
-            return
-        raise unsupported(f"a jump to `{_show(callee)}`", body.loc)
 
     def _as_i1(self, v: Any, loc: Loc | None) -> Any:
         if v.type == self.ctx.i1:
             return v
         return self.builder.icmp_unsigned("!=", v, self.ir.Constant(v.type, 0))
-
-    def _incoming(self, target: MutLam, av: Any, block: Any, loc: Loc | None) -> None:
-        vals: list[Any] = []
-        self.ctx.flatten(target.pi.dom, av, vals, loc)
-        phis = self.phis[target.gid]
-        if len(vals) != len(phis):
-            raise unsupported(f"a jump to `{target.name}` with the wrong number of values", loc)
-        for ph, v in zip(phis, vals):
-            if v.type != ph.type:
-                raise unsupported(f"a jump to `{target.name}` passing {v.type} for {ph.type}", loc)
-            ph.add_incoming(v, block)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -646,7 +455,7 @@ class _KernelCompiler:
                 raise unsupported(f"the literal `{_show(d)}`", d.loc)
             return ir.Constant(ir.IntType(sc[1]), d.value)
         if isinstance(d, MutLam):
-            return Cont(d)
+            raise unsupported(f"the continuation `{d.name}` as a value", d.loc)
         if isinstance(d, (Bot, Top)):
             t = d.ops[0]
             sc = ctx.scalar(t)
@@ -737,7 +546,7 @@ class _KernelCompiler:
             return None
         if isinstance(a, P) and isinstance(b, P):
             return P(self.builder.select(c, a.v, b.v), min(a.align, b.align), a.space)
-        if isinstance(a, (Cont, Ret, tuple)) or isinstance(b, (Cont, Ret, tuple)) or a is None or b is None:
+        if not hasattr(a, "type") or not hasattr(b, "type"):
             raise unsupported("choosing between continuations or values of different shapes by a run-time index", loc)
         return self.builder.select(c, a, b)
 
@@ -1138,6 +947,8 @@ def target_machine(sm: str = "sm_90", opt: int = 3) -> Any:
 
 def emit_llvm(device_world: World, *, param_align: int = 16, sm: str = "sm_90") -> tuple[str, dict[str, KernelInfo]]:
     """The (unoptimized) LLVM IR text of every kernel of the device World."""
+    from verimim.runtime.cps import KernelCompiler
+
     ctx = _Ctx(device_world, param_align)
     tm = target_machine(sm)
     ctx.module.data_layout = str(tm.target_data)
@@ -1145,7 +956,7 @@ def emit_llvm(device_world: World, *, param_align: int = 16, sm: str = "sm_90") 
     for name, k in sorted(device_world.externals.items()):
         if k.body is None:
             continue
-        kernels[name] = _KernelCompiler(ctx, k, name).compile()
+        kernels[name] = KernelCompiler(ctx, k, name).compile()
     return str(ctx.module), kernels
 
 

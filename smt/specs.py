@@ -548,3 +548,7 @@ def check_spec(res: PhaseResult, ctx: SpecContext) -> Outcome:
     out.time_s = time.perf_counter() - t0
     out.z3_s = ctx.z3_s - z0
     return out
+
+
+# Specifications in their own modules register themselves on import (after `spec` exists).
+from verimim.smt import spec_lower_ptr  # noqa: E402,F401

@@ -163,8 +163,34 @@ fun extern main (m0: mem.M 0): [mem.M 0, I32] =
 """
 
 
-@pytest.mark.parametrize("src,what", [(BIG_IDX, "modulo 5000000000"), (FUN_CALL, "continuation")],
-                         ids=["wide-non-power-of-two", "direct-style-call"])
+REC_CALL = FUN_CALL.replace("""fun step (m1: gpu.GlobalM, p: gpu.GlobalPtr I32): gpu.GlobalM =
+    let (m1, v) = mem.load (m1, p);
+    let m1 = mem.store (m1, p, core.wrap.add 0 (v, 1I32));
+    return m1;""", """fun step (m1: gpu.GlobalM, p: gpu.GlobalPtr I32): gpu.GlobalM =
+    let (m1, v) = mem.load (m1, p);
+    (stop, again)#(core.icmp.ul (v, 3I32)) m1
+    where
+        con stop (m1: gpu.GlobalM) = return m1;
+        con again (m1: gpu.GlobalM) =
+            let m1 = mem.store (m1, p, core.wrap.add 0 (v, 1I32));
+            ret m1 = step $ (m1, p);
+            return m1;
+    end;""")
+
+
+def test_function_calls_in_a_kernel_are_inlined(tmp_path: Path) -> None:
+    """A `fun` called from a kernel (direct style) is instantiated for its return continuation."""
+    f = tmp_path / "k.mim"
+    f.write_text(FUN_CALL)
+    _host, dev = device_world_of(str(f))
+    dm = compile_device_module(dev, "sm_90")
+    llvm.parse_assembly(dm.llvm_ir).verify()
+    assert dm.llvm_ir.count("define ") == 1 and "step.1:" in dm.llvm_ir
+    assert ".entry kernel" in dm.ptx
+
+
+@pytest.mark.parametrize("src,what", [(BIG_IDX, "modulo 5000000000"), (REC_CALL, "recursion of `step`")],
+                         ids=["wide-non-power-of-two", "non-tail-recursion"])
 def test_unsupported_is_a_diagnostic(tmp_path: Path, src: str, what: str) -> None:
     f = tmp_path / "k.mim"
     f.write_text(src)

@@ -13,10 +13,10 @@ overridden from the command line (`--host-phases`, `--device-phases`).
 """
 from __future__ import annotations
 
-from verimim.diagnostics import Diagnostic
 from verimim.ir.defs import App, Axiom, Def, Lam, Tuple
 from verimim.ir.world import World
-from verimim.phases.base import Phase, PhaseResult, Program, walk
+from verimim.phases.base import Phase, PhaseResult, Program
+from verimim.phases.btensor import LowerBtensor
 from verimim.phases.checks import CheckAddrSpaces, MemChecks
 from verimim.phases.lower_ptr import LowerPtr
 from verimim.phases.repl import Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs
@@ -33,23 +33,6 @@ class Cleanup(Phase):
         res = PhaseResult(self.name, prog, prog)
         worlds = [Rewriter(w).run() for w in prog.worlds()]
         res.after = Program(worlds[0], worlds[1] if len(worlds) > 1 else None)
-        return res
-
-
-class LowerBtensor(Phase):
-    name = "gpu.lower_btensor_map_reduce"
-
-    def apply(self, prog: Program) -> PhaseResult:
-        res = PhaseResult(self.name, prog, prog)
-        uses = [d for d in walk(prog.host) if isinstance(d, Axiom) and d.annex.startswith("btensor.")]
-        if not uses:
-            res.skipped = "the program does not use btensor"
-            return res
-        if any(isinstance(d, Axiom) and d.annex in ("gpu.init", "gpu.auto_init") for d in walk(prog.host)):
-            res.skipped = "the program already contains an explicit gpu.init"
-            return res
-        res.diagnostics.append(Diagnostic("E-UNSUPPORTED", "lowering `btensor.map_reduce_post` is not "
-                                          "implemented yet", uses[0].loc))
         return res
 
 

@@ -68,9 +68,9 @@ class Machine:
         self.scopes = Scopes()
         self.compiler = Compiler(self)
         self.state: dict[str, Any] = {}  # per-plugin run-time state (the GPU session, streams)
-        from verimim.plug import buffer_interp, core_interp, gpu_interp, mem_interp
+        from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
 
-        for mod in (core_interp, mem_interp, gpu_interp, buffer_interp):
+        for mod in (core_interp, mem_interp, gpu_interp, buffer_interp, btensor_interp):
             mod.register(self)
 
     # ------------------------------------------------------------------ registration

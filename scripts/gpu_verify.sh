@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Verify verimim on a machine with an NVIDIA GPU (no pip install needed there):
 #   bash scripts/gpu_verify.sh [EXAMPLES_DIR]
-# - the GPU runtime tests; every corpus program with an `// EXPECT:` run with `--target gpu`;
+# - the GPU runtime tests; every corpus program with an `// EXPECT:` run with `--target gpu`
+#   (compiled host code + kernels) and with `--target gpu --host interp`;
 # - `verimim diff` (interpreter before/after every phase + GPU) on the corpus and the examples;
 # - the conformance rows of EXAMPLES_DIR with `--target gpu`; the bandwidth and launch benchmarks.
 # Wheels in .whl/ (click, rich, pytest, ...) are installed into /tmp/site when present.
@@ -21,16 +22,18 @@ python3 -c "import verimim.runtime.cuda as c; print('CUDA device available:', c.
 echo "== runtime tests"
 python3 -m pytest tests/runtime -q -p no:cacheprovider -p no:warnings 2>&1 | grep -E "passed|failed|error" | tail -3
 
-echo "== corpus on the GPU (run --target gpu vs // EXPECT:)"
-pass=0; fail=0
-for f in tests/programs/valid/*.mim tests/programs/fuzz_found/*.mim; do
-  exp=$(sed -n 's|^// EXPECT: \(-\?[0-9]*\)$|\1|p' "$f" | head -1)
-  [ -n "$exp" ] || continue
-  args=$(sed -n 's|^// ARGS: ||p' "$f" | head -1)
-  got=$($V run "$f" $args --target gpu --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin).get("result"))' 2>/dev/null)
-  if [ "$got" = "$exp" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "MISMATCH $f: expected $exp, gpu $got"; fi
+for host in native interp; do
+  echo "== corpus on the GPU (run --target gpu --host $host vs // EXPECT:)"
+  pass=0; fail=0
+  for f in tests/programs/valid/*.mim tests/programs/fuzz_found/*.mim; do
+    exp=$(sed -n 's|^// EXPECT: \(-\?[0-9]*\)$|\1|p' "$f" | head -1)
+    [ -n "$exp" ] || continue
+    args=$(sed -n 's|^// ARGS: ||p' "$f" | head -1)
+    got=$($V run "$f" $args --target gpu --host $host --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin).get("result"))' 2>/dev/null)
+    if [ "$got" = "$exp" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "MISMATCH $f: expected $exp, gpu $got"; fi
+  done
+  echo "$pass passed, $fail failed"
 done
-echo "$pass passed, $fail failed"
 
 echo "== verimim diff (interpreter, every phase, GPU)"
 pass=0; fail=0

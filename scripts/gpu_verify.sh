@@ -20,7 +20,7 @@ V="python3 -m verimim.cli"
 python3 -c "import verimim.runtime.cuda as c; print('CUDA device available:', c.device_available())"
 
 echo "== runtime tests"
-python3 -m pytest tests/runtime -q -p no:cacheprovider -p no:warnings 2>&1 | grep -E "passed|failed|error" | tail -3
+python3 -m pytest tests/runtime -q -p no:cacheprovider -p no:warnings 2>&1 | tail -5
 
 for host in native interp; do
   echo "== corpus on the GPU (run --target gpu --host $host vs // EXPECT:)"

@@ -3,9 +3,9 @@
 `main` becomes `i32 @verimim_main(i32 argc, ptr argv)`; memory tokens are erased, host memory is
 real (`mem.malloc`/`mem.free` are libc's, slots are `alloca`s), and every `gpu.*` operation is a
 call of a small C-ABI runtime (`verimim_rt_*`, see verimim.runtime.hostrt) that drives the
-device through cuda-python. Kernels are launched by index into the device module compiled by
-verimim.runtime.nvptx; their arguments are marshalled in host code exactly as the kernel's
-parameter list (`KernelInfo.params`) says.
+device through cuda-python. A launch marshals the kernel's arguments in host code exactly as its
+parameter list (`KernelInfo.params`) says and calls the driver's `cuLaunchKernel` directly, with
+the `CUfunction` the runtime gave that launch site once (kept in a module global).
 
 Control flow is verimim.runtime.cps's, shared with the kernels: continuations are basic blocks
 with φ-nodes, functions are instantiated per continuation argument (tail calls are loops),
@@ -37,8 +37,14 @@ RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
     "verimim_rt_stream_init": ("void", ("ptr",)),             # where to write the new handle
     "verimim_rt_stream_deinit": ("void", ("i64",)),
     "verimim_rt_stream_sync": ("void", ("i64",)),
-    # kernel index, groups, items, dynamic shared bytes, stream, `void *params[]`
-    "verimim_rt_launch": ("void", ("i64", "i64", "i64", "i64", "i64", "ptr")),
+    # a launch: the CUfunction of (kernel index, pointer alignment, dynamic shared bytes), fetched
+    # once per launch site; the CUstream of a stream handle (not for the default stream); a
+    # failed launch (kernel index, groups, items, CUresult or -1 for a bad configuration)
+    "verimim_rt_function": ("ptr", ("i64", "i64", "i64")),
+    "verimim_rt_stream_handle": ("ptr", ("i64",)),
+    "verimim_rt_launch_failed": ("void", ("i64", "i64", "i64", "i64")),
+    # the CUDA driver's own entry point, called directly from compiled code
+    "cuLaunchKernel": ("i32", ("ptr", "i32", "i32", "i32", "i32", "i32", "i32", "i32", "ptr", "ptr", "ptr")),
     "malloc": ("ptr", ("i64",)),
     "free": ("void", ("ptr",)),
 }
@@ -256,12 +262,74 @@ class _HostCompiler(CpsCompiler):
         if kernel.name not in self.kernel_ids:
             self.kernel_ids.append(kernel.name)
         kid = self.kernel_ids.index(kernel.name)
-        self._call("verimim_rt_launch", self._i64(kid), self._wide(groups), self._wide(items),
-                   self._i64(shared), stream, arr)
+        ptrs = [self._launch_slot_value(kv, p) for p in info.params if p.kind == "ptr"]
+        self._emit_launch(kid, self._wide(groups), self._wide(items), shared, stream, arr, ptrs)
         av = self._val(arg)
         if not (isinstance(av, tuple) and len(av) == 2):
             raise unsupported("a launch not followed by its return continuation", loc)
         self._goto(av[1], av[0], loc)
+
+    @staticmethod
+    def _launch_slot_value(kv: Any, p: Any) -> Any:
+        v = kv
+        for i in p.path:
+            v = v[i]
+        return v.v if isinstance(v, P) else v
+
+    def _emit_launch(self, kid: int, groups: Any, items: Any, shared: int, stream: Any, params: Any,
+                     ptrs: list[Any]) -> None:
+        """`cuLaunchKernel` called from compiled code: the CUfunction comes from the runtime once
+        per launch site and alignment (kept in a module global), so a launch in a loop costs one
+        driver call; empty launches do nothing, a bad configuration or a failed launch goes to the
+        runtime, which reports it when `main` returns."""
+        ctx, ir, b = self.hctx, self.ir, self.builder
+        i32, i64, ptr = ctx.i32, ctx.i64, ctx.ptr
+        fn = self.fn
+        done, check, go, get, call, bad, fail = (fn.append_basic_block(f"launch{kid}.{n}") for n in
+                                                 ("done", "check", "go", "get", "call", "bad", "fail"))
+        empty = b.or_(b.icmp_unsigned("==", groups, self._i64(0)), b.icmp_unsigned("==", items, self._i64(0)))
+        b.cbranch(empty, done, check)
+        b.position_at_end(check)
+        too_big = b.or_(b.icmp_unsigned(">", items, self._i64(1024)), b.icmp_unsigned(">=", groups, self._i64(2**31)))
+        b.cbranch(too_big, bad, go)
+        b.position_at_end(bad)
+        self._call("verimim_rt_launch_failed", self._i64(kid), groups, items, self._i64(-1))
+        b.branch(done)
+        b.position_at_end(go)
+        acc: Any = self._i64(0)
+        for pv in ptrs:
+            acc = b.or_(acc, b.ptrtoint(pv, i64))
+        aligned = b.icmp_unsigned("==", b.and_(acc, self._i64(15)), self._i64(0))
+        cache_t = ir.ArrayType(ptr, 2)
+        cache = ir.GlobalVariable(ctx.module, cache_t, f"verimim.kfn.{len(ctx.module.global_values)}")
+        cache.initializer = ir.Constant(cache_t, None)
+        cache.linkage = "internal"
+        cache.type = ptr  # an opaque pointer (llvmlite types it)
+        where = b.gep(cache, [ir.Constant(i32, 0), b.select(aligned, ir.Constant(i32, 0), ir.Constant(i32, 1))],
+                      source_etype=cache_t)
+        cached = b.load(where, typ=ptr)
+        b.cbranch(b.icmp_unsigned("==", cached, ir.Constant(ptr, None)), get, call)
+        b.position_at_end(get)
+        fetched = self._call("verimim_rt_function", self._i64(kid), b.select(aligned, self._i64(16), self._i64(1)),
+                             self._i64(shared))
+        b.store(fetched, where)
+        b.branch(call)
+        b.position_at_end(call)
+        f = b.phi(ptr)
+        f.add_incoming(cached, go)
+        f.add_incoming(fetched, get)
+        if isinstance(stream, ir.Constant) and stream.constant == 0:
+            s: Any = ir.Constant(ptr, None)  # the default stream
+        else:
+            s = self._call("verimim_rt_stream_handle", stream)
+        one = ir.Constant(i32, 1)
+        rc = self._call("cuLaunchKernel", f, b.trunc(groups, i32), one, one, b.trunc(items, i32), one, one,
+                        ir.Constant(i32, shared), s, params, ir.Constant(ptr, None))
+        b.cbranch(b.icmp_unsigned("!=", rc, ir.Constant(i32, 0)), fail, done)
+        b.position_at_end(fail)
+        self._call("verimim_rt_launch_failed", self._i64(kid), groups, items, b.zext(rc, i64))
+        b.branch(done)
+        b.position_at_end(done)
 
     def _config(self, config: Def, loc: Loc | None) -> tuple[Any, Any, Any, Def, Def]:
         if not isinstance(config, Tuple) or len(config.ops) != 5:

@@ -91,9 +91,7 @@ class HostRuntime:
         self.next_handle = 1
         self.allocs: set[int] = set()
         self.modules: dict[int, _Module] = {}  # parameter alignment → loaded module
-        self.launches = 0
         self._default: Any = None  # the default stream's handle object, made once
-        self._fn_cache: dict[tuple[int, int], Any] = {}  # (kernel index, alignment) → CUfunction
         self.callbacks: dict[str, Any] = {}
         for name, (ret, params) in RUNTIME.items():
             if not name.startswith("verimim_rt_"):
@@ -200,48 +198,36 @@ class HostRuntime:
     def _stream_sync(self, h: int) -> None:
         self._need().stream_sync(self._stream(h))
 
-    def _launch(self, kid: int, groups: int, items: int, shared: int, stream: int, params: int) -> None:
+    def _function(self, kid: int, align: int, shared: int) -> int:
+        """The CUfunction of kernel `kid` compiled for pointer arguments aligned to `align`
+        bytes (16, or 1 when some pointer is not), as verimim.runtime.backend chooses; compiled
+        code keeps it per launch site and calls `cuLaunchKernel` itself."""
         name = self.program.host.kernels[kid]
-        info = self.program.kernel_info(name)
-        if info is None:
+        if self.program.kernel_info(name) is None:
             raise VerimimError("E-UNSUPPORTED", f"launching `{name}`, which was not compiled", None)
-        if groups == 0 or items == 0:
-            return
-        if items > MAX_ITEMS or groups >= 2**31:
-            raise VerimimError("E-UNSUPPORTED", f"a launch of {groups} groups of {items} work-items "
-                               f"(CUDA allows {MAX_ITEMS} per group)", None)
-        fn = self._function(kid, name, info, params, shared)
-        from verimim.runtime.cuda import check
-
         ctx = self._need()
-        check(ctx.cu.cuLaunchKernel(fn, groups, 1, 1, items, 1, 1, shared, self._stream(stream),
-                                    params, 0), "cuLaunchKernel")
-        self.launches += 1
-
-    def _function(self, kid: int, name: str, info: KernelInfo, params: int, shared: int) -> Any:
-        """The kernel compiled for the alignment of this launch's pointer arguments (16 when
-        every pointer is 16-byte aligned, else 1), as verimim.runtime.backend does."""
-        align = 16
-        if any(p.kind == "ptr" for p in info.params):
-            slots = (ctypes.c_void_p * len(info.params)).from_address(params)
-            addrs = [slots[j] for j, p in enumerate(info.params) if p.kind == "ptr"]
-            if any(a and ctypes.c_uint64.from_address(a).value % 16 for a in addrs):
-                align = 1
-        hit = self._fn_cache.get((kid, align))
-        if hit is not None:
-            return hit
         mod = self.modules.get(align)
-        ctx = self._need()
         if mod is None:
             mod = self.modules[align] = _Module(ctx.load_module(self.program.device_for(align).ptx))
         fn = mod.functions.get(name)
         if fn is None:
             fn = mod.functions[name] = ctx.get_function(mod.handle, name)
-            if shared > 48 * 1024:
-                ctx.set_max_dynamic_shared(fn, shared)
-        if shared <= 48 * 1024:
-            self._fn_cache[(kid, align)] = fn
-        return fn
+        if shared > 48 * 1024:
+            ctx.set_max_dynamic_shared(fn, shared)
+        return _handle(fn)
+
+    def _stream_handle(self, h: int) -> int:
+        return _handle(self._stream(h))
+
+    def _launch_failed(self, kid: int, groups: int, items: int, rc: int) -> None:
+        name = self.program.host.kernels[kid]
+        if rc == -1:
+            raise VerimimError("E-UNSUPPORTED", f"a launch of `{name}` on {groups} groups of {items} "
+                               f"work-items (CUDA allows at most {MAX_ITEMS} per group and 2^31 - 1 groups)", None)
+        from verimim.runtime.cuda import CudaError, check
+
+        check((self._need().cu.CUresult(rc),), f"cuLaunchKernel({name})")
+        raise CudaError(f"cuLaunchKernel({name}) failed with {rc}")
 
     # ------------------------------------------------------------------ teardown
 
@@ -271,7 +257,6 @@ class HostRuntime:
         self.allocs.clear()
         self.streams.clear()
         self.modules.clear()
-        self._fn_cache.clear()
         self._default = None
         ctx.close()
         self.ctx = None
@@ -298,6 +283,8 @@ def jit(program: CompiledProgram, runtime: HostRuntime | None = None, opt: int =
         llvm.add_symbol(name, ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
     for name, cb in rt.callbacks.items():
         llvm.add_symbol(name, ctypes.cast(cb, ctypes.c_void_p).value)
+    if '@"cuLaunchKernel"' in program.host.llvm_ir:
+        llvm.add_symbol("cuLaunchKernel", _driver_symbol("cuLaunchKernel"))
     mod = verify_ir(program.host.llvm_ir)
     tm = llvm.Target.from_default_triple().create_target_machine(opt=opt)
     if opt:
@@ -307,6 +294,26 @@ def jit(program: CompiledProgram, runtime: HostRuntime | None = None, opt: int =
     addr = engine.get_function_address(ENTRY)
     fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p)(addr)
     return JittedMain(engine, fn, rt)
+
+
+def _driver_symbol(name: str) -> int:
+    """The address of a CUDA driver entry point (libcuda, the library cuda-python drives)."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        raise VerimimError("E-USAGE", f"the compiled program launches kernels, but the CUDA driver "
+                           f"library cannot be loaded: {e}", None) from None
+    addr = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+    assert addr is not None
+    return addr
+
+
+def _handle(obj: Any) -> int:
+    """The raw pointer value of a cuda-python driver handle (CUfunction, CUstream)."""
+    try:
+        return int(obj)
+    except TypeError:
+        return int(obj.getPtr())
 
 
 def run_jitted(jm: JittedMain, argv: list[str]) -> int:

@@ -114,18 +114,18 @@ class Scopes:
         hit = self._local.get(k.gid)
         if hit is not None:
             return hit
+        # Nested is transitive: g nested in f nested in k is local to k even when g uses only
+        # f's parameter (each activation of k makes new f's and so new g's). A fixpoint, since a
+        # mutable may be reached before the one that makes it local.
         out = {k}
-        seen = {k.gid}
-        stack = [k]
-        while stack:
-            x = stack.pop()
-            for y in scan_mut(x)[1]:
-                if y.gid in seen:
-                    continue
-                seen.add(y.gid)
-                if k in self.free(y):
-                    out.add(y)
-                    stack.append(y)
+        changed = True
+        while changed:
+            changed = False
+            for x in list(out):
+                for y in scan_mut(x)[1]:
+                    if y not in out and not self.free(y).isdisjoint(out):
+                        out.add(y)
+                        changed = True
         res = frozenset(out)
         self._local[k.gid] = res
         return res
@@ -162,6 +162,11 @@ class Scopes:
         fv = self.free(c)
         if not fv:
             return None
+        # The innermost: every other mutable whose parameter c uses is outside it (in its free
+        # set). Counting free mutables is only a fallback: an outer function can capture more.
+        inner = [o for o in fv if all(p is o or p in self.free(o) for p in fv)]
+        if len(inner) == 1:
+            return inner[0]
         return max(fv, key=lambda o: (len(self.free(o)), o.gid))
 
     def _walk_from(self, roots: list[Def], stop: Callable[[Def], bool]) -> list[Def]:

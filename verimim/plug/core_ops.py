@@ -69,12 +69,14 @@ def wrap_unsigned_overflow(name: str, s: int, a: IntLike, b: IntLike) -> BoolLik
 def wrap_signed_overflow(name: str, s: int, a: IntLike, b: IntLike) -> BoolLike:
     sa, sb = signed(a, s), signed(b, s)
     exact = sa * (2 ** b) if name == "shl" else wrap_exact(name, sa, sb)
-    half = (s + 1) // 2
+    # The signed values of `Idx s` (as `signed` reads them) are -(s // 2) .. (s - 1) // 2: for an
+    # odd s the range is symmetric, for an even s it has one more negative value.
+    lo, hi = -(s // 2), (s - 1) // 2
     if _is_symbolic(exact):
         import z3
 
-        return z3.Or(exact < -half, exact >= half)
-    return not -half <= exact < half
+        return z3.Or(exact < lo, exact > hi)
+    return not lo <= exact <= hi
 
 
 # ---------------------------------------------------------------------------- comparisons

@@ -5,6 +5,9 @@
     3. gpu.check_addr_spaces_repl
     4. gpu.mem_checks
     5. compile.cleanup                (dead code; validated by differential execution)
+       compile.beta_red, compile.lam_spec  (β-reduction of mutable lams, specialisation of
+                                      higher-order functions such as gpu.with_streams;
+                                      validated by differential execution, phases/inline.py)
     6. gpu.split_apply, then gpu.host_specific_phases () on the host World and
        gpu.device_specific_phases () on the device World
 
@@ -18,6 +21,7 @@ from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program
 from verimim.phases.btensor import LowerBtensor
 from verimim.phases.checks import CheckAddrSpaces, MemChecks
+from verimim.phases.inline import BetaRed, LamSpec
 from verimim.phases.lower_ptr import LowerPtr
 from verimim.phases.repl import Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs
 from verimim.phases.rewriter import Rewriter
@@ -38,7 +42,7 @@ class Cleanup(Phase):
 
 PHASES: dict[str, Phase] = {p.name: p for p in (
     LowerBtensor(), Alloc2Malloc(), CheckAddrSpaces(), MemChecks(), Cleanup(), SplitApply(),
-    HostMalloc2GpuAlloc(), RemoveDoubleSyncs(), LowerPtr())}
+    HostMalloc2GpuAlloc(), RemoveDoubleSyncs(), LowerPtr(), BetaRed(), LamSpec())}
 
 
 def phase_names_of(world: World, annex: str) -> list[str]:
@@ -63,7 +67,7 @@ def _flatten(d: Def) -> list[str]:
 
 def default_pipeline() -> list[str]:
     return ["gpu.lower_btensor_map_reduce", "mem.alloc2malloc_repl", "gpu.check_addr_spaces_repl",
-            "gpu.mem_checks", "compile.cleanup", "gpu.split_apply"]
+            "gpu.mem_checks", "compile.cleanup", "compile.beta_red", "compile.lam_spec", "gpu.split_apply"]
 
 
 def sub_pipelines(world: World, host: list[str] | None, device: list[str] | None) -> tuple[list[str], list[str]]:

@@ -113,7 +113,7 @@ def merge(base: PipelineSpec, over: PipelineSpec) -> PipelineSpec:
         v = getattr(over, attr)
         if v is not None:
             setattr(out, attr, v)
-            out.source[attr] = over.source[attr]
+            out.source[attr] = over.source.get(attr, "the caller")
     return out
 
 

@@ -553,3 +553,4 @@ def check_spec(res: PhaseResult, ctx: SpecContext) -> Outcome:
 # Specifications in their own modules register themselves on import (after `spec` exists).
 from verimim.smt import spec_lower_ptr  # noqa: E402,F401
 from verimim.smt import spec_btensor  # noqa: E402,F401
+from verimim.smt import spec_inline  # noqa: E402,F401

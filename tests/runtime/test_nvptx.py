@@ -180,9 +180,18 @@ REC_CALL = FUN_CALL.replace("""fun step (m1: gpu.GlobalM, p: gpu.GlobalPtr I32):
 
 def test_function_calls_in_a_kernel_are_inlined(tmp_path: Path) -> None:
     """A `fun` called from a kernel (direct style) is instantiated for its return continuation."""
+    from verimim.frontend.loader import load_program
+    from verimim.phases.pipeline import default_pipeline
+    from verimim.phases.program_pipeline import PipelineSpec
+    from verimim.phases.runner import run_pipeline
+
     f = tmp_path / "k.mim"
     f.write_text(FUN_CALL)
-    _host, dev = device_world_of(str(f))
+    world, _ = load_program(str(f), [])
+    # without compile.lam_spec, which would inline `step` before the code generator sees it
+    spec = PipelineSpec(main=[p for p in default_pipeline() if p != "compile.lam_spec"])
+    dev = run_pipeline(world, verify=False, pipeline=spec).program.device
+    assert dev is not None
     dm = compile_device_module(dev, "sm_90")
     llvm.parse_assembly(dm.llvm_ir).verify()
     assert dm.llvm_ir.count("define ") == 1 and "step.1:" in dm.llvm_ir

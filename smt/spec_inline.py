@@ -1,0 +1,293 @@
+"""The specification of `compile.beta_red` and `compile.lam_spec` (PHASES.md step 5: clean-up and
+specialisation, "each validated by differential execution").
+
+What either phase must achieve, stated without its code:
+
+1. Interface: the externals are the same names, each of the same kind and type (printed).
+2. Effects are moved or copied, never made: every memory-effect operation of the output (a full
+   application of an axiom whose type mentions a memory token `mem.M a`, jumps to `Fn` axioms
+   included) has a counterpart in the input with the same axiom at the same source location
+   (one without a location, which the World's own β-reduction of an immutable lambda makes,
+   must at least be an axiom of the input's operations).
+3. The phase did what it claims and left only what it says (its log): no application remains
+   of a mutable it claims to have inlined everywhere; every mutable it inlined was
+   non-recursive in the input (a loop stays a loop); and every application of the phase's kind
+   that is left in the output — for `beta_red` a closed application of a non-recursive mutable
+   `lam` for its value, for `lam_spec` a closed call of a non-recursive, non-external `fun` or
+   `con` whose parameter holds a function or continuation — is one the phase reports leaving,
+   with its reason (reported in the outcome).
+4. Differential execution (the reference interpreter, with argc = 1 and argc = 2): the same
+   result or fault code, the same warning codes, and for runs that finish, the same multiset of
+   executed state-changing memory operations by axiom (stores, allocations, frees, copies,
+   launches, synchronisations, stream operations; loads only observe, and how often the
+   interpreter repeats one depends on its scheduling) — an effect dropped, repeated or added by
+   the phase changes it even where the result does not show it. Where the interpreter cannot
+   run the input (E-UNSUPPORTED) but runs the output, the outcome is `unknown`.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from verimim.ir.analysis import apps_with_head
+from verimim.ir.defs import App, Arr, Axiom, Def, MutLam, Pi, Sigma, Var
+from verimim.ir.world import World
+from verimim.phases.base import PhaseResult, Program, walk
+from verimim.phases.inline import mut_key
+from verimim.printer import show
+from verimim.smt.solver import Outcome, SpecContext
+from verimim.smt.specs import DIFF_FUEL, spec
+
+ARGVS = (["prog"], ["prog", "1"])
+
+
+def _loc(d: Any) -> str:
+    loc = getattr(d, "loc", None)
+    return str(loc) if loc else "?"
+
+
+# ----------------------------------------------------------------------------- 1. interface
+
+
+def _interface(before: Program, after: Program) -> Outcome | None:
+    for old, new in zip(before.worlds(), after.worlds()):
+        a = {n: (m.kind, show(m.pi)) for n, m in old.externals.items()}
+        b = {n: (m.kind, show(m.pi)) for n, m in new.externals.items()}
+        if set(a) != set(b):
+            return Outcome("refuted", f"the externals differ: {sorted(a)} before, {sorted(b)} after",
+                           {"before": sorted(a), "after": sorted(b)})
+        for n in sorted(a):
+            if a[n] != b[n]:
+                return Outcome("refuted", f"the external `{n}` changed: `{a[n][0]} {a[n][1]}` before, "
+                               f"`{b[n][0]} {b[n][1]}` after", {"external": n})
+    return None
+
+
+# ----------------------------------------------------------------------------- 2. effects
+
+
+def _arity(t: Def) -> int:
+    """How many arguments make a full application of an axiom of type t (`Fn`s included: a
+    jump to `gpu.launch … $ (…)` is its full application)."""
+    n = 0
+    while isinstance(t, Pi):
+        n += 1
+        t = t.codom
+    return n
+
+
+def _effect_axiom(ax: Axiom, memo: dict[int, bool]) -> bool:
+    """An axiom whose type mentions a memory token: its applications read or write memory."""
+    hit = memo.get(ax.gid)
+    if hit is None:
+        hit = memo[ax.gid] = bool(apps_with_head(ax.ops[0], "mem.M"))
+    return hit
+
+
+def _effects(world: World) -> dict[tuple[str, str], Def]:
+    """The full applications of memory-effect axioms of a World (inside immutable lambdas too),
+    by (axiom, location)."""
+    memo: dict[int, bool] = {}
+    out: dict[tuple[str, str], Def] = {}
+    for d in walk(world):
+        if isinstance(d, App) and isinstance(d.head, Axiom) and _effect_axiom(d.head, memo) \
+                and d.depth == _arity(d.head.ops[0]):
+            out.setdefault((d.head.annex, _loc(d)), d)
+    return out
+
+
+def _effects_correspond(before: Program, after: Program) -> Outcome | None:
+    for old, new in zip(before.worlds(), after.worlds()):
+        have = _effects(old)
+        axioms = {a for a, _ in have}
+        for key, d in sorted(_effects(new).items()):
+            # An operation without a location was made by the World's own β-reduction of an
+            # immutable lambda (a `lam` value substituted for a parameter): it must be one of
+            # the input's axioms; every other one must have its counterpart at its location.
+            if key not in have and not (key[1] == "?" and key[0] in axioms):
+                return Outcome("refuted", f"the effect `{key[0]}` at {key[1]} has no counterpart in the "
+                               f"input", {"operation": show(d)[:300], "location": key[1]})
+    return None
+
+
+# ----------------------------------------------------------------------------- 3. claims
+
+
+def _reaches_itself(m: MutLam) -> bool:
+    """Whether m's body reaches m through direct references (through other mutables' bodies)."""
+    seen: set[int] = set()
+    stack: list[Def] = [m.body] if m.body is not None else []
+    while stack:
+        d = stack.pop()
+        if d is m:
+            return True
+        if d.gid in seen:
+            continue
+        seen.add(d.gid)
+        if isinstance(d, MutLam):
+            if d.body is not None:
+                stack.append(d.body)
+        elif not isinstance(d, Var):  # a parameter is no reference to its mutable
+            stack.extend(d.ops)
+    return False
+
+
+def _holds_closure(t: Def) -> bool:
+    """Whether values of type t hold a function or continuation (in a field or element)."""
+    if isinstance(t, Pi):
+        return True
+    if isinstance(t, Sigma):
+        return any(_holds_closure(f) for f in t.ops)
+    if isinstance(t, Arr):
+        return _holds_closure(t.body)
+    return False
+
+
+def _of_the_kind(world: World, d: Def, mode: str, recursive: dict[int, bool]) -> MutLam | None:
+    """The callee when d is an application the phase's kind covers (see the module docstring)."""
+    if not (isinstance(d, App) and isinstance(d.callee, MutLam)) or d.bvd != 0:
+        return None
+    f = d.callee
+    if f.body is None:
+        return None
+    if f.gid not in recursive:
+        recursive[f.gid] = _reaches_itself(f)
+    if recursive[f.gid]:
+        return None
+    if mode == "beta":
+        return None if world.is_cn(f.pi) else f
+    if not world.is_cn(f.pi) or f.external or not _holds_closure(f.pi.dom):
+        return None
+    return f
+
+
+def _claims(res: PhaseResult) -> Outcome | None:
+    mode = res.log.get("mode")
+    inlined: dict[str, int] = res.log.get("inlined", {})
+    left: dict[str, str] = res.log.get("left", {})
+    if mode not in ("beta", "spec"):
+        return Outcome("refuted", "the phase did not say what it inlined (no `mode` in its log)")
+    old_muts: dict[str, list[MutLam]] = {}
+    for w in res.before.worlds():
+        for d in walk(w):
+            if isinstance(d, MutLam):
+                old_muts.setdefault(mut_key(d), []).append(d)
+    for key in sorted(inlined):
+        rec = [m for m in old_muts.get(key, []) if _reaches_itself(m)]
+        if rec:
+            return Outcome("refuted", f"the phase inlined `{key}`, which is recursive in the input (a loop "
+                           f"must stay a loop)", {"mutable": key, "location": _loc(rec[0])})
+    everywhere = set(inlined) - set(left)
+    recursive: dict[int, bool] = {}
+    for w in res.after.worlds():
+        for d in walk(w):
+            if not (isinstance(d, App) and isinstance(d.callee, MutLam)):
+                continue
+            key = mut_key(d.callee)
+            if key in everywhere:
+                return Outcome("refuted", f"the phase claims to have inlined every application of `{key}`, "
+                               f"but one remains at {_loc(d)}", {"application": show(d)[:300], "location": _loc(d)})
+            f = _of_the_kind(w, d, mode, recursive)
+            if f is not None and key not in left:
+                return Outcome("refuted", f"an application of `{key}` is left at {_loc(d)} without a reason",
+                               {"application": show(d)[:300], "location": _loc(d)})
+    return None
+
+
+# ----------------------------------------------------------------------------- 4. differential execution
+
+
+def _has_token(args: list[Any]) -> bool:
+    from verimim.interp.values import Token
+
+    for a in args:
+        if isinstance(a, Token):
+            return True
+        if isinstance(a, tuple) and any(isinstance(x, Token) for x in a):
+            return True
+    return False
+
+
+# Operations that only observe memory: how often the interpreter performs them depends on where
+# it schedules them (`Scopes.avail`), not on the program's meaning; what they read is compared
+# through the result, and a read that faults through the fault code.
+OBSERVERS = frozenset({"mem.load"})
+
+
+def _trace(machine: Any, effects: Counter[str]) -> None:
+    """Count every operation on a memory token that changes state (writes, allocations, frees,
+    copies, launches, synchronisations, stream operations) that the machine runs, by axiom.
+    (Not by location: operations the World makes while β-reducing an immutable lambda have
+    none, and the interpreter makes such copies itself when it applies one.)"""
+    def wrap(annex: str, fn: Any) -> Any:
+        def run(m: Any, th: Any, args: list[Any], node: Any) -> Any:
+            if _has_token(args):
+                effects[annex] += 1
+            return fn(m, th, args, node)
+        return run
+
+    for annex, (arity, fn) in list(machine.semantics.items()):
+        if annex not in OBSERVERS:
+            machine.semantics[annex] = (arity, wrap(annex, fn))
+
+
+def _run(prog: Program, argv: list[str]) -> tuple[Any, list[str], Counter[str] | None]:
+    """(result or fault code, warning codes, executed effects — None when the run faulted)."""
+    from verimim.interp.machine import Machine, find_main
+    from verimim.interp.values import RuntimeFault
+
+    effects: Counter[str] = Counter()
+    m = Machine(prog.host, fuel=DIFF_FUEL, device=prog.device)
+    _trace(m, effects)
+    try:
+        value: Any = m.run_main(find_main(prog.host), argv)
+    except RuntimeFault as e:
+        return ("fault", e.code), sorted(w.code for w in m.warnings), None
+    return ("ok", value), sorted(w.code for w in m.warnings), effects
+
+
+def _differential(res: PhaseResult) -> tuple[Outcome | None, str]:
+    seen = []
+    for argv in ARGVS:
+        r0, w0, e0 = _run(res.before, argv)
+        r1, w1, e1 = _run(res.after, argv)
+        where = f"with argc = {len(argv)}"
+        if r0 == ("fault", "E-UNSUPPORTED") and r1 != r0:
+            return Outcome("unknown", f"differential execution {where} is inconclusive: the interpreter "
+                           f"cannot run the input (E-UNSUPPORTED); after the phase: {r1}"), ""
+        if r0 != r1:
+            return Outcome("refuted", f"differential execution {where}: {r0} before, {r1} after",
+                           {"argc": len(argv), "before": r0, "after": r1}), ""
+        if w0 != w1:
+            return Outcome("refuted", f"differential execution {where}: warnings {w0} before, {w1} after",
+                           {"argc": len(argv), "before": w0, "after": w1}), ""
+        if e0 is not None and e1 is not None and e0 != e1:
+            lost = sorted((e0 - e1).items())[:5]
+            extra = sorted((e1 - e0).items())[:5]
+            return Outcome("refuted", f"differential execution {where}: the executed memory effects differ "
+                           f"(only before: {lost}; only after: {extra})",
+                           {"argc": len(argv), "only_before": lost, "only_after": extra}), ""
+        what = r0[1] if r0[0] == "ok" else f"fault {r0[1]}"
+        seen.append(f"argc = {len(argv)}: {what}" + (f", {sum(e0.values())} state-changing effects" if e0 else ""))
+    return None, "; ".join(seen)
+
+
+def spec_inline(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    # No Z3 query: like compile.cleanup, validated by differential execution (PHASES.md step 5),
+    # together with the structural checks above, which can fail on their own.
+    for check in (_interface(res.before, res.after), _effects_correspond(res.before, res.after), _claims(res)):
+        if check is not None:
+            return check
+    out, runs = _differential(res)
+    if out is not None:
+        return out
+    inlined = res.log.get("inlined", {})
+    left = res.log.get("left", {})
+    what = ", ".join(f"{k} ×{n}" for k, n in sorted(inlined.items()))
+    kept = "; left: " + ", ".join(f"{k} ({why})" for k, why in sorted(left.items())) if left else ""
+    return Outcome("proved", f"inlined {what}{kept}; interface and effects preserved; same execution "
+                   f"before and after: {runs}")
+
+
+spec("compile.beta_red")(spec_inline)
+spec("compile.lam_spec")(spec_inline)

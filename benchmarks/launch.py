@@ -35,17 +35,19 @@ sys.path.insert(0, str(ROOT))
 
 from verimim.runtime.cuda import device_available  # noqa: E402
 
-SRC = """
-plugin core;
-plugin mem;
-plugin gpu;
-
+KERNEL = """
 con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
             group_id: Idx 1, item_id: Idx 32, (), data: gpu.GlobalPtr «32; I32»,
             return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
     let m1 = mem.store (m1, mem.lea (data, item_id), 42I32);
     return (m1, m3, m4, m5);
+"""
 
+SRC = """
+plugin core;
+plugin mem;
+plugin gpu;
+"""  + KERNEL + """
 fun extern main (m0: mem.M 0): [mem.M 0, I32] =
     let (m0, m1, m4) = gpu.init m0;
     let (m1, d) = gpu.alloc.block «32; I32» m1;
@@ -60,13 +62,7 @@ LOOP_SRC = """
 plugin core;
 plugin mem;
 plugin gpu;
-
-con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
-            group_id: Idx 1, item_id: Idx 32, (), data: gpu.GlobalPtr «32; I32»,
-            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let m1 = mem.store (m1, mem.lea (data, item_id), 42I32);
-    return (m1, m3, m4, m5);
-
+""" + KERNEL + """
 fun extern main (m0: mem.M 0): [mem.M 0, I32] =
     let (m0, m1, m4) = gpu.init m0;
     let (m1, d) = gpu.alloc.block «32; I32» m1;

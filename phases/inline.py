@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from verimim.ir.analysis import Scopes
+from verimim.ir.analysis import Scopes, scan_mut
 from verimim.ir.defs import App, Arr, Def, Extract, IdxT, Lit, MutLam, Pi, Sigma, Var
 from verimim.ir.world import IRError, World
 from verimim.phases.base import Phase, PhaseResult, Program, walk
@@ -64,22 +64,8 @@ def mut_key(m: MutLam) -> str:
 
 
 def refs_of(m: MutLam) -> set[MutLam]:
-    """The mutables m's body refers to directly (not through a parameter `Var`)."""
-    out: set[MutLam] = set()
-    if m.body is None:
-        return out
-    seen: set[int] = set()
-    stack: list[Def] = [m.body]
-    while stack:
-        d = stack.pop()
-        if d.gid in seen:
-            continue
-        seen.add(d.gid)
-        if isinstance(d, MutLam):
-            out.add(d)
-        elif not isinstance(d, Var):
-            stack.extend(d.ops)
-    return out
+    """The mutables m's body refers to directly, plugin-defined ones (`gpu.with_streams`) included."""
+    return scan_mut(m, annexes=True)[1]
 
 
 def recursive_muts(world: World) -> set[int]:
@@ -199,26 +185,11 @@ class Plan:
         return None
 
     def local_muts(self, f: MutLam) -> list[MutLam]:
-        """The mutables nested in f: f, and every mutable that uses the parameter of one of them
-        (found among what they refer to: a nested mutable is only referred to from its scope).
-        `Scopes.local_muts` only follows uses of f's own parameter: it misses a continuation
-        nested in a nested function that uses only that function's parameter."""
+        """The mutables nested in f (f included), in a fixed order."""
         hit = self._local.get(f.gid)
-        if hit is not None:
-            return hit
-        out: dict[int, MutLam] = {f.gid: f}
-        pool: dict[int, MutLam] = {}
-        frontier = [f]
-        while frontier:
-            for x in frontier:
-                pool.update((y.gid, y) for y in refs_of(x) if y.gid not in out)
-            frontier = [y for y in pool.values()
-                        if not self.scopes.free(y).isdisjoint(out.values())]
-            for y in frontier:
-                del pool[y.gid]
-                out[y.gid] = y
-        res = self._local[f.gid] = list(out.values())
-        return res
+        if hit is None:
+            hit = self._local[f.gid] = sorted(self.scopes.local_muts(f), key=lambda m: m.gid)
+        return hit
 
     def is_local(self, f: MutLam, d: Def) -> bool:
         """Whether d depends on the parameter of f or of a mutable nested in f."""
@@ -281,28 +252,6 @@ class Inliner(Rewriter):
         self.depth = depth
         self.decided: dict[int, MutLam | None] = {}
 
-    def rewrite(self, d: Def) -> Def:
-        hit = self.memo.get(d.gid)
-        if hit is not None:
-            return hit
-        work: list[tuple[Def, bool]] = [(d, False)]
-        while work:
-            x, expanded = work.pop()
-            if x.gid in self.memo:
-                continue
-            if expanded:
-                self.memo[x.gid] = self._node(x)
-                continue
-            leaf = self._leaf(x)
-            if leaf is not None:
-                self.memo[x.gid] = leaf
-                continue
-            work.append((x, True))
-            for op in self._operands(x):
-                if op.gid not in self.memo:
-                    work.append((op, False))
-        return self.memo[d.gid]
-
     def _leaf(self, x: Def) -> Def | None:
         """What x becomes without looking at its operands (None: rebuild it from them)."""
         if self.owner is not None:
@@ -311,9 +260,7 @@ class Inliner(Rewriter):
             if not self.plan.is_local(self.owner, x):
                 assert self.parent is not None
                 return self.parent.rewrite(x)
-        if isinstance(x, MutLam):
-            return self._mut(x)
-        return None
+        return super()._leaf(x)
 
     def _operands(self, x: Def) -> tuple[Def, ...]:
         if x.gid not in self.decided:
@@ -321,12 +268,12 @@ class Inliner(Rewriter):
         if self.decided[x.gid] is not None:
             assert isinstance(x, App)
             return (x.arg,)  # the callee is not rebuilt: its body is copied at this site
-        return x.ops
+        return super()._operands(x)
 
     def _node(self, x: Def) -> Def:
         f = self.decided.get(x.gid)
         if f is None:
-            return self._imm(x)
+            return super()._node(x)
         assert isinstance(x, App)
         return self.inline(f, self.memo[x.arg.gid], x)
 

@@ -66,17 +66,30 @@ class Rewriter:
             x, expanded = work.pop()
             if x.gid in self.memo:
                 continue
-            if isinstance(x, MutLam):
-                self.memo[x.gid] = self._mut(x)
+            if expanded:
+                self.memo[x.gid] = self._node(x)
                 continue
-            if not expanded:
-                work.append((x, True))
-                for op in x.ops:
-                    if op.gid not in self.memo:
-                        work.append((op, False))
+            leaf = self._leaf(x)
+            if leaf is not None:
+                self.memo[x.gid] = leaf
                 continue
-            self.memo[x.gid] = self._imm(x)
+            work.append((x, True))
+            for op in self._operands(x):
+                if op.gid not in self.memo:
+                    work.append((op, False))
         return self.memo[d.gid]
+
+    # Traversal hooks for rewriters that change the shape of the walk (verimim.phases.inline).
+
+    def _leaf(self, x: Def) -> Def | None:
+        """What x becomes without rewriting its operands (None: rebuild it from them)."""
+        return self._mut(x) if isinstance(x, MutLam) else None
+
+    def _operands(self, x: Def) -> tuple[Def, ...]:
+        return x.ops
+
+    def _node(self, x: Def) -> Def:
+        return self._imm(x)
 
     def _imm(self, x: Def) -> Def:
         ops = tuple(self.memo[op.gid] for op in x.ops)

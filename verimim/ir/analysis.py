@@ -40,8 +40,9 @@ def free_muts(m: MutLam, cache: dict[int, frozenset[MutLam]]) -> frozenset[MutLa
     return cache[m.gid]
 
 
-def scan_mut(m: MutLam) -> tuple[set[MutLam], set[MutLam]]:
-    """Owners of the Vars used in m's body, and the mutables it references (not looking inside)."""
+def scan_mut(m: MutLam, annexes: bool = False) -> tuple[set[MutLam], set[MutLam]]:
+    """Owners of the Vars used in m's body, and the mutables it references (not looking inside;
+    plugin-defined ones such as `gpu.with_streams` only with `annexes`)."""
     vars_: set[MutLam] = set()
     muts: set[MutLam] = set()
     if m.body is None:
@@ -57,7 +58,7 @@ def scan_mut(m: MutLam) -> tuple[set[MutLam], set[MutLam]]:
             vars_.add(d.mut)
             continue
         if isinstance(d, MutLam):
-            if d.annex is None:
+            if annexes or d.annex is None:
                 muts.add(d)
             continue
         stack.extend(d.ops)

@@ -11,6 +11,7 @@ Device pointers are plain Python ints throughout (`CUdeviceptr` values converted
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,7 +72,11 @@ def check(result: Any, what: str = "CUDA call") -> Any:
 
 
 def device_available() -> bool:
-    """Whether cuda-python, a driver and at least one GPU are there. Never raises."""
+    """Whether cuda-python, a driver and at least one GPU are there (and VERIMIM_NO_GPU is not
+    set: it makes a GPU machine behave as one without, e.g. for tests of the defaults). Never
+    raises."""
+    if os.environ.get("VERIMIM_NO_GPU"):
+        return False
     try:
         cu = driver()
         (err,) = cu.cuInit(0)

@@ -11,7 +11,7 @@ annotations decide which items it gets (see `MimFile.aspects`):
     run[interp]  `verimim run` on the reference interpreter gives EXPECT / EXPECT-WARNING, or the
                  run-time EXPECT-ERROR (at EXPECT-LOC); ARGS and FUEL are honoured. Only for
                  files with EXPECT, or an EXPECT-ERROR that `check` does not report
-    run[gpu]     the same on a GPU (skipped: there is no GPU backend yet)
+    run[gpu]     the same compiled and run on a GPU (skipped without a CUDA device)
     filecheck    the `// CHECK:` lines (FileCheck syntax) match `verimim dump [--after PHASE]`,
                  PHASE from `// CHECK-AFTER: PHASE`
 
@@ -290,7 +290,7 @@ class MimRunItem(MimItem):
         code = self.ann.get("EXPECT-ERROR")
         # (A file whose phase code check reports has no run item: see MimFile.aspects.)
         state = self.parent.phase_code_checked() if code in PHASE_CODES else False
-        report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel)
+        report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel, target=self.target)
         what = " ".join(["verimim run", self.path.name, *self.ann.args]) + f" (target {self.target})"
         if code is not None:
             if code in PHASE_CODES and state is None and not any(d.code == code for d in report.diagnostics):
@@ -315,11 +315,18 @@ class MimRunItem(MimItem):
             _expect_error(what, report, self.ann.warnings[0], self.ann.loc)
 
 
-class MimGpuItem(MimItem):
+class MimGpuItem(MimRunItem):
+    """The program compiled (host code JIT-compiled, kernels as PTX) and run on the GPU: the
+    same result and warnings as `// EXPECT:` says. Skipped where no CUDA device is found."""
+
     target = "gpu"
 
     def runtest(self) -> None:
-        pytest.skip("no GPU backend/device")
+        from verimim.runtime.cuda import device_available
+
+        if not device_available():
+            pytest.skip("no CUDA device (cuda-python, an NVIDIA driver and a GPU are needed)")
+        super().runtest()
 
 
 class MimFileCheckItem(MimItem):

@@ -2,8 +2,8 @@
 
     python benchmarks/compile.py [--runs N] [--sm sm_90] [--json]
 
-For each ../shared/examples/*.mim that the pipeline accepts, and the kernel programs of the
-corpus, prints the median over N in-process runs of: frontend (parse + elaborate, plugins
+For each ../shared/examples/*.mim that the pipeline accepts, and the kernel and btensor programs
+of the corpus, prints the median over N in-process runs of: frontend (parse + elaborate, plugins
 included), phases (the default pipeline without Z3: what `verimim compile` runs), device
 (NVPTX LLVM IR → optimized PTX), host (host LLVM IR, verified by llvmlite) and the total, plus the
 peak Python memory of one run (tracemalloc, a separate run). Baseline named in the last column:
@@ -27,6 +27,7 @@ from verimim.diagnostics import VerimimError  # noqa: E402
 from verimim.driver import run_with_big_stack  # noqa: E402
 from verimim.frontend.loader import load_program  # noqa: E402
 from verimim.runtime.host import emit_host, verify_ir  # noqa: E402
+from verimim.runtime.hostrt import compile_host_phases  # noqa: E402
 from verimim.runtime.nvptx import compile_device_module  # noqa: E402
 from verimim.runtime.pipeline import split_program  # noqa: E402
 
@@ -35,7 +36,7 @@ def once(path: Path, sm: str) -> dict[str, float]:
     t0 = time.perf_counter()
     world, _ = load_program(str(path), [])
     t1 = time.perf_counter()
-    prog = split_program(world)
+    prog = split_program(world, compile_host_phases(world))
     t2 = time.perf_counter()
     dm = compile_device_module(prog.device, sm) if prog.device is not None and prog.device.externals else None
     t3 = time.perf_counter()
@@ -47,7 +48,8 @@ def once(path: Path, sm: str) -> dict[str, float]:
 
 def programs() -> list[Path]:
     ex = sorted((ROOT / ".." / "shared" / "examples").glob("*.mim"))
-    corpus = [p for p in sorted((ROOT / "tests" / "programs" / "valid").glob("*.mim")) if "gpu.launch" in p.read_text()]
+    corpus = [p for p in sorted((ROOT / "tests" / "programs" / "valid").glob("*.mim"))
+              if "gpu.launch" in p.read_text() or "btensor." in p.read_text()]
     return ex + corpus
 
 

@@ -49,18 +49,22 @@ class CompiledProgram:
         return self.device.kernels.get(name) if self.device is not None else None
 
 
+def compile_host_phases(world: World) -> list[str]:
+    """The host sub-pipeline when compiling: the program's, then `buffer.lower_ptr` (buffers
+    reach the host backend as pointers; the phase skips a program without buffers)."""
+    from verimim.phases.pipeline import sub_pipelines
+
+    return sub_pipelines(world, None, None)[0] + ["buffer.lower_ptr"]
+
+
 def compile_program(world: World, sm: str = "sm_90", host_phases: list[str] | None = None,
                     device_phases: list[str] | None = None) -> CompiledProgram:
     """Frontend output → the pipeline (unverified) → device PTX and host LLVM IR."""
     from verimim.runtime.nvptx import compile_device_module
     from verimim.runtime.pipeline import split_program
 
-    if host_phases is None and any(a.startswith("buffer.") for a in world.annexes):
-        # Buffers reach the host backend as pointers: `buffer.lower_ptr` after the host sub-pipeline.
-        from verimim.phases.pipeline import sub_pipelines
-
-        host_phases = sub_pipelines(world, None, None)[0] + ["buffer.lower_ptr"]
-    prog = split_program(world, host_phases, device_phases)
+    prog = split_program(world, host_phases if host_phases is not None else compile_host_phases(world),
+                         device_phases)
     dm = None
     if prog.device is not None and any(k.body is not None for k in prog.device.externals.values()):
         dm = compile_device_module(prog.device, sm)

@@ -43,11 +43,9 @@ con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
     return (m1, m3, m4, m5);
 """
 
-SRC = """
-plugin core;
-plugin mem;
-plugin gpu;
-"""  + KERNEL + """
+HEADER = "\nplugin core;\nplugin mem;\nplugin gpu;\n"
+
+SRC = HEADER + KERNEL + """
 fun extern main (m0: mem.M 0): [mem.M 0, I32] =
     let (m0, m1, m4) = gpu.init m0;
     let (m1, d) = gpu.alloc.block «32; I32» m1;
@@ -58,11 +56,7 @@ fun extern main (m0: mem.M 0): [mem.M 0, I32] =
 """
 
 
-LOOP_SRC = """
-plugin core;
-plugin mem;
-plugin gpu;
-""" + KERNEL + """
+LOOP_SRC = HEADER + KERNEL + """
 fun extern main (m0: mem.M 0): [mem.M 0, I32] =
     let (m0, m1, m4) = gpu.init m0;
     let (m1, d) = gpu.alloc.block «32; I32» m1;

@@ -26,7 +26,7 @@ from verimim.diagnostics import Loc
 from verimim.ir.analysis import postorder
 from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lit, MutLam, Pack, Sigma, Var
 from verimim.runtime.nvptx import (
-    P, RET, KernelInfo, ParamInfo, Ret, _AXIOMS, _BodyCompiler, _Ctx, _Scope, _show, unsupported,
+    P, RET, KernelInfo, ParamInfo, Ret, _BodyCompiler, _Ctx, _Scope, _show, unsupported,
 )
 
 MAX_INSTANCES = 64  # blocks per mutable: beyond this, the program recurses (not a loop)
@@ -59,12 +59,11 @@ def _static_key(v: Any) -> Any:
 class CpsCompiler(_BodyCompiler):
     """Compiles the continuation graph below one root function into one LLVM function."""
 
-    where = "in a kernel"
-
     def __init__(self, ctx: _Ctx, root: MutLam, name: str,
                  axioms: dict[str, tuple[int, tuple[int, ...]]] | None = None) -> None:
         super().__init__(ctx, root, name)
-        self.axioms = axioms if axioms is not None else _AXIOMS
+        if axioms is not None:
+            self.axioms = axioms
         self.instances: dict[tuple[Any, ...], tuple[Any, list[Any]]] = {}  # key → (block, φs)
         self.count: dict[int, int] = {}
         self.work: list[tuple[MutLam, _HScope, Any]] = []
@@ -99,36 +98,6 @@ class CpsCompiler(_BodyCompiler):
             s = s.parent
         raise unsupported(f"`{m.name}` used outside the function whose parameters it captures", m.loc)
 
-    def _split(self, t: Def, v: Any, dyn: list[Any], static: list[Any], loc: Loc | None) -> None:
-        """The scalar (φ) and continuation-typed (static) leaves of a value of type t."""
-        sc = self.ctx.scalar(t)
-        if sc is not None:
-            if sc[0] == "mem":
-                return
-            if sc[0] == "cont":
-                if not isinstance(v, (Clo, Ret)):
-                    raise unsupported(f"a continuation-typed value {v!r} that is not known at compile time", loc)
-                static.append(v)
-                return
-            dyn.append(v.v if isinstance(v, P) else v)
-            return
-        fts = self.ctx.field_types(t)
-        if not isinstance(v, tuple) or len(v) != len(fts):
-            raise unsupported(f"a value of the wrong shape for `{_show(t)}`", loc)
-        for f, x in zip(fts, v):
-            self._split(f, x, dyn, static, loc)
-
-    def _rebuild(self, t: Def, dyn: Any, static: Any) -> Any:
-        sc = self.ctx.scalar(t)
-        if sc is not None:
-            if sc[0] == "mem":
-                return None
-            if sc[0] == "cont":
-                return next(static)
-            v = next(dyn)
-            return P(v, sc[2], sc[1]) if sc[0] == "ptr" else v
-        return tuple(self._rebuild(f, dyn, static) for f in self.ctx.field_types(t))
-
     def _jump(self, clo: Clo, av: Any, loc: Loc | None) -> Any:
         """The block of clo's instance for the static leaves of av; adds av's φ incoming."""
         m = clo.mut
@@ -139,7 +108,7 @@ class CpsCompiler(_BodyCompiler):
         self.scope = outer
         dyn: list[Any] = []
         static: list[Any] = []
-        self._split(dom, av, dyn, static, loc)
+        self.ctx.flatten(dom, av, dyn, loc, static)
         key = (m.gid, id(clo.scope), tuple(_static_key(s) for s in static))
         inst = self.instances.get(key)
         if inst is None:
@@ -151,7 +120,7 @@ class CpsCompiler(_BodyCompiler):
             b = self.ir.IRBuilder(bb)
             phis = [b.phi(x.type, name=f"{m.name}.p{i}") for i, x in enumerate(dyn)]
             sc = _HScope(clo.scope, m)
-            sc.vals[self.w.var(m).gid] = self._rebuild(dom, iter(phis), iter(static))
+            sc.vals[self.w.var(m).gid] = self.ctx.build(dom, iter(phis), iter(static))
             inst = self.instances[key] = (bb, phis)
             self.work.append((m, sc, bb))
         bb, phis = inst
@@ -217,16 +186,7 @@ class CpsCompiler(_BodyCompiler):
 
     def _operands(self, d: Def) -> list[Def]:
         if isinstance(d, App) and not isinstance(d.head, Axiom) and not self._is_leaf(d):
-            return [d.callee, d.arg]
-        if isinstance(d, App) and isinstance(d.head, Axiom):
-            spec = self.axioms.get(d.head.annex)
-            if spec is None:
-                raise unsupported(f"`{d.head.annex}` {self.where}", d.loc)
-            arity, pos = spec
-            if d.depth != arity:
-                raise unsupported(f"`{d.head.annex}` applied to {d.depth} of its {arity} arguments", d.loc)
-            args = d.args()
-            return [args[i] for i in pos]
+            return [d.callee, d.arg]  # a `lam` applied for its value: `_apply`
         return super()._operands(d)
 
     def _val(self, d: Def) -> Any:

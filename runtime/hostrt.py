@@ -164,26 +164,22 @@ class HostRuntime:
         check(ctx.cu.cuMemFreeAsync(p, self._stream(stream)), "cuMemFreeAsync")
 
     def _htod(self, dst: int, src: int, nbytes: int, stream: int) -> None:
-        if nbytes == 0:
-            return
-        ctx = self._need()
-        from verimim.runtime.cuda import check
-
-        if stream == BLOCKING:
-            check(ctx.cu.cuMemcpyHtoD(dst, src, nbytes), "cuMemcpyHtoD")
-        else:
-            check(ctx.cu.cuMemcpyHtoDAsync(dst, src, nbytes, self._stream(stream)), "cuMemcpyHtoDAsync")
+        self._copy("cuMemcpyHtoD", dst, src, nbytes, stream)
 
     def _dtoh(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self._copy("cuMemcpyDtoH", dst, src, nbytes, stream)
+
+    def _copy(self, fn: str, dst: int, src: int, nbytes: int, stream: int) -> None:
+        """A copy by the driver's `fn` (blocking), or its `…Async` form on a stream."""
         if nbytes == 0:
             return
-        ctx = self._need()
         from verimim.runtime.cuda import check
 
+        cu = self._need().cu
         if stream == BLOCKING:
-            check(ctx.cu.cuMemcpyDtoH(dst, src, nbytes), "cuMemcpyDtoH")
+            check(getattr(cu, fn)(dst, src, nbytes), fn)
         else:
-            check(ctx.cu.cuMemcpyDtoHAsync(dst, src, nbytes, self._stream(stream)), "cuMemcpyDtoHAsync")
+            check(getattr(cu, fn + "Async")(dst, src, nbytes, self._stream(stream)), fn + "Async")
 
     def _stream_init(self, slot: int) -> None:
         s = self._need().stream_create()

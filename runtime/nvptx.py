@@ -253,22 +253,32 @@ class _Ctx:
             out += self.leaves(f, path + (i,))
         return out
 
-    def build(self, t: Def, it: Any) -> Any:
-        """A structured value of type t from an iterator over its leaves' values."""
+    def build(self, t: Def, it: Any, static: Any = None) -> Any:
+        """A structured value of type t from an iterator over its scalar leaves' values (and one
+        over its continuation-typed leaves, known at compile time: verimim.runtime.cps)."""
         sc = self.scalar(t)
         if sc is not None:
             if sc[0] == "cont":
-                raise unsupported(f"a continuation `{_show(t)}` passed as data", t.loc)
+                if static is None:
+                    raise unsupported(f"a continuation `{_show(t)}` passed as data", t.loc)
+                return next(static)
             if sc[0] == "mem":
                 return None
             v = next(it)
             return P(v, sc[2], sc[1]) if sc[0] == "ptr" else v
-        return tuple(self.build(f, it) for f in self.field_types(t))
+        return tuple(self.build(f, it, static) for f in self.field_types(t))
 
-    def flatten(self, t: Def, v: Any, out: list[Any], loc: Loc | None) -> None:
+    def flatten(self, t: Def, v: Any, out: list[Any], loc: Loc | None, static: list[Any] | None = None) -> None:
+        """The inverse of `build`: v's scalar leaves into out, its continuation-typed ones into
+        static (which must then be given)."""
         sc = self.scalar(t)
         if sc is not None:
             if sc[0] == "mem":
+                return
+            if sc[0] == "cont":
+                if static is None or hasattr(v, "type") or isinstance(v, tuple) or v is None:
+                    raise unsupported(f"a continuation-typed value {v!r} that is not known at compile time", loc)
+                static.append(v)
                 return
             if isinstance(v, P):
                 v = v.v
@@ -280,7 +290,7 @@ class _Ctx:
         if not isinstance(v, tuple) or len(v) != len(fts):
             raise unsupported(f"a value of the wrong shape for `{_show(t)}`", loc)
         for f, x in zip(fts, v):
-            self.flatten(f, x, out, loc)
+            self.flatten(f, x, out, loc, static)
 
 
 def _show(d: Def) -> str:
@@ -363,6 +373,10 @@ class _BodyCompiler:
     """Scheduling and the `core`/`mem` operations of one function's blocks (verimim.runtime.cps
     adds the continuation graph, verimim.runtime.host the host operations)."""
 
+    # runtime operand positions of the operations this side compiles, and where that is
+    axioms: dict[str, tuple[int, tuple[int, ...]]] = _AXIOMS
+    where = "in a kernel"
+
     def __init__(self, ctx: _Ctx, kernel: MutLam, name: str) -> None:
         self.ctx = ctx
         self.ir = ctx.ir
@@ -371,6 +385,9 @@ class _BodyCompiler:
         self.name = name
         self.scopes = Scopes()
         self.builder: Any = None
+        self.entry_builder: Any = None  # the entry block's builder and the function: set by the
+        self.fn: Any = None             # subclass that makes the function (verimim.runtime.cps)
+        self.scope = _Scope(None)
 
     def _with_param_align(self, v: Any) -> Any:
         if isinstance(v, P):
@@ -412,9 +429,9 @@ class _BodyCompiler:
         if isinstance(d, App):
             head = d.head
             if isinstance(head, Axiom):
-                spec = _AXIOMS.get(head.annex)
+                spec = self.axioms.get(head.annex)
                 if spec is None:
-                    raise unsupported(f"`{head.annex}` in a kernel", d.loc)
+                    raise unsupported(f"`{head.annex}` {self.where}", d.loc)
                 arity, pos = spec
                 if d.depth != arity:
                     raise unsupported(f"`{head.annex}` applied to {d.depth} of its {arity} arguments", d.loc)
@@ -707,12 +724,12 @@ class _BodyCompiler:
             x = self._val(args[2])
             if src is dst:
                 return x
-            ss, ds = ctx.scalar(src), ctx.scalar(dst)
-            if ss is None or ds is None or ss[0] != "int" or ds[0] != "int":
-                if ss is not None and ds is not None and ss[0] == ds[0] == "ptr" and ss[1] == ds[1]:
+            src_k, dst_k = ctx.scalar(src), ctx.scalar(dst)
+            if src_k is None or dst_k is None or src_k[0] != "int" or dst_k[0] != "int":
+                if src_k is not None and dst_k is not None and src_k[0] == dst_k[0] == "ptr" and src_k[1] == dst_k[1]:
                     return x
                 raise unsupported(f"`core.bitcast` from `{_show(src)}` to `{_show(dst)}`", loc)
-            return self._resize(x, ds[1])
+            return self._resize(x, dst_k[1])
         if annex in ("core.conv.s", "core.conv.u"):
             ss, sbits, snat = self._mod(args[0], loc)
             ds, dbits, dnat = self._mod(args[1], loc)
@@ -803,7 +820,7 @@ class _BodyCompiler:
             n, ts, _a = self._implicit(args[0], 3, loc)
             p, i = self._val(args[1])
             if not isinstance(p, P):
-                raise unsupported(f"`mem.lea` of a non-pointer", loc)
+                raise unsupported("`mem.lea` of a non-pointer", loc)
             if isinstance(ts, Pack):
                 if ts.body.bvd:
                     raise unsupported(f"`mem.lea` into `{_show(ts)}`", loc)

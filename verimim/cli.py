@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from verimim import driver
+from verimim import driver, verdicts
 from verimim.diagnostics import EXIT_USAGE, Diagnostic
 from verimim.driver import Report
 
@@ -48,7 +48,7 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
         if report.text is not None:
             obj["output"] = report.text
         click.echo(json.dumps(obj, ensure_ascii=False))
-    elif report.ok and report.data.get("summary"):
+    if report.data.get("summary"):  # human text: stderr, with --json too
         click.echo(report.data["summary"], err=True)
     if not as_json and "result" in report.data and report.data["result"] is not None:
         click.echo(str(report.data["result"]))
@@ -85,17 +85,29 @@ def _phase_list(text: str | None) -> list[str] | None:
 @click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default=None,
               help="a Mim file whose `_compile` / `host_specific_phases` / `device_specific_phases` "
                    "replace the program's pipeline")
+@click.option("--strict", is_flag=True,
+              help="exit 1 unless every phase and kernel verdict is proved or skipped")
+@click.option("-q", "--quiet", is_flag=True, help="print only `FILE: ok` instead of the verdicts")
 @common
 def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...], timeout: float,
           emit_smt2: str | None, host_phases: str | None, device_phases: str | None,
-          pipeline_file: str | None) -> None:
+          pipeline_file: str | None, strict: bool, quiet: bool) -> None:
     """Type-check FILE (default: the embedded demo), run the pipeline proving every phase."""
     path = resolve_file(file)
     report = driver.check(path, list(include), timeout_ms=int(timeout * 1000), emit_smt2=emit_smt2,
                           host_phases=_phase_list(host_phases), device_phases=_phase_list(device_phases),
                           pipeline=pipeline_file)
-    if report.ok:
-        report.data.setdefault("summary", f"{path}: ok")
+    found = verdicts.from_report_data(path, report.data)
+    if strict:
+        report.diagnostics.extend(verdicts.strict_diagnostics(path, found))
+    if quiet:
+        if report.ok:
+            report.data.setdefault("summary", f"{path}: ok")
+    elif found or report.ok:
+        # Under --strict the unsettled verdicts are already diagnostics: not printed twice.
+        lines = [] if strict else [v.line() for v in verdicts.attention(found)]
+        lines.append(f"{path}: {'ok' if report.ok else 'failed'}: {verdicts.summary(found)}")
+        report.data.setdefault("summary", "\n".join(lines))
     emit(report, as_json, debug)
 
 

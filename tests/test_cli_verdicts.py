@@ -1,0 +1,101 @@
+"""`check`'s verdicts in text: a line per verdict short of proved (phases and kernels), a closing
+count of every status, `--strict` failing on anything but proved/skipped, `-q` as before."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import EXAMPLES, need_shared
+from tests.test_cli import verimim
+from verimim import verdicts
+from verimim.diagnostics import Loc, exit_code_for
+
+
+def _data() -> dict[str, object]:
+    return {
+        "phases": [
+            {"name": "a", "status": "proved", "detail": "ok"},
+            {"name": "b", "status": "bounded", "detail": "loops unrolled 4 times", "side": "device"},
+            {"name": "c", "status": "skipped", "detail": "nothing to do"},
+            {"name": "d", "status": "rejected", "detail": "E-ADDR-SPACE"},
+        ],
+        "kernels": [{"name": "kernel", "launch": {"line": 30, "col": 5}, "races": "unknown",
+                     "divergence": "proved", "detail": "time-out"}],
+    }
+
+
+def test_verdicts_of_phases_and_kernels() -> None:
+    found = verdicts.from_report_data("p.mim", _data())
+    assert [(v.subject, v.status) for v in found] == [
+        ("phase `a`", "proved"), ("phase `b` (device)", "bounded"), ("phase `c`", "skipped"),
+        ("phase `d`", "rejected"), ("kernel `kernel` races", "unknown"),
+        ("kernel `kernel` barrier divergence", "proved")]
+    assert found[4].loc == Loc("p.mim", 30, 5)
+    assert verdicts.summary(found) == "2 proved, 1 bounded, 1 unknown, 1 rejected, 1 skipped"
+
+
+def test_attention_leaves_out_settled_and_diagnosed() -> None:
+    found = verdicts.from_report_data("p.mim", _data())
+    lines = [v.line() for v in verdicts.attention(found)]
+    assert lines == ["phase `b` (device): bounded: loops unrolled 4 times",
+                     "p.mim:30:5: kernel `kernel` races: unknown: time-out"]
+
+
+def test_strict_diagnostics_are_errors_of_exit_1() -> None:
+    diags = verdicts.strict_diagnostics("p.mim", verdicts.from_report_data("p.mim", _data()))
+    assert [d.code for d in diags] == ["E-UNPROVED", "E-UNPROVED"]
+    assert diags[1].loc == Loc("p.mim", 30, 5) and "bounded" in diags[0].message
+    assert exit_code_for(diags) == 1
+    only_proved = {"phases": [{"name": "a", "status": "proved"}, {"name": "c", "status": "skipped"}]}
+    assert verdicts.strict_diagnostics("p.mim", verdicts.from_report_data("p.mim", only_proved)) == []
+
+
+def test_summary_of_nothing() -> None:
+    assert verdicts.summary([]) == "no verdicts"
+
+
+def test_check_text_names_unknown_phases_and_strict_fails() -> None:
+    # With a 1 ms time-out Z3 gives up on some queries; which ones depends on the machine and the
+    # moment, so each run's text (stderr) is compared with the JSON of that same run.
+    need_shared()
+    hits = 0
+    for name in ("row_sums.mim", "two_arg_kernel.mim", "shared_race.mim"):
+        path = EXAMPLES / name
+        p = verimim("check", str(path), "--timeout", "0.001", "--json")
+        obj = json.loads(p.stdout)
+        unknown = [ph["name"] for ph in obj["phases"] if ph["status"] == "unknown"]
+        assert p.returncode == 0
+        last = p.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"{path}: ok: ")
+        for phase in unknown:
+            assert f"phase `{phase}`" in p.stderr and "unknown" in last
+        s = verimim("check", str(path), "--timeout", "0.001", "--strict", "--json")
+        sobj = json.loads(s.stdout)
+        if any(ph["status"] == "unknown" for ph in sobj["phases"]):
+            hits += 1
+            assert s.returncode == 1 and sobj["ok"] is False
+            assert {d["code"] for d in sobj["diagnostics"]} == {"E-UNPROVED"}
+        else:
+            assert s.returncode == 0
+        q = verimim("check", str(path), "--timeout", "0.001", "-q")
+        assert q.stderr.strip() == f"{path}: ok"
+    assert hits, "no example had an unknown phase at a 1 ms time-out"
+
+
+def test_check_summary_when_all_proved_and_strict_passes() -> None:
+    need_shared()
+    path = EXAMPLES / "simple_kernel.mim"
+    p = verimim("check", str(path), "--strict")
+    assert p.returncode == 0, p.stderr
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith(f"{path}: ok: ") and "proved" in line and "unknown" not in line
+
+
+def test_rejected_program_prints_summary_after_its_diagnostics() -> None:
+    need_shared()
+    path = EXAMPLES / "const_slot_store.mim"
+    p = verimim("check", str(path))
+    assert p.returncode == 1
+    assert "E-ADDR-SPACE" in p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith(f"{path}: failed: ") and "1 rejected" in p.stderr
+    assert "phase `gpu.check_addr_spaces_repl`: rejected" not in p.stderr  # its diagnostics say it

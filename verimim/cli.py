@@ -15,13 +15,33 @@ import click
 from verimim import driver, verdicts
 from verimim.diagnostics import EXIT_USAGE, Diagnostic
 from verimim.driver import Report
+from verimim.render import COLOR_CHOICES, ColorChoice, render_all, use_color
 
 _common = [
     click.option("--json", "as_json", is_flag=True, help="print exactly one JSON object on stdout"),
     click.option("--debug", is_flag=True, help="show Python tracebacks of internal errors"),
     click.option("-I", "include", multiple=True, type=click.Path(file_okay=False),
                  help="also look for plugins and imports in this directory"),
+    click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
+                 expose_value=False, callback=lambda ctx, param, value: _set_color(value),
+                 help="colour diagnostics (auto: on a terminal, unless NO_COLOR is set)"),
 ]
+
+# --color is the same for every command and only the printing needs it: a callback records it
+# instead of threading it through every command's signature.
+_color: list[ColorChoice] = ["auto"]
+
+
+def _set_color(value: ColorChoice) -> None:
+    _color[0] = value
+
+
+def render_diagnostics(diags: list[Diagnostic]) -> None:
+    """Every diagnostic in the source-snippet layout of verimim.render, on stderr."""
+    if not diags:
+        return
+    color = use_color(_color[0], sys.stderr)
+    click.echo(render_all(diags, color), err=True, color=color)
 
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -36,8 +56,7 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
         sys.stdout.write(report.text)
         if not report.text.endswith("\n"):
             sys.stdout.write("\n")
-    for d in report.diagnostics:
-        click.echo(d.render(), err=True)
+    render_diagnostics(report.diagnostics)
     if report.traceback and debug:
         click.echo(report.traceback, err=True)
     elif report.traceback:
@@ -237,7 +256,7 @@ def fuzz(budget: float, seed: int | None, out_dir: str | None, target: str, no_v
 
 def _usage_error(message: str, as_json: bool) -> None:
     diag = Diagnostic("E-USAGE", message, None)
-    click.echo(diag.render(), err=True)
+    render_diagnostics([diag])
     if as_json:
         click.echo(json.dumps({"file": None, "ok": False, "diagnostics": [diag.to_json()]}))
     sys.exit(EXIT_USAGE)

@@ -5,6 +5,7 @@ a `VerimimError` into text or JSON and an exit code, never a traceback.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +37,32 @@ class Loc:
 
 NO_LOC = Loc("<unknown>")
 
+# Messages quote identifiers and terms in backticks; a generated program can make one a megabyte
+# long. Quotes beyond _QUOTE_MAX characters keep their ends and say how long they were; a message
+# beyond _MESSAGE_MAX is cut likewise.
+_QUOTE_MAX = 160
+_MESSAGE_MAX = 2000
+_QUOTED = re.compile(r"`([^`]*)`")
+
+
+def _shorten(text: str, limit: int) -> str:
+    head, tail = limit * 2 // 3, limit // 4
+    return f"{text[:head]}…{text[-tail:]}"
+
+
+def elide(message: str) -> str:
+    """The message with every over-long quoted text elided to its ends and its length."""
+    def quote(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if len(body) <= _QUOTE_MAX:
+            return m.group(0)
+        return f"`{_shorten(body, _QUOTE_MAX)}` ({len(body)} characters)"
+
+    out = _QUOTED.sub(quote, message)
+    if len(out) > _MESSAGE_MAX:
+        out = f"{_shorten(out, _MESSAGE_MAX)} ({len(out)} characters)"
+    return out
+
 
 @dataclass(frozen=True)
 class Related:
@@ -44,7 +71,8 @@ class Related:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "message": self.message,
+            "message": elide(self.message),
+            "file": self.loc.file if self.loc else None,
             "line": self.loc.line if self.loc and self.loc.line else None,
             "col": self.loc.col if self.loc and self.loc.col else None,
         }
@@ -63,7 +91,7 @@ class Diagnostic:
         return {
             "severity": self.severity,
             "code": self.code,
-            "message": self.message,
+            "message": elide(self.message),
             "file": loc.file if loc else None,
             "line": loc.line if loc and loc.line else None,
             "col": loc.col if loc and loc.col else None,
@@ -71,11 +99,13 @@ class Diagnostic:
         }
 
     def render(self) -> str:
+        """The one-line form (`file:line:col: error[CODE]: message`); the CLI shows the full
+        layout of verimim.render."""
         where = f"{self.loc}: " if self.loc else ""
-        text = f"{where}{self.severity}[{self.code}]: {self.message}"
+        text = f"{where}{self.severity}[{self.code}]: {elide(self.message)}"
         for rel in self.related:
             rwhere = f"{rel.loc}: " if rel.loc else ""
-            text += f"\n  {rwhere}note: {rel.message}"
+            text += f"\n  {rwhere}note: {elide(rel.message)}"
         return text
 
 

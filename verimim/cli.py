@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from verimim import driver, verdicts
+from verimim import driver, schemas, verdicts
 from verimim.diagnostics import EXIT_USAGE, Diagnostic
 from verimim.driver import Report
 from verimim.render import COLOR_CHOICES, ColorChoice, render_all, use_color
@@ -62,16 +62,26 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
     elif report.traceback:
         click.echo("  (run with --debug for the traceback)", err=True)
     if as_json:
-        obj = report.to_json()
-        obj.pop("summary", None)
+        obj = report.to_json()  # without the human summary (data["summary"]), printed below
         if report.text is not None:
             obj["output"] = report.text
-        click.echo(json.dumps(obj, ensure_ascii=False))
+        click.echo(json.dumps(schemas.complete(_command_name(), obj), ensure_ascii=False))
     if report.data.get("summary"):  # human text: stderr, with --json too
         click.echo(report.data["summary"], err=True)
+    if not as_json and report.data.get("stdout"):
+        # What the program printed comes first on stdout, then main's result on its own line.
+        out = report.data["stdout"]
+        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+        sys.stdout.flush()
     if not as_json and "result" in report.data and report.data["result"] is not None:
         click.echo(str(report.data["result"]))
     sys.exit(report.exit_code)
+
+
+def _command_name() -> str:
+    """The running subcommand, naming its JSON schema (verimim.schemas)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.info_name if ctx is not None and ctx.info_name else "usage"
 
 
 def resolve_file(file: str | None) -> str:
@@ -244,7 +254,8 @@ def fuzz(budget: float, seed: int | None, out_dir: str | None, target: str, no_v
         click.echo(f"failure[{f['kind']}]: {f['message']}\n  reproduce: verimim check {f['file']} && "
                    f"verimim run {f['file']}", err=True)
     if as_json:
-        click.echo(json.dumps(obj, ensure_ascii=False))
+        obj.update(file=None, diagnostics=[])
+        click.echo(json.dumps(schemas.complete("fuzz", obj), ensure_ascii=False))
     else:
         click.echo(f"{res.programs} programs in {res.seconds:.1f} s ({res.per_second:.2f}/s), "
                    f"{len(res.failures)} failures", err=True)
@@ -254,12 +265,21 @@ def fuzz(budget: float, seed: int | None, out_dir: str | None, target: str, no_v
     sys.exit(3 if res.failures else 0)
 
 
-def _usage_error(message: str, as_json: bool) -> None:
+def _usage_error(message: str, as_json: bool, command: str | None = None) -> None:
     diag = Diagnostic("E-USAGE", message, None)
     render_diagnostics([diag])
     if as_json:
-        click.echo(json.dumps({"file": None, "ok": False, "diagnostics": [diag.to_json()]}))
+        obj = {"file": None, "ok": False, "diagnostics": [diag.to_json()]}
+        click.echo(json.dumps(schemas.complete(command or _command_name(), obj)))
     sys.exit(EXIT_USAGE)
+
+
+def _command_of(args: list[str]) -> str:
+    """The subcommand named on a command line that click rejected (its JSON schema)."""
+    for a in args:
+        if not a.startswith("-"):
+            return a if a in cli.commands else "usage"
+    return "usage"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -268,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=args, prog_name="verimim", standalone_mode=False)
     except click.UsageError as e:
-        _usage_error(e.format_message(), as_json)
+        _usage_error(e.format_message(), as_json, _command_of(args))
     except click.exceptions.Abort:
         sys.exit(130)
     except SystemExit:

@@ -134,8 +134,8 @@ class ParseError(VerimimError):
 
 
 class NameError_(VerimimError):
-    def __init__(self, message: str, loc: Loc | None = None) -> None:
-        super().__init__("E-NAME", message, loc)
+    def __init__(self, message: str, loc: Loc | None = None, related: tuple[Related, ...] = ()) -> None:
+        super().__init__("E-NAME", message, loc, related)
 
 
 class TypeError_(VerimimError):

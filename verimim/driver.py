@@ -110,6 +110,7 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
 
     report = Report(path)
     report.data["phases"] = []
+    report.data["kernels"] = []
 
     def body() -> None:
         world, unit = load(path, include)
@@ -120,6 +121,12 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
         report.data["phases"] = run.phases
         report.data["pipeline"] = run.pipeline
         report.diagnostics.extend(run.diagnostics)
+        if not run.stopped:  # races and barrier divergence of every launched kernel
+            from verimim.smt.kernel_verify import verify_kernels
+
+            kernels = verify_kernels(run.program, run.ctx, path)
+            report.data["kernels"] = kernels.entries
+            report.diagnostics.extend(kernels.diagnostics)
         report.data["z3"] = {"queries": run.ctx.queries, "time_s": round(run.ctx.z3_s, 4),
                              "slowest": {"time_s": round(run.ctx.slowest[0], 4), "query": run.ctx.slowest[1]}}
         if any(d.code == "E-SPEC" for d in run.diagnostics):

@@ -1,0 +1,340 @@
+"""Symbolic execution of a continuation graph (a kernel's or main's), one path at a time.
+
+The kernel verifier (`kernel_verify`) runs a kernel for ONE generic work-item whose ids,
+arguments and loaded memory values are Z3 variables; every run follows one path of the CPS
+graph, the `Explorer` of `smt.symbolic` choosing the side of each branch whose condition is
+symbolic (and re-running for the other side). Integer operations get their meaning from
+`smt.bv` (the independent bit-vector semantics the normalizer proofs use), so the kernel
+verifier and the phase proofs agree on what `core` means.
+
+Evaluation is demand-driven like the interpreter's (`interp/compile.py`): a body's jump is
+evaluated operands first, so effects run in the order their memory tokens impose. A node is
+computed once per activation of the mutables it depends on (`Scopes.deps`): entering a
+continuation forgets exactly the nodes that depend on its parameter or on one nested in it,
+which is what re-entering a loop header means.
+
+What a model (device or host) adds are the axioms outside `core`: `handlers` maps an annex to a
+function of the evaluator, the application and its evaluated arguments. An application of an
+axiom that has no handler is `Unsupported`, named: the verifier then says `unknown`, never
+`proved`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from verimim.diagnostics import Loc
+from verimim.ir.analysis import Scopes
+from verimim.ir.defs import App, Arr, Axiom, Def, Extract, IdxT, Lit, MutLam, NatT, Pack, Sigma, Tuple, Var
+from verimim.layout import NVPTX64, layout_of
+from verimim.printer import show
+from verimim.smt import bv
+from verimim.smt.symbolic import Explorer
+
+DEFAULT_LOOP_BOUND = 64  # entries of one continuation on one path before the path is cut
+
+
+class Unsupported(Exception):
+    """A construct the symbolic model does not encode (named in the message)."""
+
+
+class _Stop(Exception):
+    """Ends the current path early: `why` is "ub" (undefined behaviour: the run stops there, as
+    the interpreter's would) or "bound" (a loop entered more often than the unrolling bound)."""
+
+    def __init__(self, why: str, where: str = "") -> None:
+        super().__init__(why)
+        self.why = why
+        self.where = where
+
+
+@dataclass(frozen=True)
+class Tok:
+    """A memory token of address space `space`; `epoch` counts the barriers before it."""
+
+    space: int
+    epoch: int = 0
+
+
+@dataclass(frozen=True)
+class Ptr:
+    """A pointer: the object it points into (a 32-bit id term) and a 64-bit byte offset."""
+
+    space: int
+    obj: z3.BitVecRef
+    off: z3.BitVecRef
+    label: str  # what the object is, for messages
+
+
+@dataclass(frozen=True)
+class Return:
+    """The return continuation of the graph's entry (the kernel's `return`, main's)."""
+
+
+RETURN = Return()
+OBJ_BITS = 32
+OFF_BITS = 64
+
+
+def loc_of(d: Def | None) -> Loc | None:
+    return d.loc if d is not None and d.loc is not None else None
+
+
+def int_width(t: Def) -> int | None:
+    """Bits of the bit-vector `smt.bv` holds a value of type t in (None: not an integer type)."""
+    try:
+        it = bv.int_type(t)
+    except bv.NoSemantics:
+        return None
+    return bv.NAT_BITS if it is None else it.width
+
+
+def size_of(t: Def, what: str) -> int:
+    lay = layout_of(t, NVPTX64)
+    if lay is None:
+        raise Unsupported(f"{what} of a type without a known layout: `{show(t)}`")
+    return lay.size
+
+
+def field_offset(fields: tuple[Def, ...], k: int) -> int:
+    """The C-struct offset of field k (layout.py's rule: each field aligned to its own alignment)."""
+    off = 0
+    for j, f in enumerate(fields):
+        lay = layout_of(f, NVPTX64)
+        if lay is None:
+            raise Unsupported(f"a field without a known layout: `{show(f)}`")
+        off = (off + lay.align - 1) // lay.align * lay.align
+        if j == k:
+            return off
+        off += lay.size
+    raise Unsupported("a field index past the end of a sigma")
+
+
+def leaves(v: Any) -> list[z3.ExprRef]:
+    """The Z3 terms a value consists of (a stored value, compared byte for byte by its leaves)."""
+    if isinstance(v, tuple):
+        return [x for e in v for x in leaves(e)]
+    if isinstance(v, Ptr):
+        return [v.obj, v.off]
+    if isinstance(v, z3.ExprRef):
+        return [v]
+    return []
+
+
+class _LazyEnv(dict):  # type: ignore[type-arg]
+    """The `env` handed to `bv.encode_app`: every operand is looked up here, so it is evaluated
+    by the evaluator (memoized, with effects) instead of being re-encoded recursively."""
+
+    def __init__(self, ev: Evaluator) -> None:
+        super().__init__()
+        self.ev = ev
+
+    def __contains__(self, d: object) -> bool:
+        return True
+
+    def __getitem__(self, d: Def) -> Any:
+        return self.ev.eval(d)
+
+
+@dataclass(frozen=True)
+class Op:
+    """A model's meaning of one axiom applied to `depth` curried arguments. A `control` op is
+    the jump of a body (host `gpu.launch`) and returns the next (callee, argument)."""
+
+    depth: int
+    fn: Callable[["Evaluator", App, list[Any]], Any]
+    control: bool = False
+
+
+@dataclass
+class Evaluator:
+    """One run (one path) of a graph. `handlers` give the model's axioms; an axiom handler may
+    return `Jump(callee, arg)` when it is a control operation (host `gpu.launch`)."""
+
+    explorer: Explorer
+    scopes: Scopes
+    handlers: dict[str, Op]
+    values: dict[str, Any] = field(default_factory=dict)  # value axioms (gpu.default_stream)
+    loop_bound: int = DEFAULT_LOOP_BOUND
+    memo: dict[int, tuple[Def, Any]] = field(default_factory=dict)
+    frames: dict[int, Any] = field(default_factory=dict)
+    entries: dict[int, int] = field(default_factory=dict)
+    fresh_vars: list[z3.ExprRef] = field(default_factory=list)
+    cut_at: str = ""  # the continuation whose unrolling bound cut the path
+    _counter: int = 0
+
+    # -------------------------------------------------------------- fresh values
+
+    def fresh_bv(self, bits: int, hint: str) -> z3.BitVecRef:
+        self._counter += 1
+        v = z3.BitVec(f"{hint}!{self._counter}", bits)
+        self.fresh_vars.append(v)
+        return v
+
+    def fresh(self, t: Def, hint: str) -> Any:
+        """An unknown value of type t (memory contents: any value of the type)."""
+        w = int_width(t)
+        if w is not None:
+            v = self.fresh_bv(w, hint)
+            it = bv.int_type(t)
+            if it is not None and not it.pow2:
+                self.assume(z3.ULT(v, it.s))
+            return v
+        if isinstance(t, Sigma):
+            return tuple(self.fresh(f, hint) for f in t.ops)
+        if isinstance(t, Arr) and isinstance(t.shape, Lit) and t.body.closed and t.shape.value <= 4096:
+            return tuple(self.fresh(t.body, hint) for _ in range(t.shape.value))
+        if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr":
+            space = t.arg.ops[1] if isinstance(t.arg, Tuple) else None
+            if isinstance(space, Lit):
+                return Ptr(space.value, self.fresh_bv(OBJ_BITS, hint + "_obj"),
+                           self.fresh_bv(OFF_BITS, hint + "_off"), f"an object a loaded pointer ({hint}) points to")
+        if isinstance(t, Axiom) and t.annex == "gpu.Stream":
+            return ("stream", self.fresh_bv(64, hint))
+        raise Unsupported(f"an unknown value of type `{show(t)}`")
+
+    def assume(self, cond: z3.BoolRef) -> None:
+        """Restrict the path to `cond`; where it may fail, the failing side is a path that
+        stops (undefined behaviour)."""
+        if not self.explorer.decide(cond):
+            raise _Stop("ub")
+
+    # -------------------------------------------------------------- running
+
+    def run(self, entry: MutLam, arg: Any) -> str:
+        """Run from `entry` bound to `arg` until the graph returns; "done", or why it stopped."""
+        callee: Any = entry
+        try:
+            while True:
+                if isinstance(callee, Return):
+                    return "done"
+                if not isinstance(callee, MutLam) or callee.body is None:
+                    raise Unsupported(f"a jump to `{callee if not isinstance(callee, MutLam) else callee.name}`, "
+                                      f"which has no body here")
+                self.enter(callee, arg)
+                callee, arg = self.jump(callee.body)
+        except _Stop as s:
+            self.cut_at = s.where
+            return s.why
+
+    def enter(self, m: MutLam, arg: Any) -> None:
+        n = self.entries.get(m.gid, 0) + 1
+        if n > self.loop_bound:
+            raise _Stop("bound", m.name)
+        self.entries[m.gid] = n
+        local = self.scopes.local_muts(m)
+        for gid, (d, _) in list(self.memo.items()):
+            if not self.scopes.deps(d).isdisjoint(local):
+                del self.memo[gid]
+        self.frames[m.gid] = arg
+
+    def jump(self, body: Def) -> tuple[Any, Any]:
+        if not isinstance(body, App):
+            raise Unsupported(f"a body that is not a jump: `{show(body)}`")
+        head = body.head
+        op = self.handlers.get(head.annex) if isinstance(head, Axiom) else None
+        if op is not None and op.control and body.depth == op.depth:
+            out = op.fn(self, body, [self._arg(a) for a in body.args()])
+            assert isinstance(out, tuple) and len(out) == 2
+            return out
+        callee = self.eval(body.callee)
+        return callee, self.eval(body.arg)
+
+    def _arg(self, a: Def) -> Any:
+        """An operand of an axiom: types stay IR nodes (the handler reads them), values are evaluated."""
+        return a if _is_type_level(a) else self.eval(a)
+
+    # -------------------------------------------------------------- values
+
+    def eval(self, d: Def) -> Any:
+        hit = self.memo.get(d.gid)
+        if hit is not None:
+            return hit[1]
+        v = self._compute(d)
+        self.memo[d.gid] = (d, v)
+        return v
+
+    def _compute(self, d: Def) -> Any:
+        if isinstance(d, Lit):
+            if int_width(d.ops[0]) is None:
+                raise Unsupported(f"a literal of type `{show(d.ops[0])}`")
+            return bv.literal(d).value
+        if isinstance(d, Var):
+            if d.mut.gid not in self.frames:
+                raise Unsupported(f"the parameter of `{d.mut.name}` used outside its activation")
+            return self.frames[d.mut.gid]
+        if isinstance(d, MutLam):
+            return d
+        if isinstance(d, Tuple):
+            return tuple(self.eval(x) for x in d.ops)
+        if isinstance(d, Pack) and isinstance(d.shape, Lit) and d.body.closed:
+            body = self.eval(d.body)
+            return tuple(body for _ in range(d.shape.value))
+        if isinstance(d, Extract):
+            return self._extract(d)
+        if isinstance(d, App) and isinstance(d.head, Axiom):
+            annex = d.head.annex
+            if annex.startswith("core.") and annex not in self.handlers:
+                return self._core(d, annex)
+            op = self.handlers.get(annex)
+            if op is None or op.control or d.depth != op.depth:
+                raise Unsupported(f"the operation `{annex}`")
+            return op.fn(self, d, [self._arg(a) for a in d.args()])
+        if isinstance(d, Axiom):
+            if d.annex in self.values:
+                return self.values[d.annex]
+            raise Unsupported(f"the value `{d.annex}`")
+        if _is_type_level(d):
+            return d
+        raise Unsupported(f"`{show(d)[:80]}`")
+
+    def _core(self, d: App, annex: str) -> Any:
+        try:
+            enc = bv.encode_app(annex, d.args(), _LazyEnv(self))
+        except bv.NoSemantics as e:
+            raise Unsupported(str(e)) from None
+        ub = z3.simplify(enc.ub)
+        if not z3.is_false(ub):
+            self.assume(z3.Not(ub))
+        return enc.value
+
+    def _extract(self, d: Extract) -> Any:
+        tup = self.eval(d.tup)
+        if isinstance(d.index, Lit):
+            if not isinstance(tup, tuple):
+                raise Unsupported(f"an extract from a non-tuple: `{show(d)[:80]}`")
+            return tup[d.index.value]
+        idx = self.eval(d.index)
+        if not isinstance(tup, tuple) or not isinstance(idx, z3.BitVecRef):
+            raise Unsupported(f"an extract with index `{show(d.index)[:60]}`")
+        elems = list(tup)
+        if all(isinstance(e, z3.BitVecRef) for e in elems) and len({e.size() for e in elems}) == 1:
+            out = elems[-1]
+            for k in range(len(elems) - 2, -1, -1):
+                out = z3.If(idx == k, elems[k], out)
+            self.assume(z3.ULT(idx, len(elems)) if (1 << idx.size()) > len(elems) else z3.BoolVal(True))
+            return out
+        # Continuations (a branch) or structured values: one path per possible index.
+        for k in range(len(elems) - 1):
+            if self.explorer.decide(idx == k):
+                return elems[k]
+        self.assume(idx == len(elems) - 1)
+        return elems[-1]
+
+
+def _is_type_level(d: Def) -> bool:
+    """Types and tuples of types (implicit arguments), which handlers read as IR."""
+    if isinstance(d, (NatT, IdxT, Sigma, Arr)):
+        return True
+    if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex in ("mem.Ptr", "mem.M"):
+        return True
+    if isinstance(d, Axiom) and d.annex == "gpu.Stream":
+        return True
+    if isinstance(d, (Tuple, Pack)) and d.ops and all(_is_type_level(x) or isinstance(x, Lit) for x in d.ops) \
+            and any(_is_type_level(x) for x in d.ops):
+        return True
+    from verimim.ir.defs import Pi, TypeU, Univ
+    return isinstance(d, (Pi, TypeU, Univ))

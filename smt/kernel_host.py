@@ -1,0 +1,148 @@
+"""The host side of a launch for the kernel verifier: what the kernel's arguments and the launch
+sizes are, as functions of main's inputs.
+
+A launch `gpu.launch (n_groups, n_items, s, m, MT) kernel args` is read on the host World the
+pipeline produced. Each scalar argument and launch size that is a `core` expression of literals
+and main's `argc` is encoded with `smt.bv` and tied to the kernel's variable; a pointer argument
+that is an allocation's result (`mem.alloc`/`mem.malloc`/`gpu.alloc.*`/a slot) points to offset
+0 of that allocation's object, and distinct allocations are distinct objects. Anything else
+(a value loaded from memory, a parameter of a continuation, argv's contents) stays unconstrained:
+the kernel is then verified for every value it might have, which is sound but may refute a
+launch the program never makes — the counterexample then says it cannot be reproduced by `run`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from verimim.diagnostics import Loc
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
+from verimim.ir.world import World
+from verimim.phases.base import walk
+from verimim.smt import bv
+from verimim.smt.kernel_eval import OBJ_BITS, Ptr
+from verimim.smt.kernel_model import KernelInputs
+from verimim.smt.kernel_queries import Launch
+
+ALLOCATIONS = frozenset({"mem.alloc", "mem.malloc", "mem.slot", "mem.mslot", "gpu.alloc.block", "gpu.alloc.asyn"})
+FIRST_HOST_OBJ = 0x10000  # above every device-side object id (slots, the dynamic shared block)
+ARGC_BITS = 32
+
+
+@dataclass(frozen=True)
+class LaunchSite:
+    app: App
+    kernel: str
+    config: Def
+    args: Def
+
+    @property
+    def loc(self) -> Loc | None:
+        return self.app.loc
+
+
+def launch_sites(host: World) -> list[LaunchSite]:
+    """Every `gpu.launch` of the host World whose kernel is a named continuation, in source order."""
+    out = []
+    for d in walk(host):
+        if isinstance(d, App) and d.depth == 5 and isinstance(d.head, Axiom) and d.head.annex == "gpu.launch":
+            _imp, config, kernel, kargs, _mems = d.args()
+            if isinstance(kernel, MutLam):
+                out.append(LaunchSite(d, kernel.name or "?", config, kargs))
+    return sorted(out, key=lambda s: (s.loc.line, s.loc.col) if s.loc else (0, 0))
+
+
+class _MainInputs(dict):  # type: ignore[type-arg]
+    """`bv.encode`'s env on the host: main's argc is the one free variable with a value."""
+
+    def __init__(self, main: MutLam | None, argc: z3.BitVecRef) -> None:
+        super().__init__()
+        self.main, self.argc = main, argc
+
+    def _is_argc(self, d: object) -> bool:
+        return (isinstance(d, Extract) and isinstance(d.tup, Var) and d.tup.mut is self.main
+                and isinstance(d.index, Lit) and d.index.value == 1)
+
+    def __contains__(self, d: object) -> bool:
+        return self._is_argc(d)
+
+    def __getitem__(self, d: Def) -> z3.ExprRef:
+        if self._is_argc(d):
+            return self.argc
+        raise KeyError(d)
+
+
+def _allocation(d: Def) -> App | None:
+    if isinstance(d, Extract) and isinstance(d.index, Lit) and d.index.value == 1 and isinstance(d.tup, App) \
+            and isinstance(d.tup.head, Axiom) and d.tup.head.annex in ALLOCATIONS:
+        return d.tup
+    return None
+
+
+def _components(world: World, d: Def, n: int) -> list[Def]:
+    if isinstance(d, Tuple) and len(d.ops) == n:
+        return list(d.ops)
+    return [world.extract_n(d, n, k) for k in range(n)]
+
+
+def bind_launch(host: World, site: LaunchSite, inp: KernelInputs) -> Launch:
+    main = host.externals.get("main")
+    argc = z3.BitVec("argc", ARGC_BITS)
+    env = _MainInputs(main if isinstance(main, MutLam) else None, argc)
+    launch = Launch(None, None, host_vars={"argc": argc})
+    used_argc = False
+    tied = True
+    objects: dict[int, int] = {}
+
+    def encode(d: Def) -> z3.ExprRef | None:
+        nonlocal used_argc
+        try:
+            enc = bv.encode(d, env)
+        except (bv.NoSemantics, KeyError, AssertionError):
+            return None
+        if not isinstance(enc.value, z3.ExprRef):
+            return None
+        used_argc = used_argc or any(str(v) == "argc" for v in z3.z3util.get_vars(enc.value)) \
+            if not z3.is_bv_value(z3.simplify(enc.value)) else used_argc
+        launch.constraints.append(z3.Not(enc.ub))  # a launch the host reaches without undefined behaviour
+        return enc.value
+
+    def tie(value: Any, d: Def) -> None:
+        nonlocal tied
+        if isinstance(value, Ptr):
+            alloc = _allocation(d)
+            if alloc is None:
+                tied = False
+                return
+            k = objects.setdefault(alloc.gid, FIRST_HOST_OBJ + len(objects))
+            launch.objects[k] = f"the allocation at {alloc.loc}" if alloc.loc else "a host allocation"
+            launch.constraints += [value.obj == z3.BitVecVal(k, OBJ_BITS), value.off == 0]
+            return
+        if isinstance(value, tuple):
+            for v, c in zip(value, _components(host, d, len(value))):
+                tie(v, c)
+            return
+        e = encode(d)
+        if e is None or not isinstance(value, z3.BitVecRef) or e.sort() != value.sort():
+            tied = False
+            return
+        launch.constraints.append(value == e)
+
+    tie(inp.args, site.args)
+    n_groups, n_items = _components(host, site.config, 5)[:2]
+    for which, d in (("n_groups", n_groups), ("n_items", n_items)):
+        e = encode(d)
+        if e is None:
+            tied = False
+        elif which == "n_groups":
+            launch.n_groups = e
+        else:
+            launch.n_items = e
+    # argc ≥ 1: the program's name is always argv[0].
+    launch.constraints.append(argc >= 1)
+    launch.tied = tied
+    if not used_argc:
+        launch.host_vars = {}
+    return launch

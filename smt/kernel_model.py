@@ -1,0 +1,270 @@
+"""The device side of the kernel verifier: one generic work-item of a kernel, path by path.
+
+A kernel is run by `kernel_eval.Evaluator` with its group and item ids, its arguments and every
+value it loads as Z3 variables. What a path records is what race and divergence checking needs
+(`kernel_queries`): its condition, the accesses to global (1) and shared (3) memory — object,
+byte offset, size, stored value, and the *epoch* (how many barriers the memory token passed
+before it) — and the sequence of barriers it reached. Local memory (5) is private to a
+work-item and constant memory (4) is read-only in kernels, so neither can race.
+
+Objects: a static shared slot (`mem.slot`/`mem.mslot` in space 3) is one object per group,
+named by its node; the dynamic shared block is one more; a pointer argument points into an
+object given by a variable (`obj_<arg>`, tied to the host's allocation by `kernel_host`); a
+pointer loaded from memory points anywhere (fresh variables), which is sound.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from verimim.diagnostics import Loc
+from verimim.ir.analysis import Scopes
+from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, MutLam, Pack, Sigma, Tuple
+from verimim.printer import show
+from verimim.smt import bv
+from verimim.smt.kernel_eval import (
+    OBJ_BITS, OFF_BITS, DEFAULT_LOOP_BOUND, Evaluator, Op, Ptr, RETURN, Tok, Unsupported, field_offset,
+    int_width, leaves, loc_of, size_of,
+)
+from verimim.smt.symbolic import Explorer, SymbolicError
+
+DYN_SHARED_OBJ = 1
+FIRST_SLOT_OBJ = 2
+MAX_PATHS = 256
+
+
+@dataclass(frozen=True)
+class Access:
+    site: App
+    write: bool
+    space: int
+    obj: z3.BitVecRef
+    off: z3.BitVecRef
+    size: int
+    value: tuple[z3.ExprRef, ...]  # the stored value's leaves (empty for a read)
+    epoch: int
+    label: str
+
+    @property
+    def loc(self) -> Loc | None:
+        return loc_of(self.site)
+
+
+@dataclass(frozen=True)
+class Barrier:
+    site: App
+
+    @property
+    def loc(self) -> Loc | None:
+        return loc_of(self.site)
+
+
+@dataclass(frozen=True)
+class KPath:
+    condition: z3.BoolRef
+    accesses: tuple[Access, ...]
+    barriers: tuple[Barrier, ...]
+    status: str  # "done" | "ub" (stops at undefined behaviour) | "bound" (cut by the unrolling bound)
+    cut_at: str
+    fresh: tuple[z3.ExprRef, ...]  # the path's memory values and loaded pointers (per work-item)
+
+
+@dataclass
+class KernelInputs:
+    """The symbolic inputs of one work-item, shared by its paths."""
+
+    group: z3.BitVecRef
+    item: z3.BitVecRef
+    group_size: int  # the Idx size of the kernel's group_id type
+    item_size: int
+    args: Any  # the structured argument value (BVs, Ptrs, tuples)
+    arg_names: list[str]
+    arg_vars: list[z3.ExprRef]  # the variables the arguments consist of (shared by all work-items)
+    dyn_shared: bool
+
+
+@dataclass
+class KernelPaths:
+    kernel: MutLam
+    inputs: KernelInputs
+    paths: list[KPath]
+    bound: int
+    feasibility_queries: int = 0
+
+
+@dataclass
+class _Trace:
+    accesses: list[Access] = field(default_factory=list)
+    barriers: list[Barrier] = field(default_factory=list)
+    slots: dict[int, int] = field(default_factory=dict)
+
+
+def _space_of_type(t: Def) -> int | None:
+    if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr":
+        sp = t.arg.ops[1] if isinstance(t.arg, Tuple) else None
+        return sp.value if isinstance(sp, Lit) else None
+    return None
+
+
+def _idx_size(t: Def, what: str) -> int:
+    if isinstance(t, IdxT) and isinstance(t.size, Lit):
+        return t.size.value
+    raise Unsupported(f"a kernel whose {what} has type `{show(t)}`")
+
+
+def kernel_inputs(kernel: MutLam) -> KernelInputs:
+    dom = kernel.pi.dom
+    if not isinstance(dom, Sigma) or len(dom.ops) != 9:
+        raise Unsupported(f"a kernel `{kernel.name}` without the nine parameters of gpu.launch")
+    names = list(kernel.param_names or ()) + [None] * 9
+    gsize, isize = _idx_size(dom.ops[4], "group_id"), _idx_size(dom.ops[5], "item_id")
+    g = z3.BitVec("group", max(1, (gsize - 1).bit_length()))
+    i = z3.BitVec("item", max(1, (isize - 1).bit_length()))
+    arg_vars: list[z3.ExprRef] = []
+    arg_names: list[str] = []
+
+    def make(t: Def, name: str) -> Any:
+        sp = _space_of_type(t)
+        if sp is not None:
+            obj, off = z3.BitVec(f"obj_{name}", OBJ_BITS), z3.BitVec(f"off_{name}", OFF_BITS)
+            arg_vars.extend([obj, off])
+            arg_names.extend([f"obj_{name}", f"off_{name}"])
+            return Ptr(sp, obj, off, f"`{name}`")
+        w = int_width(t)
+        if w is not None:
+            v = z3.BitVec(name, w)
+            arg_vars.append(v)
+            arg_names.append(name)
+            return v
+        if isinstance(t, Sigma):
+            sub = t.names or ()
+            return tuple(make(f, (sub[k] if k < len(sub) and sub[k] else f"{name}_{k}")) for k, f in enumerate(t.ops))
+        if isinstance(t, Arr) and isinstance(t.shape, Lit) and t.body.closed and t.shape.value <= 64:
+            return tuple(make(t.body, f"{name}_{k}") for k in range(t.shape.value))
+        raise Unsupported(f"a kernel argument of type `{show(t)}`")
+
+    args = make(dom.ops[7], names[7] or "arg")
+    dyn = _space_of_type(dom.ops[6]) == 3
+    return KernelInputs(g, i, gsize, isize, args, arg_names, arg_vars, dyn)
+
+
+def _ranges(inp: KernelInputs) -> list[z3.BoolRef]:
+    out = []
+    for v, n in ((inp.group, inp.group_size), (inp.item, inp.item_size)):
+        if (1 << v.size()) > n:
+            out.append(z3.ULT(v, n))
+    return out
+
+
+# ------------------------------------------------------------------ the device's axioms
+
+
+def _ptr(v: Any, d: App, what: str) -> Ptr:
+    if not isinstance(v, Ptr):
+        raise Unsupported(f"{what} through a value that is not a known pointer: `{show(d)[:80]}`")
+    return v
+
+
+def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: Any) -> None:
+    if p.space not in (1, 3):
+        return  # local memory is private, constant memory read-only
+    epoch = tok.epoch if isinstance(tok, Tok) else 0
+    tr.accesses.append(Access(d, value is not None, p.space, p.obj, p.off, size_of(t, "an access"),
+                              tuple(leaves(value)) if value is not None else (), epoch, p.label))
+
+
+def _handlers(tr: _Trace) -> dict[str, Op]:
+    def load(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        (t, _sp), (m, p) = a[0].ops, a[1]
+        p = _ptr(p, d, "a load")
+        _record(ev, tr, d, m, p, t, None)
+        return (m, ev.fresh(t, "mem"))
+
+    def store(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        (t, _sp), (m, p, v) = a[0].ops, a[1]
+        p = _ptr(p, d, "a store")
+        _record(ev, tr, d, m, p, t, v)
+        return m
+
+    def slot(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        t, sp = a[0].ops
+        m = a[1][0]
+        space = sp.value if isinstance(sp, Lit) else -1
+        key = d.gid
+        if key not in tr.slots:
+            tr.slots[key] = FIRST_SLOT_OBJ + len(tr.slots)
+        if space == 3:
+            obj: z3.BitVecRef = z3.BitVecVal(tr.slots[key], OBJ_BITS)
+        else:  # a private slot: its own object, never shared (no access to it is recorded)
+            obj = z3.BitVecVal(tr.slots[key], OBJ_BITS)
+        return (m, Ptr(space, obj, z3.BitVecVal(0, OFF_BITS), f"the slot at {loc_of(d) or show(d)[:40]}"))
+
+    def lea(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        _n, ts, _sp = a[0].ops
+        p, i = a[1]
+        p = _ptr(p, d, "an address computation")
+        if not isinstance(i, z3.BitVecRef):
+            raise Unsupported(f"an index that is not an integer: `{show(d)[:80]}`")
+        if isinstance(ts, Pack):
+            elem = size_of(ts.ops[1], "an element")
+            wide = z3.ZeroExt(OFF_BITS - i.size(), i) if i.size() < OFF_BITS else z3.Extract(OFF_BITS - 1, 0, i)
+            return Ptr(p.space, p.obj, p.off + wide * elem, p.label)
+        if isinstance(ts, Tuple):
+            k = z3.simplify(i)
+            if not z3.is_bv_value(k):
+                raise Unsupported("a field of a sigma chosen by a symbolic index")
+            return Ptr(p.space, p.obj, p.off + field_offset(ts.ops, k.as_long()), p.label)
+        raise Unsupported(f"an address computation into `{show(ts)[:60]}`")
+
+    def sync(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        m1, m3 = a[0]
+        epoch = max(x.epoch for x in (m1, m3) if isinstance(x, Tok)) + 1
+        tr.barriers.append(Barrier(d))
+        return (Tok(1, epoch), Tok(3, epoch))
+
+    return {"mem.load": Op(2, load), "mem.store": Op(2, store), "mem.slot": Op(2, slot),
+            "mem.mslot": Op(2, slot), "mem.lea": Op(2, lea), "gpu.sync_work_items": Op(1, sync)}
+
+
+def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND) -> KernelPaths:
+    """Every path of one generic work-item of `kernel` (Unsupported for what it cannot model)."""
+    inp = kernel_inputs(kernel)
+    explorer = Explorer(assumptions=_ranges(inp), timeout_ms=timeout_ms, max_paths=MAX_PATHS)
+    scopes = Scopes()
+
+    def one() -> KPath:
+        tr = _Trace()
+        ev = Evaluator(explorer, scopes, _handlers(tr), loop_bound=loop_bound)
+        smem: Any = Ptr(3, z3.BitVecVal(DYN_SHARED_OBJ, OBJ_BITS), z3.BitVecVal(0, OFF_BITS),
+                        "the dynamic shared block") if inp.dyn_shared else ()
+        arg = (Tok(1), Tok(3), Tok(4), Tok(5), inp.group, inp.item, smem, inp.args, RETURN)
+        status = ev.run(kernel, arg)
+        return KPath(z3.BoolVal(True), tuple(tr.accesses), tuple(tr.barriers), status, ev.cut_at,
+                     tuple(ev.fresh_vars))
+
+    try:
+        raw = explorer.run(one)
+    except SymbolicError as e:
+        raise Unsupported(f"a kernel with {e}") from None
+    paths = []
+    for p in raw:
+        if p.error is not None:
+            raise Unsupported(f"{type(p.error).__name__}: {p.error}")
+        assert p.outcome is not None
+        o = p.outcome
+        paths.append(KPath(p.condition(), o.accesses, o.barriers, o.status, o.cut_at, o.fresh))
+    return KernelPaths(kernel, inp, paths, loop_bound, explorer.feasibility_queries)
+
+
+def int_value(model: z3.ModelRef, e: z3.ExprRef) -> int:
+    v = model.eval(e, model_completion=True)
+    return v.as_long() if z3.is_bv_value(v) else 0
+
+
+def signed(v: int, bits: int) -> int:
+    return v - (1 << bits) if bits > 1 and v >= (1 << (bits - 1)) else v
+
+
+__all__ = ["Access", "Barrier", "KPath", "KernelInputs", "KernelPaths", "explore_kernel", "bv"]

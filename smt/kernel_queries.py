@@ -1,0 +1,205 @@
+"""Race and barrier-divergence queries over two symbolic work-items (GPUVerify's reduction).
+
+The paths of ONE generic work-item (`kernel_model`) are instantiated twice — work-item 1 and
+work-item 2, each with its own ids and its own copy of every value it loaded — sharing the
+kernel's arguments and the launch (`Launch`: the host's constraints on them). Asking Z3 for
+two distinct work-items that conflict covers every pair of every group of every launch size
+the constraints allow: if no two can, none of the n² can.
+
+- A race: two accesses, at least one a write, to overlapping bytes of one object, that no
+  barrier separates. Shared memory (3) is per group: only work-items of one group conflict,
+  and only in the same barrier interval (equal epochs). Global memory (1) is one for the
+  launch: work-items of different groups conflict whatever their epochs; of one group, only in
+  the same interval. A write-write conflict in which both store the same value at the same
+  bytes is benign (`W-BENIGN-RACE`); the harmful query excludes it, a second query finds it.
+- Divergence: two work-items of one group whose paths reach different barrier sequences (other
+  barrier nodes, or another number of them). A path cut by the unrolling bound or stopped by
+  undefined behaviour only has a prefix: only a difference inside both sequences counts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from verimim.smt.kernel_model import Access, KernelPaths, KPath, int_value
+from verimim.smt.solver import SpecContext
+
+
+@dataclass
+class Launch:
+    """What the host says about one launch: constraints on the kernel's argument variables and
+    on the launch sizes (over main's inputs `host_vars`), and how to name objects."""
+
+    n_groups: z3.BitVecRef | None  # None: the kernel's Idx size (any launch the type allows)
+    n_items: z3.BitVecRef | None
+    constraints: list[z3.BoolRef] = field(default_factory=list)
+    host_vars: dict[str, z3.BitVecRef] = field(default_factory=dict)
+    tied: bool = False  # every argument and size is a function of main's inputs
+    objects: dict[int, str] = field(default_factory=dict)  # object id → host allocation
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    group: z3.BitVecRef
+    item: z3.BitVecRef
+    subst: tuple[tuple[z3.ExprRef, z3.ExprRef], ...]
+
+    def __call__(self, e: z3.ExprRef) -> z3.ExprRef:
+        return z3.substitute(e, *self.subst) if self.subst else e
+
+
+def work_item(kp: KernelPaths, k: int, paths: list[KPath]) -> WorkItem:
+    inp = kp.inputs
+    g = z3.BitVec(f"group{k}", inp.group.size())
+    i = z3.BitVec(f"item{k}", inp.item.size())
+    pairs: list[tuple[z3.ExprRef, z3.ExprRef]] = [(inp.group, g), (inp.item, i)]
+    seen: set[int] = set()
+    for p in paths:
+        for v in p.fresh:
+            if v.get_id() not in seen:
+                seen.add(v.get_id())
+                pairs.append((v, z3.Const(f"{v.decl().name()}@{k}", v.sort())))
+    return WorkItem(g, i, tuple(pairs))
+
+
+def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem]) -> list[z3.BoolRef]:
+    inp = kp.inputs
+    out: list[z3.BoolRef] = list(launch.constraints)
+    for w in wis:
+        for v, size, n in ((w.group, inp.group_size, launch.n_groups), (w.item, inp.item_size, launch.n_items)):
+            if (1 << v.size()) > size:
+                out.append(z3.ULT(v, size))
+            if n is not None:
+                out.append(z3.ULT(z3.ZeroExt(n.size() - v.size(), v), n) if n.size() >= v.size()
+                           else z3.ULT(v, z3.Extract(v.size() - 1, 0, n)))
+    a, b = wis
+    out.append(z3.Or(a.group != b.group, a.item != b.item))
+    return out
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One candidate: access a of work-item 1 (on path p) against access b of work-item 2."""
+
+    p: int
+    q: int
+    a: Access
+    b: Access
+    harmful: z3.BoolRef
+    write_write: z3.BoolRef
+
+
+def _overlap(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> tuple[z3.BoolRef, z3.BoolRef]:
+    oa, ob = w1(a.off), w2(b.off)
+    overlap = z3.And(w1(a.obj) == w2(b.obj), z3.ULT(oa, ob + b.size), z3.ULT(ob, oa + a.size))
+    if not (a.write and b.write):
+        return overlap, z3.BoolVal(False)
+    same = [oa == ob] if a.size == b.size and len(a.value) == len(b.value) else [z3.BoolVal(False)]
+    for x, y in zip(a.value, b.value):
+        same.append(w1(x) == w2(y) if x.sort() == y.sort() else z3.BoolVal(False))
+    return z3.And(overlap, z3.Not(z3.And(*same))), overlap
+
+
+def conflicts(kp: KernelPaths, w1: WorkItem, w2: WorkItem, *, ignore_barriers: bool = False,
+              same_group_only: bool = False, writes_only: bool = False) -> list[Conflict]:
+    """Every pair of accesses that may conflict. The keyword switches are the verifier's own
+    wrong variants (tests show that each one misses a race the real check finds)."""
+    out: list[Conflict] = []
+    paths = kp.paths
+    for pi, p in enumerate(paths):
+        for qi in range(pi, len(paths)):
+            q = paths[qi]
+            pc = z3.And(w1(p.condition), w2(q.condition))
+            for a in p.accesses:
+                for b in q.accesses:
+                    if a.space != b.space or not (a.write or b.write):
+                        continue
+                    if writes_only and not (a.write and b.write):
+                        continue
+                    same_interval = ignore_barriers or a.epoch == b.epoch
+                    if a.space == 3 or same_group_only:
+                        if not same_interval:
+                            continue
+                        groups = w1.group == w2.group
+                    else:  # global memory: no barrier orders work-items of different groups
+                        groups = z3.BoolVal(True) if same_interval else w1.group != w2.group
+                    harmful, ww = _overlap(a, b, w1, w2)
+                    out.append(Conflict(pi, qi, a, b, z3.And(pc, groups, harmful), z3.And(pc, groups, ww)))
+    return out
+
+
+@dataclass
+class Verdict:
+    status: str  # proved | refuted | unknown
+    detail: str = ""
+    model: z3.ModelRef | None = None
+    witness: Any = None  # the Conflict or the (p, q) pair found
+
+
+def _solve(ctx: SpecContext, facts: list[z3.BoolRef], goal: z3.BoolRef, label: str) -> tuple[str, z3.ModelRef | None]:
+    s = ctx.solver()
+    s.add(*facts, goal)
+    r = ctx.check(s, label)
+    if r == z3.sat:
+        return "refuted", s.model()
+    if r == z3.unsat:
+        return "proved", None
+    return "unknown", None
+
+
+def check_races(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str,
+                **variant: bool) -> tuple[Verdict, Verdict | None]:
+    """The harmful-race verdict, and (when it is proved) a benign write-write race if one exists."""
+    w1, w2 = work_item(kp, 1, kp.paths), work_item(kp, 2, kp.paths)
+    facts = _launch_facts(kp, launch, [w1, w2])
+    cands = conflicts(kp, w1, w2, **variant)
+    if not cands:
+        return Verdict("proved", "no two accesses of which one writes"), None
+    status, model = _solve(ctx, facts, z3.Or(*(c.harmful for c in cands)), f"{label}: races")
+    if status == "refuted":
+        assert model is not None
+        hit = next(c for c in cands if z3.is_true(model.eval(c.harmful, model_completion=True)))
+        return Verdict("refuted", "", model, (hit, w1, w2)), None
+    if status == "unknown":
+        return Verdict("unknown", f"the solver gave no answer within {ctx.timeout_ms} ms"), None
+    ww = [c for c in cands if not z3.is_false(z3.simplify(c.write_write))]
+    if not ww:
+        return Verdict("proved"), None
+    b_status, b_model = _solve(ctx, facts, z3.Or(*(c.write_write for c in ww)), f"{label}: benign races")
+    if b_status == "refuted":
+        assert b_model is not None
+        hit = next(c for c in ww if z3.is_true(b_model.eval(c.write_write, model_completion=True)))
+        return Verdict("proved"), Verdict("refuted", "", b_model, (hit, w1, w2))
+    return Verdict("proved"), None
+
+
+def _diverge(p: KPath, q: KPath) -> bool:
+    a = [b.site.gid for b in p.barriers]
+    b = [x.site.gid for x in q.barriers]
+    n = min(len(a), len(b))
+    if a[:n] != b[:n]:
+        return True
+    return len(a) != len(b) and p.status == "done" and q.status == "done"
+
+
+def check_divergence(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str) -> Verdict:
+    w1, w2 = work_item(kp, 1, kp.paths), work_item(kp, 2, kp.paths)
+    facts = _launch_facts(kp, launch, [w1, w2]) + [w1.group == w2.group]
+    pairs = [(pi, qi) for pi, p in enumerate(kp.paths) for qi, q in enumerate(kp.paths) if pi < qi and _diverge(p, q)]
+    if not pairs:
+        return Verdict("proved", "every path reaches the same barriers")
+    terms = [z3.And(w1(kp.paths[p].condition), w2(kp.paths[q].condition)) for p, q in pairs]
+    status, model = _solve(ctx, facts, z3.Or(*terms), f"{label}: barrier divergence")
+    if status == "refuted":
+        assert model is not None
+        hit = next(pq for pq, t in zip(pairs, terms) if z3.is_true(model.eval(t, model_completion=True)))
+        return Verdict("refuted", "", model, (hit, w1, w2))
+    if status == "unknown":
+        return Verdict("unknown", f"the solver gave no answer within {ctx.timeout_ms} ms")
+    return Verdict("proved")
+
+
+def ids(model: z3.ModelRef, w: WorkItem) -> dict[str, int]:
+    return {"group": int_value(model, w.group), "item": int_value(model, w.item)}

@@ -1,0 +1,222 @@
+"""`verimim check`'s kernel verification: races and barrier divergence of every launched kernel.
+
+For each `gpu.launch` of the host World the pipeline produced, the launched kernel of the
+device World is explored for one generic work-item (`kernel_model`), the launch is read on the
+host (`kernel_host`), and two symbolic work-items are asked to diverge or to race
+(`kernel_queries`). The result is one `kernels` entry per launch (spec/CLI.md) and, for a
+refutation, an `E-BARRIER-DIVERGENCE` / `E-RACE` error at one access with the other as related
+(a benign write-write race is the warning `W-BENIGN-RACE`); conflicts between launches and
+copies on different streams are `kernel_streams`' part.
+
+Statuses are honest: `proved` only when every path was explored to its end and Z3 found no
+pair; `bounded` when some path was cut by the unrolling bound (stated in `detail`); `unknown`
+on a solver time-out or a construct the model does not encode (named).
+"""
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from verimim.diagnostics import Diagnostic, Loc, Related
+from verimim.ir.defs import MutLam
+from verimim.phases.base import Program
+from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, Unsupported
+from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
+from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
+from verimim.smt.kernel_queries import Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids
+from verimim.smt.solver import SpecContext
+
+MAX_ARGC_FOR_RUN = 16  # a reproducing command line with at most this many arguments
+SPACE_NAMES = {1: "global", 3: "shared"}
+
+
+@dataclass
+class KernelReport:
+    entries: list[dict[str, Any]]
+    diagnostics: list[Diagnostic]
+
+
+def verify_kernels(program: Program, ctx: SpecContext, file: str,
+                   loop_bound: int = DEFAULT_LOOP_BOUND) -> KernelReport:
+    """The `kernels` entries and diagnostics for every launch of the program."""
+    out = KernelReport([], [])
+    if program.device is None:
+        return out
+    explored: dict[str, KernelPaths | str] = {}
+    for site in launch_sites(program.host):
+        t0 = time.perf_counter()
+        kernel = program.device.externals.get(site.kernel)
+        entry: dict[str, Any] = {"name": site.kernel, "launch": _loc_json(site.loc), "races": "unknown",
+                                 "divergence": "unknown", "time_s": 0.0, "detail": "", "counterexample": None}
+        if not isinstance(kernel, MutLam) or kernel.body is None:
+            entry["detail"] = f"the kernel `{site.kernel}` has no body in the device World"
+        else:
+            if site.kernel not in explored:
+                try:
+                    explored[site.kernel] = explore_kernel(kernel, min(ctx.timeout_ms, 2_000), loop_bound)
+                except (Unsupported, z3.Z3Exception) as e:
+                    explored[site.kernel] = f"not modelled: {e}"
+            kp = explored[site.kernel]
+            if isinstance(kp, str):
+                entry["detail"] = kp
+            else:
+                _verify_launch(kp, site, program, ctx, file, entry, out.diagnostics)
+        entry["time_s"] = round(time.perf_counter() - t0, 4)
+        out.entries.append(entry)
+    return out
+
+
+def _loc_json(loc: Loc | None) -> dict[str, int | None]:
+    return {"line": loc.line if loc and loc.line else None, "col": loc.col if loc and loc.col else None}
+
+
+def _bound_note(kp: KernelPaths) -> str:
+    cut = sorted({p.cut_at for p in kp.paths if p.status == "bound"})
+    if not cut:
+        return ""
+    return (f"bounded: loops unrolled up to {kp.bound} entries of a continuation per path "
+            f"(cut in {', '.join(f'`{c}`' for c in cut)}); proved up to that bound only")
+
+
+def _verify_launch(kp: KernelPaths, site: LaunchSite, program: Program, ctx: SpecContext, file: str,
+                   entry: dict[str, Any], diags: list[Diagnostic]) -> None:
+    launch = bind_launch(program.host, site, kp.inputs)
+    label = f"kernel {site.kernel} at {site.loc}"
+    bounded = _bound_note(kp)
+    notes = [f"two symbolic work-items over {len(kp.paths)} path(s) of `{site.kernel}`"]
+    if not launch.tied:
+        notes.append("some arguments or launch sizes are not known on the host: verified for every value")
+    div = check_divergence(kp, launch, ctx, label)
+    races, benign = check_races(kp, launch, ctx, label)
+    entry["divergence"] = _status(div, bounded)
+    entry["races"] = _status(races, bounded)
+    for v in (div, races):
+        if v.detail and v.status == "unknown":
+            notes.append(v.detail)
+    if bounded and "refuted" not in (div.status, races.status):
+        notes.append(bounded)
+    cex: dict[str, Any] | None = None
+    if div.status == "refuted":
+        cex, diag = _divergence_cex(kp, launch, div, site, file)
+        diags.append(diag)
+    if races.status == "refuted":
+        rcex, diag = _race_cex(kp, launch, races, site, file, ctx, "E-RACE")
+        diags.append(diag)
+        cex = rcex if cex is None else {"divergence": cex, "race": rcex}
+    if benign is not None:
+        _, diag = _race_cex(kp, launch, benign, site, file, ctx, "W-BENIGN-RACE")
+        diags.append(diag)
+        notes.append("a benign write-write race (every work-item stores the same value)")
+    entry["detail"] = "; ".join(notes)
+    entry["counterexample"] = cex
+
+
+def _status(v: Verdict, bounded: str) -> str:
+    if v.status == "proved" and bounded:
+        return "bounded"
+    return v.status
+
+
+# ------------------------------------------------------------------ counterexamples
+
+
+def _args(model: z3.ModelRef, kp: KernelPaths) -> dict[str, int]:
+    return {n: signed(int_value(model, v), v.size()) for n, v in zip(kp.inputs.arg_names, kp.inputs.arg_vars)
+            if not n.startswith(("obj_", "off_"))}
+
+
+def _main_inputs(model: z3.ModelRef, launch: Launch) -> dict[str, int]:
+    return {n: signed(int_value(model, v), v.size()) for n, v in launch.host_vars.items()}
+
+
+def _access_json(model: z3.ModelRef, a: Access, w: WorkItem, launch: Launch, who: int) -> dict[str, Any]:
+    obj = int_value(model, w(a.obj))
+    return {"work_item": who, "kind": "write" if a.write else "read", "line": a.loc.line if a.loc else None,
+            "col": a.loc.col if a.loc else None, "space": SPACE_NAMES.get(a.space, str(a.space)),
+            "object": launch.objects.get(obj, a.label), "byte_offset": int_value(model, w(a.off)), "size": a.size,
+            "value": [int_value(model, w(x)) for x in a.value] if a.write else None}
+
+
+def _memory_free(terms: list[z3.ExprRef], kp: KernelPaths, launch: Launch) -> bool:
+    """Whether the terms depend only on ids and on what the host ties to main's inputs (no
+    loaded memory value, no unconstrained argument): then `run` with those inputs reproduces it."""
+    if not launch.tied:
+        return False
+    fresh = {str(v) for p in kp.paths for v in p.fresh}
+    for t in terms:
+        for v in z3.z3util.get_vars(t):
+            name = str(v).split("@")[0]
+            if name in fresh:
+                return False
+    return True
+
+
+def _run_command(model: z3.ModelRef, launch: Launch, file: str, ctx: SpecContext, facts_goal: Any) -> str | None:
+    argc = launch.host_vars.get("argc")
+    value = signed(int_value(model, argc), 32) if argc is not None else 1
+    if not 1 <= value <= MAX_ARGC_FOR_RUN:
+        return None
+    words = ["verimim", "run", file] + ["a"] * (value - 1) + ["--schedule", "0"]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, file: str, ctx: SpecContext,
+              code: str) -> tuple[dict[str, Any], Diagnostic]:
+    assert v.model is not None
+    model = v.model
+    hit, w1, w2 = v.witness
+    assert isinstance(hit, Conflict)
+    a, b = hit.a, hit.b
+    acc = [_access_json(model, a, w1, launch, 1), _access_json(model, b, w2, launch, 2)]
+    wis = [ids(model, w1), ids(model, w2)]
+    cex: dict[str, Any] = {"work_items": wis, "kernel_args": _args(model, kp), "main_inputs": _main_inputs(model, launch),
+                           "accesses": acc, "address": {"space": acc[0]["space"], "object": acc[0]["object"],
+                                                        "byte_offset": acc[1]["byte_offset"]}}
+    terms = [w1(kp.paths[hit.p].condition), w2(kp.paths[hit.q].condition), w1(a.off), w2(b.off)]
+    cex["run"] = _run_command(model, launch, file, ctx, None) if _memory_free(terms, kp, launch) else None
+    who = lambda k: f"work-item {wis[k]['item']} of group {wis[k]['group']}"  # noqa: E731
+    what = lambda x: "writes" if x["kind"] == "write" else "reads"  # noqa: E731
+    where = f"byte {acc[1]['byte_offset']} of {acc[0]['object']} ({acc[0]['space']} memory)"
+    if code == "W-BENIGN-RACE":
+        msg = (f"benign write-write race in kernel `{site.kernel}`: {who(0)} and {who(1)} both write "
+               f"the same value to {where}")
+        sev = "warning"
+    else:
+        sep = "in the same barrier interval" if a.epoch == b.epoch else "with no barrier across groups"
+        msg = (f"data race in kernel `{site.kernel}`: {who(0)} {what(acc[0])} {where}, which {who(1)} "
+               f"{what(acc[1])} {sep}")
+        sev = "error"
+    related = (Related(f"the other access ({who(1)} {what(acc[1])})", b.loc), Related("launched here", site.loc))
+    return cex, Diagnostic(code, msg, a.loc or site.loc, sev, related)  # type: ignore[arg-type]
+
+
+def _divergence_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite,
+                    file: str) -> tuple[dict[str, Any], Diagnostic]:
+    assert v.model is not None
+    model = v.model
+    (pi, qi), w1, w2 = v.witness
+    p, q = kp.paths[pi], kp.paths[qi]
+    wis = [ids(model, w1), ids(model, w2)]
+    seqs = [[{"line": b.loc.line if b.loc else None, "col": b.loc.col if b.loc else None} for b in x.barriers]
+            for x in (p, q)]
+    cex: dict[str, Any] = {"work_items": wis, "kernel_args": _args(model, kp), "main_inputs": _main_inputs(model, launch),
+                           "barriers": seqs}
+    terms = [w1(p.condition), w2(q.condition)]
+    cex["run"] = _run_command(model, launch, file, SpecContext(), None) if _memory_free(terms, kp, launch) else None
+    first = p if p.barriers else q
+    other = q if first is p else p
+    w_first, w_other = (wis[0], wis[1]) if first is p else (wis[1], wis[0])
+    bar = first.barriers[0] if first.barriers else None
+    n1, n2 = len(first.barriers), len(other.barriers)
+    msg = (f"barrier divergence in kernel `{site.kernel}`: work-items {w_first['item']} and {w_other['item']} of "
+           f"group {w_first['group']} reach different barriers (work-item {w_first['item']}: {n1}, "
+           f"work-item {w_other['item']}: {n2})")
+    obar = other.barriers[0] if other.barriers else None
+    related = (Related(f"work-item {w_other['item']} " + ("waits here" if obar else "returns without reaching it"),
+                       obar.loc if obar else None), Related("launched here", site.loc))
+    loc = bar.loc if bar is not None else site.loc
+    return cex, Diagnostic("E-BARRIER-DIVERGENCE", msg, loc, "error", related)

@@ -124,6 +124,31 @@ def leaves(v: Any) -> list[z3.ExprRef]:
     return []
 
 
+def as_ptr(v: Any, d: App, what: str) -> Ptr:
+    if not isinstance(v, Ptr):
+        raise Unsupported(f"{what} through a value that is not a known pointer: `{show(d)[:80]}`")
+    return v
+
+
+def lea(ev: Evaluator, d: App, a: list[Any]) -> Any:
+    """`mem.lea @(n, Ts, a) (p, i)`: element i of an array (i · size) or field i of a sigma."""
+    _n, ts, _sp = a[0].ops
+    p, i = a[1]
+    p = as_ptr(p, d, "an address computation")
+    if not isinstance(i, z3.BitVecRef):
+        raise Unsupported(f"an index that is not an integer: `{show(d)[:80]}`")
+    if isinstance(ts, Pack):
+        elem = size_of(ts.ops[1], "an element")
+        wide = z3.ZeroExt(OFF_BITS - i.size(), i) if i.size() < OFF_BITS else z3.Extract(OFF_BITS - 1, 0, i)
+        return Ptr(p.space, p.obj, p.off + wide * elem, p.label)
+    if isinstance(ts, Tuple):
+        k = z3.simplify(i)
+        if not z3.is_bv_value(k):
+            raise Unsupported("a field of a sigma chosen by a symbolic index")
+        return Ptr(p.space, p.obj, p.off + field_offset(ts.ops, k.as_long()), p.label)
+    raise Unsupported(f"an address computation into `{show(ts)[:60]}`")
+
+
 class _LazyEnv(dict):  # type: ignore[type-arg]
     """The `env` handed to `bv.encode_app`: every operand is looked up here, so it is evaluated
     by the evaluator (memoized, with effects) instead of being re-encoded recursively."""

@@ -62,8 +62,12 @@ class _MainInputs(dict):  # type: ignore[type-arg]
         self.main, self.argc = main, argc
 
     def _is_argc(self, d: object) -> bool:
-        return (isinstance(d, Extract) and isinstance(d.tup, Var) and d.tup.mut is self.main
-                and isinstance(d.index, Lit) and d.index.value == 1)
+        """main's parameter is (its arguments, its return continuation): argc is `main#0#1`."""
+        if not (isinstance(d, Extract) and isinstance(d.index, Lit) and d.index.value == 1):
+            return False
+        args = d.tup
+        return (isinstance(args, Extract) and isinstance(args.index, Lit) and args.index.value == 0
+                and isinstance(args.tup, Var) and args.tup.mut is self.main)
 
     def __contains__(self, d: object) -> bool:
         return self._is_argc(d)

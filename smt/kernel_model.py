@@ -25,8 +25,8 @@ from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, MutLam, Pack, Sigma
 from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt.kernel_eval import (
-    OBJ_BITS, OFF_BITS, DEFAULT_LOOP_BOUND, Evaluator, Op, Ptr, RETURN, Tok, Unsupported, field_offset,
-    int_width, leaves, loc_of, size_of,
+    OBJ_BITS, OFF_BITS, DEFAULT_LOOP_BOUND, Evaluator, Op, Ptr, RETURN, Tok, Unsupported, as_ptr, int_width, lea,
+    leaves, loc_of, size_of,
 )
 from verimim.smt.symbolic import Explorer, SymbolicError
 
@@ -161,12 +161,6 @@ def _ranges(inp: KernelInputs) -> list[z3.BoolRef]:
 # ------------------------------------------------------------------ the device's axioms
 
 
-def _ptr(v: Any, d: App, what: str) -> Ptr:
-    if not isinstance(v, Ptr):
-        raise Unsupported(f"{what} through a value that is not a known pointer: `{show(d)[:80]}`")
-    return v
-
-
 def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: Any) -> None:
     if p.space not in (1, 3):
         return  # local memory is private, constant memory read-only
@@ -178,13 +172,13 @@ def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: 
 def _handlers(tr: _Trace) -> dict[str, Op]:
     def load(ev: Evaluator, d: App, a: list[Any]) -> Any:
         (t, _sp), (m, p) = a[0].ops, a[1]
-        p = _ptr(p, d, "a load")
+        p = as_ptr(p, d, "a load")
         _record(ev, tr, d, m, p, t, None)
         return (m, ev.fresh(t, "mem"))
 
     def store(ev: Evaluator, d: App, a: list[Any]) -> Any:
         (t, _sp), (m, p, v) = a[0].ops, a[1]
-        p = _ptr(p, d, "a store")
+        p = as_ptr(p, d, "a store")
         _record(ev, tr, d, m, p, t, v)
         return m
 
@@ -200,23 +194,6 @@ def _handlers(tr: _Trace) -> dict[str, Op]:
         else:  # a private slot: its own object, never shared (no access to it is recorded)
             obj = z3.BitVecVal(tr.slots[key], OBJ_BITS)
         return (m, Ptr(space, obj, z3.BitVecVal(0, OFF_BITS), f"the slot at {loc_of(d) or show(d)[:40]}"))
-
-    def lea(ev: Evaluator, d: App, a: list[Any]) -> Any:
-        _n, ts, _sp = a[0].ops
-        p, i = a[1]
-        p = _ptr(p, d, "an address computation")
-        if not isinstance(i, z3.BitVecRef):
-            raise Unsupported(f"an index that is not an integer: `{show(d)[:80]}`")
-        if isinstance(ts, Pack):
-            elem = size_of(ts.ops[1], "an element")
-            wide = z3.ZeroExt(OFF_BITS - i.size(), i) if i.size() < OFF_BITS else z3.Extract(OFF_BITS - 1, 0, i)
-            return Ptr(p.space, p.obj, p.off + wide * elem, p.label)
-        if isinstance(ts, Tuple):
-            k = z3.simplify(i)
-            if not z3.is_bv_value(k):
-                raise Unsupported("a field of a sigma chosen by a symbolic index")
-            return Ptr(p.space, p.obj, p.off + field_offset(ts.ops, k.as_long()), p.label)
-        raise Unsupported(f"an address computation into `{show(ts)[:60]}`")
 
     def sync(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m1, m3 = a[0]

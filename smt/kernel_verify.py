@@ -28,6 +28,7 @@ from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
 from verimim.smt.kernel_queries import Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids
+from verimim.smt.kernel_streams import check_streams
 from verimim.smt.solver import SpecContext
 
 MAX_ARGC_FOR_RUN = 16  # a reproducing command line with at most this many arguments
@@ -47,6 +48,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     if program.device is None:
         return out
     explored: dict[str, KernelPaths | str] = {}
+    by_site: dict[int, dict[str, Any]] = {}
     for site in launch_sites(program.host):
         t0 = time.perf_counter()
         kernel = program.device.externals.get(site.kernel)
@@ -67,6 +69,10 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
                 _verify_launch(kp, site, program, ctx, file, entry, out.diagnostics)
         entry["time_s"] = round(time.perf_counter() - t0, 4)
         out.entries.append(entry)
+        by_site[site.app.gid] = entry
+    if out.entries:
+        check_streams(program, ctx, file, {k: v for k, v in explored.items() if not isinstance(v, str)},
+                      by_site, out.diagnostics, loop_bound)
     return out
 
 

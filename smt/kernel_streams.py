@@ -1,0 +1,520 @@
+"""Host-side races between streams (SEMANTICS.md "Streams"), for all of main's inputs.
+
+main is run symbolically (`kernel_eval.Evaluator`, argc a variable, host loops unrolled, every
+branch on argc followed) with a model of what is pending: a launch or an `.asyn` copy on a
+stream other than the default one stays pending until `stream_sync` of its stream, a `.block`
+operation, a default-stream launch or `deinit`. Each operation that may overlap pending work of
+another stream becomes a candidate, decided by Z3 afterwards on its host path:
+
+- launch against pending launch: two work-items, one of each kernel (their own paths, ids and
+  loaded values; arguments as the host computed them), accessing overlapping global bytes, one
+  writing;
+- launch against a pending copy (and copy against a pending launch): a work-item's global access
+  overlapping the copy's device range, one of them writing;
+- copy against pending copy, host access against a pending copy's host buffer: overlapping
+  ranges, one writing.
+
+Host memory is modelled as typed cells at concrete offsets (enough for the stream handles that
+`stream_init` writes and main loads back); a store at a symbolic offset forgets the object, a
+load of an unknown cell is a fresh value. Stream handles are compared as values: two streams
+not provably equal are taken as different (the sound side for finding races).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import z3
+
+from verimim.diagnostics import Loc
+from verimim.ir.analysis import Scopes
+from verimim.ir.defs import App, Arr, Def, Lit, MutLam, Sigma
+from verimim.ir.world import World
+from verimim.smt.kernel_eval import (
+    DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, field_offset,
+    int_width, lea, size_of,
+)
+from verimim.smt.kernel_model import KernelPaths
+from verimim.smt.kernel_queries import WorkItem, work_item
+from verimim.smt.symbolic import Explorer, SymbolicError
+
+DEFAULT_STREAM = ("stream", z3.BitVecVal(0, 64))
+FIRST_OBJ = 0x10000
+STREAM_BYTES = 8  # layout.py: a gpu.Stream handle is pointer-sized
+
+
+# ------------------------------------------------------------------ events
+
+
+@dataclass(frozen=True)
+class LaunchOp:
+    site: App
+    kernel: str
+    stream: Any
+    args: Any
+    sizes: tuple[Any, Any]
+
+
+@dataclass(frozen=True)
+class CopyOp:
+    """An asynchronous copy (or free): its ranges on the host (space 0) and the device (space 1)."""
+
+    site: App
+    what: str
+    stream: Any
+    ranges: tuple[tuple[Ptr, int, bool], ...]  # (start, size, writes)
+
+
+@dataclass(frozen=True)
+class HostAccess:
+    site: App
+    ptr: Ptr
+    size: int
+    write: bool
+
+
+Event = LaunchOp | CopyOp | HostAccess
+
+
+@dataclass(frozen=True)
+class Candidate:
+    new: Event
+    pending: LaunchOp | CopyOp
+    streams_differ: z3.BoolRef
+
+
+@dataclass
+class _HostState:
+    mem: dict[int, dict[int, tuple[int, Any]]] = field(default_factory=dict)
+    pending: list[LaunchOp | CopyOp] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    objects: int = 0
+    handles: int = 0
+    uses_streams: bool = False
+
+
+def _stream_eq(a: Any, b: Any) -> z3.BoolRef:
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) == 2:
+        return a[1] == b[1]
+    return z3.BoolVal(False)
+
+
+def _is_default(s: Any) -> bool:
+    return z3.is_true(z3.simplify(_stream_eq(s, DEFAULT_STREAM)))
+
+
+# ------------------------------------------------------------------ typed host memory
+
+
+def _cells(t: Def, off: int, value: Any) -> list[tuple[int, int, Any]]:
+    """The scalar cells (offset, size, value) a value of type t occupies from `off`."""
+    if isinstance(t, Arr) and isinstance(t.shape, Lit) and isinstance(value, tuple):
+        elem = size_of(t.body, "an element")
+        return [c for k, v in enumerate(value) for c in _cells(t.body, off + k * elem, v)]
+    if isinstance(t, Sigma) and isinstance(value, tuple):
+        return [c for k, (f, v) in enumerate(zip(t.ops, value)) for c in _cells(f, off + field_offset(t.ops, k), v)]
+    return [(off, size_of(t, "a stored value"), value)]
+
+
+def _concrete(e: z3.BitVecRef) -> int | None:
+    s = z3.simplify(e)
+    return s.as_long() if z3.is_bv_value(s) else None
+
+
+def _store(st: _HostState, p: Ptr, t: Def, v: Any) -> None:
+    off = _concrete(p.off)
+    _write(st, p, _cells(t, off, v) if off is not None else None)
+
+
+def _store_cell(st: _HostState, p: Ptr, size: int, v: Any) -> None:
+    off = _concrete(p.off)
+    _write(st, p, [(off, size, v)] if off is not None else None)
+
+
+def _write(st: _HostState, p: Ptr, new: list[tuple[int, int, Any]] | None) -> None:
+    """Write cells (None: at an unknown offset, which forgets the object; an unknown object
+    forgets all of host memory)."""
+    obj = _concrete(p.obj)
+    if obj is None:
+        st.mem.clear()
+        return
+    cells = st.mem.setdefault(obj, {})
+    if new is None:
+        cells.clear()
+        return
+    for o, size, x in new:
+        for k in [k for k, (s, _) in cells.items() if k < o + size and o < k + s]:
+            del cells[k]
+        cells[o] = (size, x)
+
+
+def _load(ev: Evaluator, st: _HostState, p: Ptr, t: Def) -> Any:
+    obj, off = _concrete(p.obj), _concrete(p.off)
+    cells = st.mem.get(obj, {}) if obj is not None else {}
+
+    def build(t: Def, o: int | None) -> Any:
+        if o is not None and isinstance(t, Arr) and isinstance(t.shape, Lit) and int_width(t) is None:
+            elem = size_of(t.body, "an element")
+            return tuple(build(t.body, o + k * elem) for k in range(t.shape.value))
+        if o is not None and isinstance(t, Sigma):
+            return tuple(build(f, o + field_offset(t.ops, k)) for k, f in enumerate(t.ops))
+        hit = cells.get(o) if o is not None else None
+        if hit is not None and hit[0] == size_of(t, "a loaded value"):
+            return hit[1]
+        return ev.fresh(t, "host")
+
+    return build(t, off)
+
+
+# ------------------------------------------------------------------ the host's axioms
+
+
+def _handlers(st: _HostState) -> dict[str, Op]:
+    def new_obj(space: int, d: App, what: str) -> Ptr:
+        st.objects += 1
+        where = f" at {d.loc}" if d.loc else ""
+        return Ptr(space, z3.BitVecVal(FIRST_OBJ + st.objects, OBJ_BITS), z3.BitVecVal(0, OFF_BITS), f"{what}{where}")
+
+    def complete_all() -> None:
+        st.pending.clear()
+
+    def against_pending(new: Event, stream: Any | None) -> None:
+        for p in st.pending:
+            differ = z3.BoolVal(True) if stream is None else z3.Not(_stream_eq(stream, p.stream))
+            if not z3.is_false(z3.simplify(differ)):
+                st.candidates.append(Candidate(new, p, differ))
+
+    def init(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        return (a[0], Tok(1), Tok(4))
+
+    def deinit(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        complete_all()
+        return a[0][0]
+
+    def alloc(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        t, sp = a[0].ops
+        m = a[1][0] if isinstance(a[1], tuple) else a[1]
+        return (m, new_obj(sp.value if isinstance(sp, Lit) else 0, d, "the allocation"))
+
+    def free(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        return a[1][0]
+
+    def host_access(ev: Evaluator, d: App, p: Ptr, t: Def, write: bool) -> None:
+        if p.space == 0 and st.pending:
+            against_pending(HostAccess(d, p, size_of(t, "an access"), write), None)
+
+    def load(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        (t, _sp), (m, p) = a[0].ops, a[1]
+        p = as_ptr(p, d, "a host load")
+        host_access(ev, d, p, t, False)
+        return (m, _load(ev, st, p, t))
+
+    def store(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        (t, _sp), (m, p, v) = a[0].ops, a[1]
+        p = as_ptr(p, d, "a host store")
+        host_access(ev, d, p, t, True)
+        _store(st, p, t, v)
+        return m
+
+    def gpu_alloc_block(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        complete_all()
+        return (a[1], new_obj(1, d, "the device allocation"))
+
+    def gpu_alloc_asyn(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        return (a[1][0], new_obj(1, d, "the device allocation"))
+
+    def gpu_free_block(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        complete_all()
+        return a[1][0]
+
+    def gpu_free_asyn(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        m1, p, s = a[1]
+        p = as_ptr(p, d, "gpu.free.asyn")
+        st.uses_streams = True
+        op = CopyOp(d, "`gpu.free.asyn`", s, ((Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), 1 << 40, True),))
+        against_pending(op, s)
+        if not _is_default(s):
+            st.pending.append(op)
+        return m1
+
+    def copy(to_device: bool, asyn: bool) -> Callable[[Evaluator, App, list[Any]], Any]:
+        what = f"`gpu.copy_to_{'device' if to_device else 'host'}.{'asyn' if asyn else 'block'}`"
+
+        def run(ev: Evaluator, d: App, a: list[Any]) -> Any:
+            t = a[0]
+            m0, m1, src, dst = a[1][:4]
+            src, dst = as_ptr(src, d, what), as_ptr(dst, d, what)
+            size = size_of(t, "a copy")
+            if not to_device:  # the host buffer gets the device's bytes: unknown from here on
+                obj = _concrete(dst.obj)
+                if obj is not None:
+                    st.mem.pop(obj, None)
+            if not asyn:
+                complete_all()
+                return (m0, m1)
+            s = a[1][4]
+            st.uses_streams = True
+            op = CopyOp(d, what, s, ((src, size, False), (dst, size, True)))
+            against_pending(op, s)
+            if not _is_default(s):
+                st.pending.append(op)
+            return (m0, m1)
+        return run
+
+    def stream_init(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        m0, m1, p = a[0]
+        st.handles += 1
+        st.uses_streams = True
+        _store_cell(st, as_ptr(p, d, "gpu.stream_init"), STREAM_BYTES, ("stream", z3.BitVecVal(st.handles, 64)))
+        return (m0, m1)
+
+    def stream_deinit(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        return a[0][:2]
+
+    def stream_sync(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        m0, m1, s = a[0]
+        st.pending = [p for p in st.pending if not z3.is_true(z3.simplify(_stream_eq(p.stream, s)))]
+        return (m0, m1)
+
+    def launch(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        _imp, config, kernel, kargs, tail = a
+        n_groups, n_items, s = config[0], config[1], config[2]
+        mems, cont = tail
+        name = kernel.name if isinstance(kernel, MutLam) else "?"
+        op = LaunchOp(d, name or "?", s, kargs, (n_groups, n_items))
+        if _is_default(s):
+            complete_all()
+        else:
+            st.uses_streams = True
+            against_pending(op, s)
+            st.pending.append(op)
+        return (cont, mems)
+
+    return {
+        "gpu.init": Op(1, init), "gpu.auto_init": Op(1, init), "gpu.deinit": Op(1, deinit),
+        "gpu.auto_deinit": Op(1, deinit), "mem.alloc": Op(2, alloc), "mem.malloc": Op(2, alloc),
+        "mem.slot": Op(2, alloc), "mem.mslot": Op(2, alloc), "mem.free": Op(2, free), "mem.load": Op(2, load),
+        "mem.store": Op(2, store), "mem.lea": Op(2, lea), "gpu.alloc.block": Op(2, gpu_alloc_block),
+        "gpu.alloc.asyn": Op(2, gpu_alloc_asyn), "gpu.free.block": Op(2, gpu_free_block),
+        "gpu.free.asyn": Op(2, gpu_free_asyn),
+        "gpu.copy_to_device.block": Op(2, copy(True, False)), "gpu.copy_to_device.asyn": Op(2, copy(True, True)),
+        "gpu.copy_to_host.block": Op(2, copy(False, False)), "gpu.copy_to_host.asyn": Op(2, copy(False, True)),
+        "gpu.stream_init": Op(1, stream_init), "gpu.stream_deinit": Op(1, stream_deinit),
+        "gpu.stream_sync": Op(1, stream_sync), "gpu.launch": Op(5, launch, control=True),
+    }
+
+
+@dataclass(frozen=True)
+class HostPath:
+    condition: z3.BoolRef
+    candidates: tuple[Candidate, ...]
+    status: str
+    cut_at: str
+
+
+@dataclass
+class HostRun:
+    paths: list[HostPath]
+    uses_streams: bool
+    argc: z3.BitVecRef
+
+
+def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND) -> HostRun:
+    main = host.externals.get("main")
+    if not isinstance(main, MutLam) or main.body is None:
+        raise Unsupported("a program without main")
+    argc = z3.BitVec("argc", 32)
+    explorer = Explorer(assumptions=[argc >= 1], timeout_ms=timeout_ms, max_paths=128)
+    scopes = Scopes()
+    uses = [False]
+
+    def one() -> tuple[tuple[Candidate, ...], str, str]:
+        st = _HostState()
+        ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
+                       loop_bound=loop_bound)
+        # main's parameter is (its arguments, its return continuation), as the interpreter calls it.
+        dom = main.pi.dom
+        args_t = dom.ops[0] if isinstance(dom, Sigma) and len(dom.ops) == 2 else None
+        argv = Ptr(0, z3.BitVecVal(FIRST_OBJ, OBJ_BITS), z3.BitVecVal(0, OFF_BITS), "argv")
+        with_args = isinstance(args_t, Sigma) and len(args_t.ops) == 3
+        arg = ((Tok(0), argc, argv) if with_args else Tok(0), RETURN)
+        status = ev.run(main, arg)
+        uses[0] = uses[0] or st.uses_streams
+        return tuple(st.candidates), status, ev.cut_at
+
+    try:
+        raw = explorer.run(one)
+    except SymbolicError as e:
+        raise Unsupported(f"main with {e}") from None
+    out = []
+    for p in raw:
+        if p.error is not None:
+            raise Unsupported(f"{type(p.error).__name__}: {p.error}")
+        assert p.outcome is not None
+        cands, status, cut = p.outcome
+        out.append(HostPath(p.condition(), cands, status, cut))
+    return HostRun(out, uses[0], argc)
+
+
+# ------------------------------------------------------------------ conflicts as formulas
+
+
+def _bind(kp: KernelPaths, k: int, args: Any, sizes: tuple[Any, Any]) -> tuple[WorkItem, list[z3.BoolRef]]:
+    """Work-item k of a launch with the host's argument values substituted for the kernel's."""
+    w = work_item(kp, k, kp.paths)
+    pairs = list(w.subst)
+
+    def walk(kv: Any, hv: Any) -> None:
+        if isinstance(kv, Ptr) and isinstance(hv, Ptr):
+            pairs.extend([(kv.obj, hv.obj), (kv.off, hv.off)])
+        elif isinstance(kv, tuple) and isinstance(hv, tuple) and len(kv) == len(hv):
+            for x, y in zip(kv, hv):
+                walk(x, y)
+        elif isinstance(kv, z3.BitVecRef) and isinstance(hv, z3.BitVecRef) and kv.sort() == hv.sort():
+            pairs.append((kv, hv))
+
+    walk(kp.inputs.args, args)
+    w = WorkItem(w.group, w.item, tuple(pairs))
+    facts: list[z3.BoolRef] = []
+    for v, size, n in ((w.group, kp.inputs.group_size, sizes[0]), (w.item, kp.inputs.item_size, sizes[1])):
+        if (1 << v.size()) > size:
+            facts.append(z3.ULT(v, size))
+        if isinstance(n, z3.BitVecRef) and n.size() >= v.size():
+            facts.append(z3.ULT(z3.ZeroExt(n.size() - v.size(), v), n))
+    return w, facts
+
+
+def _ranges_overlap(p: Ptr, ps: int, q: Ptr, qs: int) -> z3.BoolRef:
+    return z3.And(p.space == q.space, p.obj == q.obj, z3.ULT(p.off, q.off + qs), z3.ULT(q.off, p.off + ps))
+
+
+def _launch_ranges(kp: KernelPaths, w: WorkItem, other: Callable[[Ptr, int, bool], z3.BoolRef]) -> z3.BoolRef:
+    terms = []
+    for p in kp.paths:
+        acc = [other(Ptr(1, w(a.obj), w(a.off), a.label), a.size, a.write) for a in p.accesses if a.space == 1]
+        if acc:
+            terms.append(z3.And(w(p.condition), z3.Or(*acc)))
+    return z3.Or(*terms) if terms else z3.BoolVal(False)
+
+
+def conflict_formula(c: Candidate, kernels: dict[str, KernelPaths]) -> z3.BoolRef:
+    """When candidate c is a real race (besides the host path's condition and the streams differing)."""
+    new, old = c.new, c.pending
+
+    def ranges_of(e: Event) -> list[tuple[Ptr, int, bool]]:
+        if isinstance(e, CopyOp):
+            return list(e.ranges)
+        if isinstance(e, HostAccess):
+            return [(e.ptr, e.size, e.write)]
+        return []
+
+    if isinstance(new, LaunchOp) and isinstance(old, LaunchOp):
+        kn, ko = kernels[new.kernel], kernels[old.kernel]
+        w1, f1 = _bind(kn, 1, new.args, new.sizes)
+        w2, f2 = _bind(ko, 2, old.args, old.sizes)
+        terms = []
+        for p in kn.paths:
+            for q in ko.paths:
+                pairs = [_ranges_overlap(Ptr(1, w1(a.obj), w1(a.off), ""), a.size, Ptr(1, w2(b.obj), w2(b.off), ""), b.size)
+                         for a in p.accesses for b in q.accesses
+                         if a.space == 1 and b.space == 1 and (a.write or b.write)]
+                if pairs:
+                    terms.append(z3.And(w1(p.condition), w2(q.condition), z3.Or(*pairs)))
+        return z3.And(*f1, *f2, z3.Or(*terms)) if terms else z3.BoolVal(False)
+    launch = new if isinstance(new, LaunchOp) else old if isinstance(old, LaunchOp) else None
+    plain = old if launch is new else new
+    if launch is not None:
+        kp = kernels[launch.kernel]
+        w, f = _bind(kp, 1, launch.args, launch.sizes)
+        rs = ranges_of(plain)
+        body = _launch_ranges(kp, w, lambda p, s, wr: z3.Or(*[_ranges_overlap(p, s, q, qs) for q, qs, qw in rs
+                                                                if wr or qw] or [z3.BoolVal(False)]))
+        return z3.And(*f, body)
+    pairs = [_ranges_overlap(p, ps, q, qs) for p, ps, pw in ranges_of(new) for q, qs, qw in ranges_of(old) if pw or qw]
+    return z3.Or(*pairs) if pairs else z3.BoolVal(False)
+
+
+def site_loc(e: Event) -> Loc | None:
+    return e.site.loc
+
+
+# ------------------------------------------------------------------ verdicts
+
+
+def _describe(e: Event) -> str:
+    if isinstance(e, LaunchOp):
+        return f"the launch of `{e.kernel}`"
+    if isinstance(e, CopyOp):
+        return e.what
+    return f"a host {'store' if e.write else 'load'}"
+
+
+def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPaths],
+                  entries: dict[int, dict[str, Any]], diags: list[Any], loop_bound: int) -> None:
+    """Races between streams: an `E-RACE` per conflicting pair found, recorded in the launch's
+    `kernels` entry; where main cannot be modelled and it uses streams, the entries say `unknown`."""
+    from verimim.diagnostics import Diagnostic, Related
+    from verimim.smt.kernel_model import int_value, signed
+
+    t0 = __import__("time").perf_counter()
+    try:
+        run = host_paths(program.host, min(ctx.timeout_ms, 2_000), loop_bound)
+    except (Unsupported, z3.Z3Exception) as e:
+        if _mentions_streams(program.host):
+            for entry in entries.values():
+                if entry["races"] != "refuted":
+                    entry["races"] = "unknown"
+                entry["detail"] += f"; streams: the host code is not modelled ({e})"
+        return
+    done: set[tuple[int, int]] = set()
+    for path in run.paths:
+        for c in path.candidates:
+            key = (c.new.site.gid, c.pending.site.gid)
+            if key in done:
+                continue
+            names = [e.kernel for e in (c.new, c.pending) if isinstance(e, LaunchOp)]
+            if any(n not in kernels for n in names):
+                continue  # that kernel is `unknown` already
+            s = ctx.solver()
+            s.add(run.argc >= 1, path.condition, c.streams_differ, conflict_formula(c, kernels))
+            r = ctx.check(s, f"streams: {_describe(c.new)} at {c.new.site.loc} against {_describe(c.pending)}")
+            if r != z3.sat:
+                if r != z3.unsat:
+                    for e in (c.new, c.pending):
+                        if isinstance(e, LaunchOp) and e.site.gid in entries and entries[e.site.gid]["races"] != "refuted":
+                            entries[e.site.gid]["races"] = "unknown"
+                            entries[e.site.gid]["detail"] += "; streams: the solver gave no answer"
+                continue
+            done.add(key)
+            model = s.model()
+            argc = signed(int_value(model, run.argc), 32)
+            msg = (f"{_describe(c.new)} conflicts with {_describe(c.pending)}, still pending on another stream "
+                   f"(no `gpu.stream_sync` in between)")
+            diags.append(Diagnostic("E-RACE", msg, c.new.site.loc, "error",
+                                    (Related(f"{_describe(c.pending)}, pending", c.pending.site.loc),)))
+            cex = {"streams": [{"operation": _describe(e), "line": e.site.loc.line if e.site.loc else None,
+                                "col": e.site.loc.col if e.site.loc else None} for e in (c.new, c.pending)],
+                   "main_inputs": {"argc": argc},
+                   "run": f"verimim run {file}{' a' * (argc - 1)} --schedule 0" if 1 <= argc <= 16 else None}
+            for e in (c.new, c.pending):
+                entry = entries.get(e.site.gid) if isinstance(e, LaunchOp) else None
+                if entry is not None:
+                    entry["races"] = "refuted"
+                    entry["counterexample"] = entry["counterexample"] or cex
+                    entry["detail"] += f"; streams: {msg}"
+    if any(p.status == "bound" for p in run.paths) and run.uses_streams:
+        for entry in entries.values():
+            if entry["races"] == "proved":
+                entry["races"] = "bounded"
+                entry["detail"] += f"; streams: host loops unrolled up to {loop_bound} entries per path"
+    dt = __import__("time").perf_counter() - t0
+    for entry in entries.values():
+        entry["time_s"] = round(entry["time_s"] + dt / max(len(entries), 1), 4)
+
+
+def _mentions_streams(host: World) -> bool:
+    from verimim.ir.defs import Axiom
+    from verimim.phases.base import walk
+
+    return any(isinstance(d, Axiom) and (d.annex.endswith(".asyn") or d.annex in ("gpu.stream_init", "gpu.with_streams"))
+               for d in walk(host))

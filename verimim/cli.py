@@ -12,10 +12,12 @@ from typing import Any
 
 import click
 
-from verimim import driver, schemas, verdicts
+from verimim import driver, explain, sarif, schemas, verdicts
 from verimim.diagnostics import EXIT_USAGE, Diagnostic
 from verimim.driver import Report
 from verimim.render import COLOR_CHOICES, ColorChoice, render_all, use_color
+
+FORMATS = ("text", "json", "sarif")
 
 _common = [
     click.option("--json", "as_json", is_flag=True, help="print exactly one JSON object on stdout"),
@@ -25,6 +27,9 @@ _common = [
     click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
                  expose_value=False, callback=lambda ctx, param, value: _set_color(value),
                  help="colour diagnostics (auto: on a terminal, unless NO_COLOR is set)"),
+    click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True,
+                 expose_value=False, callback=lambda ctx, param, value: _set_format(value),
+                 help="stdout: text, one JSON object (as --json) or a SARIF 2.1.0 log of the diagnostics"),
 ]
 
 # --color is the same for every command and only the printing needs it: a callback records it
@@ -34,6 +39,25 @@ _color: list[ColorChoice] = ["auto"]
 
 def _set_color(value: ColorChoice) -> None:
     _color[0] = value
+
+
+_format: list[str] = ["text"]
+
+
+def _set_format(value: str) -> None:
+    _format[0] = value
+
+
+def _format_of(args: list[str]) -> str:
+    """The output format a command line asks for, read before click parsed it (usage errors)."""
+    if "--json" in args:
+        return "json"
+    for i, a in enumerate(args):
+        if a.startswith("--format="):
+            return a.split("=", 1)[1]
+        if a == "--format" and i + 1 < len(args):
+            return args[i + 1]
+    return "text"
 
 
 def render_diagnostics(diags: list[Diagnostic]) -> None:
@@ -51,8 +75,11 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def emit(report: Report, as_json: bool, debug: bool) -> None:
-    """Print the report (JSON on stdout, or text: diagnostics on stderr) and exit with its code."""
-    if report.text is not None and not as_json:
+    """Print the report (JSON or SARIF on stdout, or text: diagnostics on stderr) and exit with
+    its code."""
+    as_json = as_json or _format[0] == "json"
+    as_sarif = _format[0] == "sarif" and not as_json
+    if report.text is not None and not as_json and not as_sarif:
         sys.stdout.write(report.text)
         if not report.text.endswith("\n"):
             sys.stdout.write("\n")
@@ -66,6 +93,9 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
         if report.text is not None:
             obj["output"] = report.text
         click.echo(json.dumps(schemas.complete(_command_name(), obj), ensure_ascii=False))
+    if as_sarif:
+        log = sarif.log(report.diagnostics, report.file, report.exit_code, _command_name())
+        click.echo(json.dumps(log, ensure_ascii=False, indent=1))
     if report.data.get("summary"):  # human text: stderr, with --json too
         click.echo(report.data["summary"], err=True)
     if not as_json and report.data.get("stdout"):
@@ -73,7 +103,7 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
         out = report.data["stdout"]
         sys.stdout.write(out if out.endswith("\n") else out + "\n")
         sys.stdout.flush()
-    if not as_json and "result" in report.data and report.data["result"] is not None:
+    if not as_json and not as_sarif and "result" in report.data and report.data["result"] is not None:
         click.echo(str(report.data["result"]))
     sys.exit(report.exit_code)
 
@@ -209,7 +239,7 @@ def dump(file: str | None, dot: bool, after: str | None, pipeline_file: str | No
     emit(driver.dump(path, list(include), dot=dot, after=after, pipeline=pipeline_file), as_json, debug)
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @click.option("--budget", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="seconds to spend generating and checking programs")
 @click.option("--seed", type=int, default=None, help="seed of the campaign (default: random)")
@@ -218,10 +248,25 @@ def dump(file: str | None, dot: bool, after: str | None, pipeline_file: str | No
 @click.option("--target", type=click.Choice(["interp", "gpu"]), default="interp", show_default=True,
               help="where generated programs are executed (gpu: also on the GPU, compared)")
 @click.option("--no-verify", is_flag=True, help="skip the phases' Z3 specifications (faster)")
+@click.option("--campaign", "campaign_dir", type=click.Path(), default=None,
+              help="a campaign directory: journal every program there, resume it if it exists")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="with --campaign: Dask worker processes of a local cluster (default: the cores)")
+@click.option("--scheduler", default=None, help="with --campaign: join the Dask cluster at tcp://HOST:PORT")
+@click.option("--preload", multiple=True, help="with --campaign: a module each Dask worker imports first")
+@click.option("--program-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="with --campaign: seconds after which a program is journaled as `hang`")
+@click.option("--reduce-budget", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="with --campaign: seconds to reduce each new failure")
 @common
-def fuzz(budget: float, seed: int | None, out_dir: str | None, target: str, no_verify: bool,
-         as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
-    """Generate random GPU programs and check them for BUDGET seconds (see README, Fuzzing)."""
+@click.pass_context
+def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | None, target: str, no_verify: bool,
+         campaign_dir: str | None, workers: int | None, scheduler: str | None, preload: tuple[str, ...],
+         program_timeout: float, reduce_budget: float, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+    """Generate random GPU programs and check them for BUDGET seconds (see README, Fuzzing);
+    `fuzz report DIR` reports on a campaign."""
+    if ctx.invoked_subcommand is not None:
+        return
     from verimim.fuzz.strategies import run_campaign
 
     gpu = target == "gpu"
@@ -230,6 +275,15 @@ def fuzz(budget: float, seed: int | None, out_dir: str | None, target: str, no_v
 
         if not device_available():
             _usage_error("--target gpu: no CUDA device (or no cuda-python) is available here", as_json)
+    if campaign_dir is None and (workers is not None or scheduler is not None or preload):
+        _usage_error("--workers, --scheduler and --preload run a campaign: give it a directory with --campaign DIR",
+                     as_json)
+    if workers is not None and scheduler is not None:
+        _usage_error("--workers starts a local cluster, --scheduler joins one: give one of them", as_json)
+    if campaign_dir is not None:
+        _fuzz_campaign(campaign_dir, budget, seed=seed, verify=not no_verify, gpu=gpu, workers=workers,
+                       scheduler=scheduler, preload=preload, program_timeout=program_timeout,
+                       reduce_budget=reduce_budget, as_json=as_json, debug=debug)
 
     try:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -265,10 +319,80 @@ def fuzz(budget: float, seed: int | None, out_dir: str | None, target: str, no_v
     sys.exit(3 if res.failures else 0)
 
 
+def _fuzz_campaign(directory: str, budget: float, *, as_json: bool, debug: bool, **options: Any) -> None:
+    from verimim.diagnostics import UsageError
+    from verimim.fuzz import command
+
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar: Any = Progress(TextColumn("fuzzing"), BarColumn(), TextColumn("{task.fields[n]} programs, "
+                            "{task.fields[f]} failures"), TimeElapsedColumn(), console=Console(stderr=True),
+                            transient=True)
+    except ImportError:  # rich is a declared dependency; stay usable without it
+        bar = None
+    try:
+        if bar is not None:
+            with bar:
+                task = bar.add_task("fuzz", total=budget, n=0, f=0)
+                code = command.campaign(directory, budget, as_json=as_json, complete=lambda o: schemas.complete("fuzz", o),
+                                        progress=lambda n, t, f: bar.update(task, completed=min(t, budget), n=n, f=f),
+                                        **options)
+        else:
+            code = command.campaign(directory, budget, as_json=as_json, complete=lambda o: schemas.complete("fuzz", o),
+                                    **options)
+    except UsageError as e:
+        _usage_error(e.message, as_json, "fuzz")
+    sys.exit(code)
+
+
+@fuzz.command(name="report")
+@click.argument("directory", type=click.Path())
+@common
+def fuzz_report(directory: str, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+    """Write DIRECTORY/report.html and report.json about the campaign in DIRECTORY."""
+    from verimim.diagnostics import UsageError
+    from verimim.fuzz import command
+
+    as_json = as_json or _format[0] == "json"
+    try:
+        code = command.report(directory, as_json, lambda o: schemas.complete("fuzz-report", o))
+    except UsageError as e:
+        _usage_error(e.message, as_json, "fuzz-report")
+    sys.exit(code)
+
+
+@cli.command(name="explain")
+@click.argument("code", required=False)
+@common
+def explain_cmd(code: str | None, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+    """What diagnostic CODE means, with an example (without CODE: every code)."""
+    as_json = as_json or _format[0] == "json"
+    if code is None:
+        text = explain.index()
+    else:
+        page = explain.lookup(code)
+        if page is None:
+            near = explain.suggestions(code)
+            hint = f"; did you mean {', '.join(f'`{c}`' for c in near)}?" if near else ""
+            _usage_error(f"unknown diagnostic code `{code}`{hint} (`verimim explain` lists them)", as_json)
+            return
+        text = page.text
+    if as_json:
+        obj = {"file": None, "ok": True, "diagnostics": [], "code": code.upper() if code else None, "text": text}
+        click.echo(json.dumps(schemas.complete("explain", obj), ensure_ascii=False))
+    else:
+        click.echo(text)
+    sys.exit(0)
+
+
 def _usage_error(message: str, as_json: bool, command: str | None = None) -> None:
     diag = Diagnostic("E-USAGE", message, None)
     render_diagnostics([diag])
-    if as_json:
+    if _format[0] == "sarif" and not as_json:
+        click.echo(json.dumps(sarif.log([diag], None, EXIT_USAGE, command or _command_name()), indent=1))
+    elif as_json:
         obj = {"file": None, "ok": False, "diagnostics": [diag.to_json()]}
         click.echo(json.dumps(schemas.complete(command or _command_name(), obj)))
     sys.exit(EXIT_USAGE)
@@ -284,7 +408,9 @@ def _command_of(args: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    as_json = "--json" in args
+    fmt = _format_of(args)
+    _set_format(fmt if fmt in FORMATS else "text")
+    as_json = fmt == "json"
     try:
         cli.main(args=args, prog_name="verimim", standalone_mode=False)
     except click.UsageError as e:

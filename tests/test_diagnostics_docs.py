@@ -1,0 +1,53 @@
+"""Every example program of docs/*.md runs as a test: a ```mim block with the annotations of
+tests/programs (`// EXPECT-ERROR:`, `// EXPECT:`, `// EXPECT-WARNING:`, `// FUEL:`, `// ARGS:`)
+must give exactly what they say, so the documentation cannot drift from verimim."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, annotations
+from tests.test_cli import verimim
+
+_BLOCK = re.compile(r"(?ms)^```mim\n(.*?)^```")
+
+
+def _examples() -> list[tuple[str, str]]:
+    out = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for i, m in enumerate(_BLOCK.finditer(page.read_text(encoding="utf-8"))):
+            out.append((f"{page.relative_to(ROOT)}#{i}", m.group(1)))
+    return out
+
+
+EXAMPLES = _examples()
+
+
+def test_the_docs_have_examples() -> None:
+    assert len(EXAMPLES) >= 15
+
+
+@pytest.mark.parametrize(("where", "text"), EXAMPLES, ids=[w for w, _ in EXAMPLES])
+def test_doc_example(where: str, text: str, tmp_path: Path) -> None:
+    prog = tmp_path / "example.mim"
+    prog.write_text(text, encoding="utf-8")
+    ann = annotations(prog)
+    assert "EXPECT" in ann or "EXPECT-ERROR" in ann, f"{where}: an example says what it gives"
+    args = ann.get("ARGS", "").split()
+    fuel = ["--fuel", ann["FUEL"]] if "FUEL" in ann else []
+    check = json.loads(verimim("check", str(prog), "--json").stdout)
+    check_codes = {d["code"] for d in check["diagnostics"]}
+    if "EXPECT-ERROR" in ann and ann["EXPECT-ERROR"] in check_codes:
+        return
+    assert check["ok"], f"{where}: check rejects it: {check['diagnostics']}"
+    run = json.loads(verimim("run", str(prog), *args, *fuel, "--target", "interp", "--json").stdout)
+    codes = [d["code"] for d in run["diagnostics"]]
+    if "EXPECT-ERROR" in ann:
+        assert ann["EXPECT-ERROR"] in codes, f"{where}: {run['diagnostics']}"
+        return
+    assert run["ok"] and run["result"] == int(ann["EXPECT"]), f"{where}: {run}"
+    if "EXPECT-WARNING" in ann:
+        assert ann["EXPECT-WARNING"] in codes

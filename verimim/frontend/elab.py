@@ -27,6 +27,12 @@ from verimim.syntax import ast
 Path = tuple[tuple[int, int], ...]
 Leaf = tuple[str, Param, Path]
 
+# Names of the axioms that stand for C functions, recursive definitions and rewrite rules.
+C_PREFIX = "c."
+REC_PREFIX = "rec."
+RULE_PREFIX = "rule."
+RULE_TYPE = "Rule"
+
 BUILTIN_SIZES = {"Bool": 2, "I1": 2, "I8": 2**8, "I16": 2**16, "I32": 2**32, "I64": 2**64}
 
 
@@ -543,6 +549,7 @@ class Elaborator:
         callee, ct = self.infer(e.callee, scope)
         if not e.explicit:
             callee, ct = self.apply_implicits(callee, ct, e.callee)
+        ct = w.unfold(ct)
         if not isinstance(ct, Pi):
             raise TypeError_(f"`{show(callee)}` of type `{show(ct)}` is not a function and cannot be "
                              f"applied", e.callee.loc)
@@ -552,11 +559,11 @@ class Elaborator:
     def apply_implicits(self, callee: Def, ct: Def, at: ast.Expr) -> tuple[Def, Def]:
         """Supply a metavariable for every leading implicit domain of the callee's type."""
         w = self.world
-        ct = w.zonk(ct)
+        ct = w.unfold(w.zonk(ct))
         while isinstance(ct, Pi) and ct.implicit:
             arg = self.holes_for(ct, self.describe(at), at.loc)
             callee = w.app(callee, arg)
-            ct = w.zonk(self.type_of(callee, at.loc))
+            ct = w.unfold(w.zonk(self.type_of(callee, at.loc)))
         return callee, ct
 
     def holes_for(self, pi: Pi, what: str, loc: Loc) -> Def:
@@ -823,6 +830,7 @@ class Elaborator:
 
     def declare(self, decls: Sequence[ast.Decl], scope: Scope) -> None:
         """Register every declaration of a block as a lazy entry."""
+        self.check_redeclarations(decls)
         for d in decls:
             if isinstance(d, ast.DeclRec):
                 self.declare(d.decls, scope)
@@ -834,6 +842,137 @@ class Elaborator:
                 self.declare_let(d, scope)
             elif isinstance(d, ast.DeclMod):
                 self.declare_mod(d, scope)
+            elif isinstance(d, ast.DeclC):
+                self.declare_c(d, scope)
+            elif isinstance(d, ast.DeclRecVal):
+                self.declare_rec_val(d, scope)
+            elif isinstance(d, ast.DeclRule):
+                self.declare_rule(d, scope)
+
+    @staticmethod
+    def _declared_name(d: ast.Decl) -> str | None:
+        """The name a non-`let` declaration binds in its block (annexes by their full name)."""
+        if isinstance(d, (ast.DeclLam, ast.DeclRecVal)):
+            return ".".join(d.percent_name) if d.percent_name else d.name
+        if isinstance(d, (ast.DeclC, ast.DeclRule)):
+            return d.name
+        return None
+
+    def check_redeclarations(self, decls: Sequence[ast.Decl]) -> None:
+        """Two declarations of one name in one block (`lam`, `con`, `fun`, `rec`, `ccon`,
+        `cfun`, `rule`) are an error, as upstream's "redeclaration"; `let` may rebind."""
+        seen: dict[str, ast.Decl] = {}
+        flat: list[ast.Decl] = []
+        for d in decls:
+            flat.extend(d.decls if isinstance(d, ast.DeclRec) else (d,))
+        for d in flat:
+            name = self._declared_name(d)
+            if name is None or name == "_":
+                continue
+            first = seen.get(name)
+            if first is not None:
+                raise NameError_(f"redeclaration of `{name}`", d.loc,
+                                 (Related(f"`{name}` is first declared here", first.loc),))
+            seen[name] = d
+
+    def declare_c(self, d: ast.DeclC, scope: Scope) -> None:
+        """`ccon f [D]` is an axiom `c.f: Cn D`; `cfun f [D]: R` one of type `Fn D → R`. The
+        interpreter and the backends know C functions by that name (`World.c_functions`)."""
+
+        def make() -> Def:
+            type_e: ast.Expr = ast.Cn(d.loc, d.dom) if d.codom is None else ast.Fn(d.loc, d.dom, d.codom)
+            t = self.statement(lambda: self.elab_type(type_e, scope))
+            ax = self.world.axiom(C_PREFIX + d.name, t)
+            ax.loc = d.loc
+            self.world.c_functions[d.name] = ax
+            return ax
+
+        lazy = Lazy(d.name, d.loc, make)
+        scope.bind(d.name, lazy)
+        self._remember(d, lazy)
+
+    def declare_rec_val(self, d: ast.DeclRecVal, scope: Scope) -> None:
+        """`rec N (: T)? = e`. A lambda is a (recursive) declaration of that kind; a type that
+        does not mention N is a plain definition; one that does is a recursive type, kept as an
+        opaque constant that unfolds to its definition where its structure is needed."""
+        value = d.value
+        if isinstance(value, ast.Lambda):
+            lam = ast.DeclLam(d.loc, d.doc, value.kind, d.name, value.domains, value.codom, value.body,
+                              d.percent_name is not None, False, d.percent_name, value.filters)
+            self.declare_lam(lam, scope)
+            self._remember(d, self.decl_lazies[id(lam)][0])
+            return
+        if not isinstance(value, (ast.Pi, ast.Sigma, ast.Arr, ast.Cn, ast.Fn, ast.Union_)):
+            raise TypeError_("unsupported expression in `rec`: it defines a function, a Pi, a sigma "
+                             f"or an array type, found {self.describe_syntax(value)}", value.loc)
+        if not mentions_name(value, d.name):
+            let = ast.DeclLet(d.loc, d.doc, ast.PVar(d.loc, d.name, d.type), value,
+                              d.percent_name is not None, d.percent_name)
+            self.declare_let(let, scope)
+            for lazy in self.decl_lazies.get(id(let), ()):
+                self._remember(d, lazy)
+            return
+        annex = ".".join(d.percent_name) if d.percent_name else None
+
+        def make() -> Def:
+            w = self.world
+            t = w.star() if d.type is None else self.statement(lambda: self.elab_type(d.type, scope))  # type: ignore[arg-type]
+            ax = w.axiom(REC_PREFIX + (annex or d.name), t)
+            ax.loc = d.loc
+            lazy.value = ax  # the definition refers to the constant itself
+            sc = scope.child()
+            sc.bind(d.name, ax)
+            w.rec_defs[ax] = self.statement(lambda: self.check(value, t, sc))
+            if annex:
+                w.register_annex(annex, ax, d.doc)
+                self.annexes.pending.pop(annex, None)
+            return ax
+
+        lazy = Lazy(d.name, d.loc, make)
+        scope.bind(d.name, lazy)
+        if annex:
+            self.annexes.pending[annex] = lazy
+        self._remember(d, lazy)
+
+    @staticmethod
+    def describe_syntax(e: ast.Expr) -> str:
+        if isinstance(e, ast.Name):
+            return f"`{e.text}`"
+        if isinstance(e, ast.Builtin):
+            return f"`{e.name}`"
+        return f"a {type(e).__name__.rstrip('_').lower()} expression"
+
+    def declare_rule(self, d: ast.DeclRule, scope: Scope) -> None:
+        """`rule N p : lhs (when g)? => rhs`: type-checked (both sides of one type, the guard a
+        `Bool`) over p's meta variables; its value is an opaque constant of type `Rule T`."""
+
+        def make() -> Def:
+            w = self.world
+
+            def elaborate() -> Def:
+                meta_t, _, sc = self.pattern_type(d.pattern, scope)
+                lhs, lhs_t = self.infer(d.lhs, sc)
+                self.check(d.rhs, lhs_t, sc)
+                if d.guard is not None:
+                    self.check(d.guard, w.bool_t(), sc)
+                return w.zonk(meta_t)
+
+            meta_t = self.statement(elaborate)
+            ax = w.axiom(RULE_PREFIX + d.name, w.app(self.rule_type_former(), meta_t))
+            ax.loc = d.loc
+            return ax
+
+        lazy = Lazy(d.name, d.loc, make)
+        scope.bind(d.name, lazy)
+        self._remember(d, lazy)
+
+    def rule_type_former(self) -> Def:
+        """`Rule: * → *` — the type of rewrite rules over a meta type (a builtin of upstream's)."""
+        w = self.world
+        return w.axiom(RULE_TYPE, w.pi(w.star(), w.star()))
+
+    def infer_RuleType(self, e: ast.RuleType, scope: Scope) -> Def:
+        return self.world.app(self.rule_type_former(), self.elab_type(e.meta, scope))
 
     def force_all(self, decls: Sequence[ast.Decl]) -> None:
         for d in decls:

@@ -9,7 +9,7 @@ and `?Ts` to X's element types.
 """
 from __future__ import annotations
 
-from verimim.ir.defs import App, Arr, BVar, Def, Extract, Hole, IdxT, Lit, Pack, Sigma, Tuple, TypeU
+from verimim.ir.defs import App, Arr, BVar, Def, Extract, Hole, IdxT, Lit, Pack, Sigma, Top, Tuple, TypeU
 from verimim.ir.world import World
 
 Mismatch = tuple[Def, Def]
@@ -36,6 +36,10 @@ class Unifier:
             return None if self._solve(a, b) else (a, b)
         if isinstance(b, Hole) and b.value is None:
             return None if self._solve(b, a) else (a, b)
+        if isinstance(a, Top) or isinstance(b, Top):
+            # Upstream's checker: `⊤` is assignable to and from anything (`Idx ⊤:Nat` accepts
+            # an `I32` index; `«⊤:Nat; I8»` is an array of unknown length).
+            return None
         if self._arity_rule(a, b) or self._arity_rule(b, a):
             return self.unify(a, b)
         if self._expand_hole(a) or self._expand_hole(b):

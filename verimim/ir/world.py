@@ -44,6 +44,10 @@ class World:
         self.origin: World | None = None  # the World a phase rebuilt this one from
         # The program's own pipeline definitions (`_compile`, …), by name (verimim.phases.program_pipeline).
         self.pipeline_defs: dict[str, Def] = {}
+        # C functions declared with `ccon`/`cfun`: C name → the axiom `c.<name>` standing for it.
+        self.c_functions: dict[str, Axiom] = {}
+        # `rec N = e` whose e mentions N (a recursive type): the constant → its definition.
+        self.rec_defs: dict[Def, Def] = {}
         self._univ = self._hashcons(Univ, (), ())
         self._nat = self._hashcons(NatT, (), ())
 
@@ -418,7 +422,7 @@ class World:
         if isinstance(d, Insert):
             return self.type_of(d.ops[0])
         if isinstance(d, App):
-            ct = self.zonk(self.type_of(d.callee))
+            ct = self.unfold(self.zonk(self.type_of(d.callee)))
             if not isinstance(ct, Pi):
                 raise IRError(f"applying a non-function of type {ct!r}")
             return self.open(ct.codom, d.arg)
@@ -429,6 +433,15 @@ class World:
         if isinstance(d, BVar):
             raise IRError("the type of an open term was asked for")
         raise IRError(f"no type for {type(d).__name__}")
+
+    def unfold(self, t: Def) -> Def:
+        """A recursive definition (`rec N = … N …`) replaced by its body, as often as it heads
+        `t`: where the structure of a type is needed (applying a value of that type)."""
+        seen = 0
+        while t in self.rec_defs and seen < 64:
+            t = self.rec_defs[t]
+            seen += 1
+        return t
 
     def extract_type(self, tup_t: Def, tup: Def, index: Def) -> Def:
         if isinstance(tup_t, Sigma):

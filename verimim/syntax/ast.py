@@ -173,6 +173,7 @@ class Pi(Expr):
     dom: Expr
     codom: Expr
     implicit: bool = False
+    alias: str | None = None  # `[…] as x → e`: x names the whole domain value in e
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,45 @@ class Lambda(Expr):
     domains: tuple[Pattern, ...]
     codom: Expr | None
     body: Expr
+    filters: tuple[Expr | None, ...] = ()  # `@e` after each domain (partial-evaluation filters)
+
+
+@dataclass(frozen=True)
+class Union_(Expr):
+    """`A ∪ B ∪ …`: the union type of its members (upstream's `Join`)."""
+
+    types: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Inj(Expr):
+    """`e inj T`: the value e injected into the union type T."""
+
+    value: Expr
+    type: Expr
+
+
+@dataclass(frozen=True)
+class MatchArm:
+    loc: Loc
+    pattern: Pattern
+    body: Expr
+
+
+@dataclass(frozen=True)
+class Match(Expr):
+    """`match e with | p => e | …`: eliminates a union value; each arm's pattern has the type
+    of one member of the union."""
+
+    scrutinee: Expr
+    arms: tuple[MatchArm, ...]
+
+
+@dataclass(frozen=True)
+class RuleType(Expr):
+    """`Rule T`: the type of rewrite rules whose meta variables have type T."""
+
+    meta: Expr
 
 
 @dataclass(frozen=True)
@@ -288,6 +328,11 @@ class DeclAxm(Decl):
     tags: tuple[str, ...] | None
     type: Expr
     percent: bool = False
+    # Upstream's `(tag = alias = …, …)`: further names of each tag, by position in `tags`.
+    aliases: tuple[tuple[str, ...], ...] = ()
+    normalizer: str | None = None  # `, normalize_x`: upstream's C++ normalizer (ours are Python)
+    curry: int | None = None
+    trip: int | None = None
 
 
 @dataclass(frozen=True)
@@ -314,6 +359,42 @@ class DeclLam(Decl):
     anx: bool = False
     extern: bool = False
     percent_name: tuple[str, ...] | None = None
+    filters: tuple[Expr | None, ...] = ()  # `@e` after each domain (partial-evaluation filters)
+
+
+@dataclass(frozen=True)
+class DeclC(Decl):
+    """`ccon N [D];` (a C function called in continuation-passing style, type `Cn D`) or
+    `cfun N [D]: R;` (a C function returning R, type `Fn D → R`)."""
+
+    kind: TLiteral["ccon", "cfun"]
+    name: str
+    dom: Expr
+    codom: Expr | None
+
+
+@dataclass(frozen=True)
+class DeclRecVal(Decl):
+    """`rec N (: T)? = e` / `and N (: T)? = e`: a name bound to a value that may refer to itself
+    (upstream's recursive declaration, e.g. `rec PiPeline: * = Phase → PiPeline`)."""
+
+    name: str
+    percent_name: tuple[str, ...] | None
+    type: Expr | None
+    value: Expr
+
+
+@dataclass(frozen=True)
+class DeclRule(Decl):
+    """`rule N p : lhs (when guard)? => rhs` (`norm` for a normalizing rule): a rewrite rule over
+    the meta variables bound by p."""
+
+    name: str
+    norm: bool
+    pattern: Pattern
+    lhs: Expr
+    guard: Expr | None
+    rhs: Expr
 
 
 @dataclass(frozen=True)
@@ -327,7 +408,8 @@ class DeclMod(Decl):
 
 @dataclass(frozen=True)
 class DeclRec(Decl):
-    """`rec d1 and d2 and …;` (upstream compatibility): its members behave as ordinary declarations."""
+    """A recursive group `rec d1 and d2 and …` or `lam f … = … and lam g … = …` (mutual
+    recursion): its members behave as ordinary declarations of the enclosing block."""
 
     decls: tuple[Decl, ...]
 

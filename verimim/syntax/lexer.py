@@ -21,29 +21,36 @@ STR = "str"
 EOF = "eof"
 
 KEYWORDS: frozenset[str] = frozenset(
-    "Bool Cn Fn I1 I8 I16 I32 I64 Idx Nat Type Univ and anx as axm cn con end extern ff fn fun "
-    "i1 i8 i16 i32 i64 import ins lam let lm mod plugin pub rec ret tt where top bot".split()
+    "Bool Cn Fn I1 I8 I16 I32 I64 Idx Nat Rule Type Univ and anx as axm ccon cfun cn con end extern "
+    "ff fn fun i1 i8 i16 i32 i64 import inj ins insert lam let lm match mod module norm plugin pub "
+    "rec ret rule tt when where with top bot".split()
 )
 
-# ASCII keywords that are spellings of a Unicode symbol.
-KEYWORD_ALIASES: dict[str, str] = {"lm": "λ", "top": "⊤", "bot": "⊥"}
+# ASCII keywords that are spellings of a Unicode symbol (or of another keyword).
+KEYWORD_ALIASES: dict[str, str] = {"lm": "λ", "top": "⊤", "bot": "⊥", "insert": "ins"}
 
 # Multi-character punctuation first: the lexer takes the longest match.
 PUNCT_ASCII: tuple[tuple[str, str], ...] = (
     ("->", "→"),
+    ("=>", "⇒"),
     ("<<", "«"),
     (">>", "»"),
     ("<", "‹"),
     (">", "›"),
 )
 
-PUNCT_SINGLE: frozenset[str] = frozenset("()[]{}«»‹›,;:=#@$→.*□λ⊤⊥")
+PUNCT_SINGLE: frozenset[str] = frozenset("()[]{}«»‹›,;:=#@$→.*□λ⊤⊥|∪⦃⦄")
+
+# Upstream's alternative spellings of the sequence delimiters.
+PUNCT_ALTERNATIVES: dict[str, str] = {"⟨": "‹", "⟩": "›", "⟪": "«", "⟫": "»"}
 
 VALID_WIDTHS: frozenset[int] = frozenset({1, 8, 16, 32, 64})
 
 SUBSCRIPTS = "₀₁₂₃₄₅₆₇₈₉"
 
-ESCAPES: dict[str, int] = {"n": 10, "t": 9, "0": 0, "\\": 92, "'": 39, '"': 34}
+ESCAPES: dict[str, int] = {
+    "n": 10, "t": 9, "0": 0, "\\": 92, "'": 39, '"': 34, "a": 7, "b": 8, "f": 12, "r": 13, "v": 11,
+}
 
 # Longer literals are certainly not meant: refuse them before int() does quadratic work
 # (and before Python's int-string-conversion limit raises a ValueError).
@@ -216,6 +223,8 @@ class Lexer:
                 return self.lex_punct(kind, len(ascii_))
         if c in PUNCT_SINGLE:
             return self.lex_punct(c, 1)
+        if c in PUNCT_ALTERNATIVES:
+            return self.lex_punct(PUNCT_ALTERNATIVES[c], 1)
         raise self.error(f"unexpected character {c!r}")
 
     def lex_punct(self, kind: str, length: int) -> None:

@@ -39,14 +39,20 @@ SIZE_KEYWORDS: dict[str, int] = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 
 LAMBDA_KINDS: dict[str, ast.LamKind] = {"λ": "lam", "cn": "con", "fn": "fun"}
 DECL_KINDS: dict[str, ast.LamKind] = {"lam": "lam", "con": "con", "fun": "fun"}
 
-DECL_START: frozenset[str] = frozenset({"let", "axm", "anx", "extern", "lam", "con", "fun", "mod", "pub", "rec"})
+DECL_START: frozenset[str] = frozenset(
+    {"let", "axm", "anx", "extern", "lam", "con", "fun", "mod", "pub", "rec", "ccon", "cfun", "rule", "norm"}
+)
+
+# Precedence of a domain's type in a declaration without parentheses (`con k m: M = …`):
+# a `con`'s reaches over arrows, a `lam`'s or `fun`'s stops before `→` (upstream's Prec::Pi).
+LAM_DECL_KINDS: frozenset[str] = frozenset(DECL_KINDS)
 
 DOMAIN_OPEN: frozenset[str] = frozenset({"(", "[", "{"})
 
 # Tokens that may begin an argument of a juxtaposition application. `ret` is left out: it
 # only begins a body's final expression (or stands alone inside brackets).
 ARG_START: frozenset[str] = frozenset(
-    {NAME, NUM, CHAR, STR, "ff", "tt", "⊤", "⊥", "(", "[", "«", "‹", "{", "Idx", "Type", "Cn", "Fn", "ins"}
+    {NAME, NUM, CHAR, STR, "ff", "tt", "⊤", "⊥", "(", "[", "«", "‹", "{", "Idx", "Type", "Cn", "Fn", "ins", "Rule"}
     | BUILTINS
     | set(SIZE_KEYWORDS)
     | set(LAMBDA_KINDS)
@@ -186,11 +192,19 @@ class Parser:
         while self.at("plugin", "import"):
             imports.append(self.parse_import())
         decls: list[ast.Decl] = []
-        while not self.at(EOF):
+        while True:
+            self.skip_semicolons()
+            if self.at(EOF):
+                break
             if self.peek().kind not in DECL_START:
                 raise self.error("a declaration")
             decls.append(self.parse_decl_stmt())
         return ast.Module(Loc(self.file, 1, 1), tuple(imports), tuple(decls))
+
+    def skip_semicolons(self) -> None:
+        """Upstream eats stray `;` between declarations (`;;`, a `;` after `end` or `}`)."""
+        while self.accept(";"):
+            pass
 
     def parse_import(self) -> ast.Import:
         kw = self.next()
@@ -202,16 +216,15 @@ class Parser:
     # ------------------------------------------------------------------ declarations
 
     def parse_decl_stmt(self) -> ast.Decl:
-        """A declaration with its terminator: `;`, or `}` (plus an optional `;`) for `mod`."""
+        """A declaration and the `;`s after it. As upstream, the `;` is optional: a declaration
+        ends where its last expression does (`let x = f a let y = …` is two declarations)."""
         decl = self.parse_decl()
-        if isinstance(decl, ast.DeclMod):
-            self.accept(";")
-        else:
-            self.expect(";")
+        self.skip_semicolons()
         return decl
 
     def parse_decls_until(self, end: str) -> tuple[ast.Decl, ...]:
         decls: list[ast.Decl] = []
+        self.skip_semicolons()
         while not self.at(end):
             if self.peek().kind not in DECL_START:
                 raise self.error(f"a declaration or '{end}'")
@@ -230,29 +243,62 @@ class Parser:
         if kind == "anx":
             return self.parse_anx(tok)
         if kind in ("extern", "lam", "con", "fun"):
-            return self.parse_lam_decl(tok, anx=False)
+            return self.and_group(tok, self.parse_lam_decl(tok, anx=False))
         if kind in ("mod", "pub"):
             return self.parse_mod(tok)
         if kind == "rec":
             return self.parse_rec(tok)
+        if kind in ("ccon", "cfun"):
+            return self.parse_c_decl(tok)
+        if kind in ("rule", "norm"):
+            return self.parse_rule(tok)
         raise self.error("a declaration")
 
     def parse_axm(self, start: Token) -> ast.DeclAxm:
+        """`axm N (tag (= alias)*, …)? : T (, normalizer)? (, curry (, trip)?)?`."""
         self.next()
         name = self.expect(NAME, "an axiom name")
-        tags = self.parse_tags() if self.at("(") else None
+        tags: tuple[str, ...] | None = None
+        aliases: tuple[tuple[str, ...], ...] = ()
+        if self.at("("):
+            tags, aliases = self.parse_tags()
         self.expect(":")
         type_ = self.parse_expr()
+        normalizer: str | None = None
+        curry: int | None = None
+        trip: int | None = None
+        if self.at(",") and self.at_simple_name(1):
+            self.next()
+            normalizer = self.next().text
+        if self.accept(","):
+            curry = self.parse_count("a curry count")
+            if self.accept(","):
+                trip = self.parse_count("a trip count")
         parts: tuple[str, ...] = name.value  # type: ignore[assignment]
-        return ast.DeclAxm(self.loc(start), start.doc, parts, tags, type_, name.percent)
+        return ast.DeclAxm(self.loc(start), start.doc, parts, tags, type_, name.percent,
+                           aliases, normalizer, curry, trip)
 
-    def parse_tags(self) -> tuple[str, ...]:
+    def parse_count(self, what: str) -> int:
+        tok = self.expect(NUM, what)
+        value, bits, size = tok.value  # type: ignore[misc]
+        if bits is not None or size is not None:
+            raise self.error(what, tok)
+        return value
+
+    def parse_tags(self) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
         self.next()
-        tags = [self.simple_name("a tag name").text]
-        while self.accept(","):
+        tags: list[str] = []
+        aliases: list[tuple[str, ...]] = []
+        while True:
             tags.append(self.simple_name("a tag name").text)
+            names: list[str] = []
+            while self.accept("="):
+                names.append(self.simple_name("an alias of the tag").text)
+            aliases.append(tuple(names))
+            if not self.accept(",") or self.at(")"):
+                break
         self.expect(")", "',' or ')'")
-        return tuple(tags)
+        return tuple(tags), tuple(aliases) if any(aliases) else ()
 
     def parse_anx(self, start: Token) -> ast.Decl:
         self.next()
@@ -293,13 +339,80 @@ class Parser:
         percent_name = parts if name_tok.percent else None
         if percent_name is None and len(parts) != 1:
             raise self.error(f"a plain name (write '%{name_tok.text}' for an annex)", name_tok)
-        domains = self.parse_domains()
-        codom = self.parse_expr() if self.accept(":") else None
+        kind = DECL_KINDS[kw.kind]
+        domains, filters = self.parse_domains(kind)
+        codom = self.parse_arrow() if self.accept(":") else None
         body = self.parse_body() if self.accept("=") else None
         return ast.DeclLam(
-            self.loc(start), start.doc, DECL_KINDS[kw.kind], parts[-1], domains, codom, body,
-            anx or percent_name is not None, extern, percent_name,
+            self.loc(start), start.doc, kind, parts[-1], domains, codom, body,
+            anx or percent_name is not None, extern, percent_name, filters,
         )
+
+    def and_group(self, start: Token, first: ast.Decl) -> ast.Decl:
+        """`d and d and …`: a mutually recursive group (after `rec`, or after a `lam`/`con`/`fun`
+        declaration as upstream allows). A member is a declaration or `N (: T)? = e`."""
+        if not self.at_and():
+            return first
+        members = [first]
+        while self.at_and():
+            self.skip_semicolons()
+            and_tok = self.next()
+            members.append(self.parse_group_member(and_tok))
+        return ast.DeclRec(self.loc(start), start.doc, tuple(members))
+
+    def at_and(self) -> bool:
+        """`and`, possibly after a stray `;` (`d; and d`)."""
+        n = 0
+        while self.peek(n).kind == ";":
+            n += 1
+        return self.peek(n).kind == "and"
+
+    def parse_group_member(self, start: Token) -> ast.Decl:
+        tok = self.peek()
+        if tok.kind in ("extern", "lam", "con", "fun"):
+            return self.parse_lam_decl(tok, anx=False)
+        if tok.kind == "anx":
+            return self.parse_anx(tok)
+        if tok.kind == "rec":
+            raise self.error("a member of the recursive group ('rec' does not nest)")
+        if tok.kind in DECL_START:
+            return self.parse_decl()
+        return self.parse_rec_val(start)
+
+    def parse_rec_val(self, start: Token) -> ast.DeclRecVal:
+        name = self.expect(NAME, "a name, or 'lam', 'con' or 'fun'")
+        parts: tuple[str, ...] = name.value  # type: ignore[assignment]
+        percent_name = parts if name.percent else None
+        if percent_name is None and len(parts) != 1:
+            raise self.error(f"a plain name (write '%{name.text}' for an annex)", name)
+        type_ = self.parse_expr() if self.accept(":") else None
+        self.expect("=", "'=' in a recursive declaration" if type_ is None else "'='")
+        value = self.parse_expr()
+        return ast.DeclRecVal(self.loc(start), start.doc, parts[-1], percent_name, type_, value)
+
+    def parse_c_decl(self, start: Token) -> ast.DeclC:
+        """`ccon N [D]` / `cfun N [D]: R`: D is a bracket-style domain (or an application)."""
+        self.next()
+        name = self.simple_name(f"the name of the C function after '{start.kind}'")
+        dom = self.p_sigma(self.peek(), self.loc(self.peek())) if self.at("[") else self.parse_app()
+        codom: ast.Expr | None = None
+        if start.kind == "cfun":
+            self.expect(":", "':' and the return type of the 'cfun'")
+            codom = self.parse_arrow()
+        kind: ast.TLiteral["ccon", "cfun"] = "ccon" if start.kind == "ccon" else "cfun"
+        return ast.DeclC(self.loc(start), start.doc, kind, name.text, dom, codom)
+
+    def parse_rule(self, start: Token) -> ast.DeclRule:
+        """`rule N p : lhs (when guard)? => rhs` (`norm` likewise)."""
+        self.next()
+        name = self.expect(NAME, "the name of the rule")
+        pattern = self.parse_pattern()
+        self.expect(":", "':' before the rule's left-hand side")
+        lhs = self.parse_arrow()
+        guard = self.parse_arrow() if self.accept("when") else None
+        self.expect("⇒", "'=>' before the rule's right-hand side")
+        rhs = self.parse_expr()
+        return ast.DeclRule(self.loc(start), start.doc, name.text, start.kind == "norm", pattern, lhs, guard, rhs)
 
     def parse_mod(self, start: Token) -> ast.DeclMod:
         pub = self.accept("pub") is not None
@@ -310,17 +423,13 @@ class Parser:
         self.next()
         return ast.DeclMod(self.loc(start), start.doc, name.text, decls, pub)
 
-    def parse_rec(self, start: Token) -> ast.DeclRec:
-        self.next()
-        members = [self.parse_decl()]
-        while True:
-            if self.accept("and"):
-                members.append(self.parse_decl())
-            elif self.at(";") and self.peek(1).kind == "and":
-                # Tolerate `d; and d;` — a stray terminator before `and`.
-                self.next()
-            else:
-                return ast.DeclRec(self.loc(start), start.doc, tuple(members))
+    def parse_rec(self, start: Token) -> ast.Decl:
+        rec_tok = self.next()
+        first = self.parse_group_member(rec_tok)
+        group = self.and_group(start, first)
+        if isinstance(group, ast.DeclRec):
+            return group
+        return ast.DeclRec(self.loc(start), start.doc, (first,))
 
     # ------------------------------------------------------------------ bodies
 
@@ -363,24 +472,44 @@ class Parser:
 
     def parse_arrow(self) -> ast.Expr:
         """`a → b → c` (right associative), built from a flat list."""
-        operands = [self.parse_app()]
+        operands = [self.parse_inj()]
         while self.accept("→"):
-            operands.append(self.parse_app())
+            operands.append(self.parse_inj())
         result = operands[-1]
         for dom in reversed(operands[:-1]):
             result = ast.Pi(dom.loc, dom, result)
         return result
 
+    def parse_inj(self) -> ast.Expr:
+        """`e inj T inj U` (right associative, between `→` and application), from a flat list."""
+        operands = [self.parse_app()]
+        while self.accept("inj"):
+            operands.append(self.parse_app())
+        result = operands[-1]
+        for value in reversed(operands[:-1]):
+            result = ast.Inj(value.loc, value, result)
+        return result
+
     def parse_app(self) -> ast.Expr:
-        """Juxtaposition and `@`, left associative."""
-        expr = self.parse_postfix()
+        """Juxtaposition and `@`, left associative; operands are unions (which bind tighter)."""
+        expr = self.parse_union()
         while True:
             if self.accept("@"):
-                expr = ast.App(expr.loc, expr, self.parse_postfix(), explicit=True)
+                expr = ast.App(expr.loc, expr, self.parse_union(), explicit=True)
             elif self.peek().kind in ARG_START:
-                expr = ast.App(expr.loc, expr, self.parse_postfix())
+                expr = ast.App(expr.loc, expr, self.parse_union())
             else:
                 return expr
+
+    def parse_union(self) -> ast.Expr:
+        """`A ∪ B ∪ C`: one flat union of extract-level operands."""
+        first = self.parse_postfix()
+        if not self.at("∪"):
+            return first
+        types = [first]
+        while self.accept("∪"):
+            types.append(self.parse_postfix())
+        return ast.Union_(first.loc, tuple(types))
 
     def parse_postfix(self) -> ast.Expr:
         """`e # i # j`; each index is a primary."""
@@ -449,14 +578,44 @@ class Parser:
         return ast.TypeUniverse(loc, self.parse_primary())
 
     def p_cn(self, tok: Token, loc: Loc) -> ast.Expr:
+        """`Cn [D]`, or `Cn e` where e reaches as far as an expression can (`Cn %mem.M 0`)."""
         self.next()
-        return ast.Cn(loc, self.parse_postfix())
+        if self.at("["):
+            return ast.Cn(loc, self.p_sigma(self.peek(), self.loc(self.peek()), domain_only=True))
+        return ast.Cn(loc, self.parse_arrow())
 
     def p_fn(self, tok: Token, loc: Loc) -> ast.Expr:
+        """`Fn [D] → R`, or `Fn e → R` with e an application (`Fn %mem.M 0 → …`)."""
         self.next()
-        dom = self.parse_postfix()
+        if self.at("["):
+            dom = self.p_sigma(self.peek(), self.loc(self.peek()), domain_only=True)
+        else:
+            dom = self.parse_inj()
         self.expect("→", "'→' after the domain of 'Fn'")
         return ast.Fn(loc, dom, self.parse_arrow())
+
+    def p_rule_type(self, tok: Token, loc: Loc) -> ast.Expr:
+        self.next()
+        return ast.RuleType(loc, self.parse_union())
+
+    def p_match(self, tok: Token, loc: Loc) -> ast.Expr:
+        """`match e with |? p => e (| p => e)*`."""
+        self.next()
+        scrutinee = self.parse_expr()
+        self.expect("with", "'with' after the matched expression")
+        self.accept("|")
+        arms: list[ast.MatchArm] = []
+        while True:
+            arm_loc = self.loc(self.peek())
+            pattern = self.parse_pattern()
+            self.expect("⇒", "'=>' after the pattern of a match arm")
+            arms.append(ast.MatchArm(arm_loc, pattern, self.parse_expr()))
+            if not self.accept("|"):
+                return ast.Match(loc, scrutinee, tuple(arms))
+
+    def p_decl_expr(self, tok: Token, loc: Loc) -> ast.Expr:
+        """A declaration expression `decl* e` in expression position (`let x = let y = 1; y;`)."""
+        return self.parse_body()
 
     def p_ins(self, tok: Token, loc: Loc) -> ast.Expr:
         self.next()
@@ -485,11 +644,19 @@ class Parser:
             return elems[0]
         return ast.Tuple(loc, tuple(elems))
 
-    def p_sigma(self, tok: Token, loc: Loc) -> ast.Expr:
+    def p_sigma(self, tok: Token, loc: Loc, domain_only: bool = False) -> ast.Expr:
+        """`[b, …]`, or a dependent function type `[b, …] as x → e` (with `domain_only`, as the
+        domain of `Cn`/`Fn`, the alias is left to the caller: none is taken)."""
         self.next()
         elems = self.parse_sigma_elems("]")
         self.expect("]", "',' or ']'")
-        return ast.Sigma(loc, elems)
+        sigma = ast.Sigma(loc, elems)
+        if domain_only or not self.at("as"):
+            return sigma
+        self.next()
+        alias = self.simple_name("a name after 'as'")
+        self.expect("→", "'→' after the aliased domain")
+        return ast.Pi(loc, sigma, self.parse_arrow(), alias=alias.text)
 
     def parse_sigma_elems(self, close: str) -> tuple[ast.SigmaElem, ...]:
         """`names+ : T` groups and bare types, comma separated, up to (not including) `close`."""
@@ -544,7 +711,7 @@ class Parser:
     def p_brace(self, tok: Token, loc: Loc) -> ast.Expr:
         """`{ binders } → e` (implicit Pi) if the matching `}` is followed by `→`, else a block."""
         close = self.brace_match.get(self.pos)
-        if close is not None and self.toks[close + 1].kind == "→":
+        if close is not None and self.toks[close + 1].kind in ("→", "as"):
             return self.parse_implicit_pi(loc)
         self.next()
         body = self.parse_body()
@@ -557,15 +724,18 @@ class Parser:
         self.next()
         elems = self.parse_sigma_elems("}")
         self.expect("}", "',' or '}'")
+        alias = self.simple_name("a name after 'as'").text if self.accept("as") else None
         self.expect("→")
-        return ast.Pi(loc, ast.Sigma(loc, elems), self.parse_arrow(), implicit=True)
+        return ast.Pi(loc, ast.Sigma(loc, elems), self.parse_arrow(), implicit=True, alias=alias)
 
     def p_lambda(self, tok: Token, loc: Loc) -> ast.Expr:
         self.next()
-        domains = self.parse_domains()
-        codom = self.parse_expr() if self.accept(":") else None
+        self.accept("extern")  # upstream allows `λ extern …`; an anonymous lambda has no symbol
+        kind = LAMBDA_KINDS[tok.kind]
+        domains, filters = self.parse_domains(kind)
+        codom = self.parse_arrow() if self.accept(":") else None
         self.expect("=", "':' or '='" if codom is None else "'='")
-        return ast.Lambda(loc, LAMBDA_KINDS[tok.kind], domains, codom, self.parse_body())
+        return ast.Lambda(loc, kind, domains, codom, self.parse_body(), filters)
 
     def p_ret(self, tok: Token, loc: Loc) -> ast.Expr:
         head = self.parse_ret_head()
@@ -586,23 +756,53 @@ class Parser:
         "cn": p_lambda,
         "fn": p_lambda,
         "ret": p_ret,
+        "Rule": p_rule_type,
+        "match": p_match,
+        "let": p_decl_expr,
+        "lam": p_decl_expr,
+        "con": p_decl_expr,
+        "fun": p_decl_expr,
+        "rec": p_decl_expr,
+        "axm": p_decl_expr,
+        "ccon": p_decl_expr,
+        "cfun": p_decl_expr,
+        "rule": p_decl_expr,
+        "norm": p_decl_expr,
     }
 
     # ------------------------------------------------------------------ patterns
 
-    def parse_domains(self) -> tuple[ast.Pattern, ...]:
-        if not self.at(*DOMAIN_OPEN):
-            raise self.error("a domain '(', '[' or '{'")
+    def parse_domains(self, kind: ast.LamKind) -> tuple[tuple[ast.Pattern, ...], tuple[ast.Expr | None, ...]]:
+        """The domains of a lam/con/fun, each optionally followed by a filter `@e`. The first
+        may be a bare binder (`con k m: M = …`, `λ y: Nat = y`); further ones are bracketed."""
+        if not self.at(*DOMAIN_OPEN) and not self.at_simple_name():
+            raise self.error("a domain '(', '[', '{' or a parameter name")
         domains: list[ast.Pattern] = []
-        while self.at(*DOMAIN_OPEN):
-            domains.append(self.parse_domain())
-        return tuple(domains)
+        filters: list[ast.Expr | None] = []
+        while True:
+            domains.append(self.parse_domain(kind))
+            filters.append(self.parse_arrow() if self.accept("@") else None)
+            if not self.at(*DOMAIN_OPEN):
+                break
+        return tuple(domains), tuple(filters) if any(f is not None for f in filters) else ()
 
-    def parse_domain(self) -> ast.Pattern:
+    def parse_domain(self, kind: ast.LamKind) -> ast.Pattern:
         # Not counted: any nesting below a domain passes through parse_pattern or parse_primary.
         if self.at("{"):
-            return self.parse_pattern_list("}", implicit=True)
-        return self.parse_pattern_atom()
+            pattern = self.parse_pattern_list("}", implicit=True)
+        elif self.at_simple_name():
+            name = self.next()
+            type_: ast.Expr | None = None
+            if self.accept(":"):
+                # Upstream's precedence for a bare domain's type: a `con`'s may contain arrows.
+                type_ = self.parse_arrow() if kind == "con" else self.parse_inj()
+            pattern = ast.PVar(self.loc(name), name.text, type_)
+        else:
+            pattern = self.parse_pattern_atom()
+        while self.accept("as"):
+            alias = self.simple_name("a name after 'as'")
+            pattern = ast.PAs(pattern.loc, pattern, alias.text)
+        return pattern
 
     @_nested
     def parse_pattern(self) -> ast.Pattern:

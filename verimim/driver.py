@@ -174,6 +174,7 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             if backend is None:
                 report.diagnostics.extend(machine.warnings)
             report.data["steps"] = machine.steps
+            report.data["stdout"] = program_output(machine.stdout)  # what it printed, even before a fault
             if backend is not None:
                 backend.close()
         report.data["result"] = result
@@ -182,6 +183,12 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
     # Warnings found before an error stay; the error comes first.
     report.diagnostics.sort(key=lambda d: d.severity != "error")
     return report
+
+
+def program_output(data: bytes | bytearray) -> str:
+    """What a program wrote on its standard output, as text (JSON carries no raw bytes: bytes
+    that are not UTF-8 become U+FFFD)."""
+    return bytes(data).decode("utf-8", "replace")
 
 
 def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90") -> Report:
@@ -221,11 +228,24 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
     report.data["targets"] = targets
     argv = [path, *args]
 
-    def observe(machine: Machine, world: World) -> tuple[int, bytes]:
+    def observe(machine: Machine, world: World) -> tuple[int, bytes, bytes]:
+        """main's result, the final bytes of its host heap blocks, what it printed."""
         result = machine.run_main(find_main(world), argv)
         host = b"".join(bytes(b.data) for b in sorted(machine.memory.blocks.values(), key=lambda b: b.id)
                         if b.space == 0 and b.kind == "heap")
-        return result, host
+        return result, host, bytes(machine.stdout)
+
+    def other(got: tuple[Any, ...], ref: tuple[Any, ...]) -> str:
+        """What besides the result differs (empty when the result does)."""
+        if got[0] != ref[0]:
+            return ""
+        what = [w for w, i in (("other host memory", 1), ("other output", 2)) if got[i] != ref[i]]
+        return f" with {' and '.join(what)}" if what else ""
+
+    def comparable(obs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return obs if ref_output[0] else (obs[0], obs[1], None)
+
+    ref_output = [True]  # False: the output depends on the clock and is not compared
 
     def body() -> None:
         world, unit = load(path, include)
@@ -242,6 +262,14 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             return
         targets["interp"] = ref[0]
         report.data["result"] = ref[0]
+        report.data["stdout"] = program_output(ref[2])
+        if "c.nondeterministic" in ref_machine.state:
+            # Output that depends on the clock cannot be compared; results and memory still are.
+            report.diagnostics.append(Diagnostic("W-UNSUPPORTED", "the program's output is not compared "
+                                                 f"across targets: {ref_machine.state['c.nondeterministic']}",
+                                                 None, "warning"))
+            ref_output[0] = False
+            ref = comparable(ref)
         run = run_pipeline(world, verify=False)
         report.diagnostics.extend(d for d in run.diagnostics if d.severity != "error")
         if run.stopped:
@@ -253,14 +281,14 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             name = res.name + (f"[{res.log['side']}]" if "side" in res.log else "")
             m = Machine(res.after.host, fuel=fuel or DEFAULT_FUEL, device=res.after.device)
             try:
-                got = observe(m, res.after.host)
+                got = comparable(observe(m, res.after.host))
             except RuntimeFault as e:
-                got = (f"{e.code}: {e.message}", b"")  # type: ignore[assignment]
+                got = (f"{e.code}: {e.message}", b"", b"")  # type: ignore[assignment]
             targets[f"interp after {name}"] = got[0]
             if got != ref:
                 report.diagnostics.append(Diagnostic(
                     "E-DIFF", f"after `{name}` the program gives {got[0]!r}"
-                    f"{' with other host memory' if got[0] == ref[0] else ''}; the source gives {ref[0]}", None))
+                    f"{other(got, ref)}; the source gives {ref[0]}", None))
         want_gpu = use_gpu
         if want_gpu is None:
             from verimim.runtime.cuda import device_available
@@ -281,14 +309,14 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             m = Machine(world, fuel=fuel or DEFAULT_FUEL)
             install(m, backend)
             try:
-                got = observe(m, world)
+                got = comparable(observe(m, world))
             finally:
                 backend.close()
             targets["gpu (interpreted host)"] = got[0]
             if got != ref:
                 report.diagnostics.append(Diagnostic(
                     "E-DIFF", f"the GPU with interpreted host code gives {got[0]!r}"
-                    f"{' with other host memory' if got[0] == ref[0] else ''}; the interpreter gives {ref[0]}", None))
+                    f"{other(got, ref)}; the interpreter gives {ref[0]}", None))
         if any(d.code == "E-DIFF" for d in report.diagnostics):
             report.data["reproducer"] = f"verimim diff {path} {' '.join(args)}".strip()
 

@@ -24,6 +24,7 @@ from verimim.ir.defs import (
 )
 from verimim.ir.analysis import Scopes
 from verimim.ir.world import World
+from verimim.plug.c_lib import C_PREFIX
 from verimim.printer import show
 
 DEFAULT_FUEL = 50_000_000
@@ -68,6 +69,7 @@ class Machine:
         self.scopes = Scopes()
         self.compiler = Compiler(self)
         self.state: dict[str, Any] = {}  # per-plugin run-time state (the GPU session, streams)
+        self.stdout = bytearray()  # what the program's C functions printed (verimim.plug.c_interp)
         from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
 
         for mod in (core_interp, mem_interp, gpu_interp, buffer_interp, btensor_interp):
@@ -173,6 +175,14 @@ class Machine:
             th.result = arg
             th.done = True
             return False
+        if isinstance(callee, Partial) and not callee.args and callee.axiom.annex.startswith(C_PREFIX):
+            # A call of a C function (`ccon`/`cfun`): run its semantics, continue with its
+            # continuation.
+            from verimim.plug import c_interp
+
+            self.tick(th)
+            th.next = c_interp.jump(self, th, callee.axiom, arg, th.jump if isinstance(th.jump, App) else None)
+            return True
         if isinstance(callee, Partial):
             # A jump to an `Fn`-typed axiom (`gpu.launch … $ (…)`): run it, continue with its
             # continuation.

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from verimim.interp.values import RuntimeFault, Value
-from verimim.ir.defs import App, Def, IdxT, Lit, NatT
+from verimim.ir.defs import App, Axiom, Def, IdxT, Lit, NatT
 from verimim.layout import X86_64, layout_of
 from verimim.plug import core_ops as ops
 from verimim.plug.core import BIT2_TAGS, MODE_NSW, MODE_NUW
@@ -77,13 +77,24 @@ def bitcast(m: Machine, th: Thread, args: list[Value], node: App | None) -> Valu
     src_t, dst_t, x = args
     dst_n = _type_size(dst_t)
     if dst_n == -1 or _type_size(src_t) == -1:
-        if src_t is dst_t:
-            return x
+        if src_t is dst_t or _same_space_ptrs(src_t, dst_t):
+            return x  # a pointer cast to another pointee type keeps its block and offset
         raise RuntimeFault("E-UNSUPPORTED", f"`core.bitcast` from `{show(src_t)}` to `{show(dst_t)}`",
                            node.loc if node else None)
     if dst_n is not None and x >= dst_n:
         raise _ub(f"`core.bitcast` of {x} to `{show(dst_t)}`, which does not hold it", node)
     return x
+
+
+def _same_space_ptrs(a: Def, b: Def) -> bool:
+    """Both `mem.Ptr (T, s)` types of one literal address space s."""
+    def space(t: Def) -> int | None:
+        if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr" and len(t.arg.ops) == 2:
+            s = t.arg.ops[1]
+            return s.value if isinstance(s, Lit) else None
+        return None
+    sa = space(a)
+    return sa is not None and sa == space(b)
 
 
 def _conv(sign: bool) -> Callable[..., Value]:

@@ -10,19 +10,20 @@
                                       validated by differential execution, phases/inline.py)
     6. gpu.split_apply, then gpu.host_specific_phases () on the host World and
        gpu.device_specific_phases () on the device World
+    7. buffer.lower_ptr on the host World (what the backends need; verimim.phases.plan)
 
 The sub-pipelines are read from the program's World (the Mim definitions in gpu.mim), and can be
-overridden from the command line (`--host-phases`, `--device-phases`).
+overridden by the program, a pipeline file or the command line (verimim.phases.plan).
 """
 from __future__ import annotations
 
-from verimim.ir.defs import App, Axiom, Def, Lam, Tuple
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program
 from verimim.phases.btensor import LowerBtensor
 from verimim.phases.checks import CheckAddrSpaces, MemChecks
 from verimim.phases.inline import BetaRed, LamSpec
 from verimim.phases.lower_ptr import LowerPtr
+from verimim.phases.program_pipeline import Step, steps_of
 from verimim.phases.repl import Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.split import SplitApply
@@ -40,29 +41,30 @@ class Cleanup(Phase):
         return res
 
 
+class PrefixCleanup(Phase):
+    """Upstream's `compile.prefix_cleanup_phase "p"`: externals named `p…` become internal, then
+    what the remaining externals do not reach is dropped."""
+
+    name = "compile.prefix_cleanup_phase"
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = PhaseResult(self.name, prog, prog)
+        res.log["prefix"] = self.prefix
+
+        def internal(name: str) -> bool:
+            return name.startswith(self.prefix)
+
+        worlds = [Rewriter(w).run(internal) for w in prog.worlds()]
+        res.after = Program(worlds[0], worlds[1] if len(worlds) > 1 else None)
+        return res
+
+
 PHASES: dict[str, Phase] = {p.name: p for p in (
     LowerBtensor(), Alloc2Malloc(), CheckAddrSpaces(), MemChecks(), Cleanup(), SplitApply(),
     HostMalloc2GpuAlloc(), RemoveDoubleSyncs(), LowerPtr(), BetaRed(), LamSpec())}
-
-
-def phase_names_of(world: World, annex: str) -> list[str]:
-    """The phases a `compile.Phase`-valued Mim definition denotes (`() → Phase` pipelines)."""
-    d: Def | None = world.annexes.get(annex)
-    if d is None:
-        return []
-    if isinstance(d, Lam):
-        d = world.app(d, world.unit())
-    return _flatten(d)
-
-
-def _flatten(d: Def) -> list[str]:
-    if isinstance(d, Axiom):
-        return [] if d.annex == "compile.null" else [d.annex]
-    if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex == "compile.phases":
-        arg = d.arg
-        elems = arg.ops if isinstance(arg, Tuple) else (arg,)
-        return [n for e in elems for n in _flatten(e)]
-    raise ValueError(f"not a phase: {d!r}")
 
 
 def default_pipeline() -> list[str]:
@@ -70,10 +72,13 @@ def default_pipeline() -> list[str]:
             "gpu.mem_checks", "compile.cleanup", "compile.beta_red", "compile.lam_spec", "gpu.split_apply"]
 
 
-def sub_pipelines(world: World, host: list[str] | None, device: list[str] | None) -> tuple[list[str], list[str]]:
-    h = host if host is not None else phase_names_of(world, "gpu.host_specific_phases")
-    d = device if device is not None else phase_names_of(world, "gpu.device_specific_phases")
-    return h, d
+def sub_pipelines(world: World) -> tuple[list[Step], list[Step]]:
+    """The host and device sub-pipelines `gpu.mim` defines (`gpu.host_specific_phases`, …)."""
+    out: list[list[Step]] = []
+    for annex in ("gpu.host_specific_phases", "gpu.device_specific_phases"):
+        d = world.annexes.get(annex)
+        out.append([] if d is None else steps_of(world, d, f"`{annex}`"))
+    return out[0], out[1]
 
 
 def run_on_side(phase: Phase, prog: Program, side: str) -> PhaseResult:

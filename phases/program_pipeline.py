@@ -7,6 +7,10 @@ three names may come from a separate Mim file (`--pipeline FILE.mim`). A `compil
 is read into a `Steps` tree: phase names, and `compile.phases tt (…)` groups that repeat until
 nothing changes. `compile.named "a.b"` names a phase whose plugin need not be imported (elided
 when it is not loaded); `compile.cond "plugin" p` is p when that plugin is loaded, else nothing.
+Upstream's vocabulary (`compile.cleanup_phase`, `compile.pass2phase (compile.passes (…))`,
+`compile.prefix_cleanup_phase "internal_"`, …) is read by the table of verimim.phases.vocabulary:
+a name verimim implements becomes its phase, any other declared phase a `Skip` step that the
+runner reports `skipped` with the reason.
 """
 from __future__ import annotations
 
@@ -26,7 +30,23 @@ class Fixpoint:
     steps: tuple[Step, ...]
 
 
-Step = str | Fixpoint
+@dataclass(frozen=True)
+class Skip:
+    """A phase the pipeline names that verimim does not run (reported `skipped`, with why)."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PrefixCleanup:
+    """`compile.prefix_cleanup_phase "p"`: the externals named `p…` become internal, then dead
+    code is removed (upstream's `internal_cleanup_phase` is the prefix `internal_`)."""
+
+    prefix: str
+
+
+Step = str | Fixpoint | Skip | PrefixCleanup
 
 
 @dataclass
@@ -41,16 +61,30 @@ class PipelineSpec:
 
 def steps_of(world: World, d: Def, what: str) -> list[Step]:
     """The steps a `compile.Phase`-valued definition denotes (a `[] → Phase` is applied)."""
-    if isinstance(d, (Lam, MutLam)) and not isinstance(d, Axiom):
-        d = world.app(d, world.unit())
     if isinstance(d, MutLam) and d.body is not None and not world.is_cn(d.pi):
+        # `lam _compile (): Phase = …` (extern or not): its value is its body; the parameter is
+        # the unit, which the body cannot inspect.
         d = d.body
+    elif isinstance(d, (Lam, MutLam)) and not isinstance(d, Axiom):
+        d = world.app(d, world.unit())
     return _steps(world, d, what)
 
 
+def step_of_name(annex: str) -> list[Step]:
+    """The step a phase's annex name denotes: a verimim phase, nothing (a null phase) or a Skip."""
+    from verimim.phases.vocabulary import ALIASES, NULLS, not_implemented, unknown_phase_reason
+
+    if annex in NULLS:
+        return []
+    annex = ALIASES.get(annex, annex)
+    if _registered(annex):
+        return [annex]
+    return [Skip(annex, not_implemented(annex) or unknown_phase_reason(annex))]
+
+
 def _steps(world: World, d: Def, what: str) -> list[Step]:
-    if isinstance(d, Axiom):
-        return [] if d.annex == "compile.null" else [d.annex]
+    if isinstance(d, Axiom) and _is_phase_type(world, world.type_of(d)):
+        return step_of_name(d.annex)
     if isinstance(d, App) and isinstance(d.head, Axiom):
         head, args = d.head.annex, d.args()
         if head == "compile.phases":
@@ -59,14 +93,25 @@ def _steps(world: World, d: Def, what: str) -> list[Step]:
             if isinstance(fix, Lit) and fix.value:
                 return [Fixpoint(tuple(inner))]
             return inner
+        if head in ("compile.passes", "compile.repls", "compile.pass2phase", "compile.repl2phase"):
+            return [s for e in _elements(args[-1]) for s in _steps(world, e, what)]
+        if head == "compile.prefix_cleanup_phase":
+            return [PrefixCleanup(_string(args[-1], what))]
         if head == "compile.named":
             name = _string(args[-1], what)
-            return [name] if world.find_annex(name) is not None or _registered(name) else []
+            return step_of_name(name) if world.find_annex(name) is not None or _registered(name) else []
         if head == "compile.cond":
             plugin = _string(args[-2], what)
             loaded = any(a.startswith(plugin + ".") for a in world.annexes)
             return _steps(world, args[-1], what) if loaded else []
+        if _is_phase_type(world, world.type_of(d)):
+            # A phase with arguments (`compile.eta_red_pass ff`, `mem.reshape_pass m`).
+            return step_of_name(head)
     raise VerimimError("E-TYPE", f"{what}: `{_show(d)}` is not a pipeline of named phases", d.loc)
+
+
+def _is_phase_type(world: World, t: Def) -> bool:
+    return isinstance(t, Axiom) and t.annex in ("compile.Phase", "compile.Pass", "compile.Repl")
 
 
 def _elements(d: Def) -> tuple[Def, ...]:
@@ -118,9 +163,15 @@ def merge(base: PipelineSpec, over: PipelineSpec) -> PipelineSpec:
 
 
 def flat_names(steps: list[Step]) -> list[str]:
+    """The phases the steps run, in order (fixed-point groups once; skipped ones left out)."""
     out: list[str] = []
     for s in steps:
-        out.extend(flat_names(list(s.steps)) if isinstance(s, Fixpoint) else [s])
+        if isinstance(s, Fixpoint):
+            out.extend(flat_names(list(s.steps)))
+        elif isinstance(s, PrefixCleanup):
+            out.append("compile.prefix_cleanup_phase")
+        elif isinstance(s, str):
+            out.append(s)
     return out
 
 

@@ -9,6 +9,8 @@ from a work list, in constant Python stack.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from verimim.ir.defs import Axiom, BVar, Def, Hole, Lit, MutLam, Param, Pi, Var
 from verimim.ir.world import World
 
@@ -34,13 +36,21 @@ class Rewriter:
 
     # ------------------------------------------------------------------ driver
 
-    def run(self) -> World:
-        """Rewrite every external of the old World (and what it reaches) into the new one."""
+    def run(self, internal: Callable[[str], bool] | None = None) -> World:
+        """Rewrite every external of the old World (and what it reaches) into the new one; the
+        externals whose names `internal` selects stop being externals (kept only if reached)."""
         for name, m in sorted(self.old.externals.items()):
+            if internal is not None and internal(name):
+                continue
             nm = self.rewrite(m)
             if isinstance(nm, MutLam):
                 self.new.externals[name] = nm
         self.finish()
+        if internal is not None:
+            for name, old_m in self.old.externals.items():
+                nm = self.memo.get(old_m.gid)
+                if isinstance(nm, MutLam) and internal(name):
+                    nm.external = False
         return self.new
 
     def finish(self) -> None:

@@ -1,9 +1,10 @@
 """Running the pipeline with every phase's specification (what `verimim check` does).
 
-The pipeline is the default one of PHASES.md, or the program's own (`_compile`), or one from a
-pipeline file; `gpu.split_apply` is followed by the host and device sub-pipelines, each on its
-side. A fixed-point group (`compile.phases tt (…)`) repeats until a round leaves the program as
-it was (at most MAX_FIXPOINT_ROUNDS rounds).
+The phases are those of the program's plan (verimim.phases.plan); `gpu.split_apply` is followed
+by the host and device sub-pipelines, each on its side, and the backend phases end the run. A
+fixed-point group (`compile.phases tt (…)`) repeats until a round leaves the program as it was
+(at most MAX_FIXPOINT_ROUNDS rounds). A step the plan marks skipped (a phase verimim does not
+implement) is reported `skipped` with its reason.
 """
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from typing import Any
 from verimim.diagnostics import Diagnostic
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program
-from verimim.phases.pipeline import PHASES, default_pipeline, run_on_side, sub_pipelines
-from verimim.phases.program_pipeline import (
-    MAX_FIXPOINT_ROUNDS, Fixpoint, PipelineSpec, Step, merge, spec_from_definitions,
-)
+from verimim.phases.base import Phase
+from verimim.phases.pipeline import PHASES, PrefixCleanup as PrefixCleanupPhase, run_on_side
+from verimim.phases.plan import PipelinePlan, build_plan
+from verimim.phases.program_pipeline import MAX_FIXPOINT_ROUNDS, Fixpoint, PipelineSpec, PrefixCleanup, Skip, Step
 from verimim.smt.solver import DEFAULT_TIMEOUT_MS, SpecContext
 
 
@@ -33,32 +34,24 @@ class PipelineRun:
     done: bool = False  # `until` reached
     verify: bool = True
     until: str | None = None
-    pipeline: dict[str, Any] = field(default_factory=dict)  # what ran, for the report
+    pipeline: dict[str, Any] = field(default_factory=dict)  # the plan and what ran, for the report
+    ran: list[str] = field(default_factory=list)  # the phases applied, `name[side]`, in order
 
 
 def run_pipeline(world: World, *, verify: bool = True, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  emit_dir: Path | None = None, host_phases: list[str] | None = None,
                  device_phases: list[str] | None = None, until: str | None = None,
-                 pipeline: PipelineSpec | None = None) -> PipelineRun:
-    """Run the pipeline (stopping after `until` when given), checking each phase."""
+                 pipeline: PipelineSpec | None = None, plan: PipelinePlan | None = None) -> PipelineRun:
+    """Run the program's plan (built here from the overrides unless given), stopping after
+    `until` when given, checking each phase against its specification when `verify`."""
     run = PipelineRun(Program(world), ctx=SpecContext(timeout_ms, emit_dir), verify=verify, until=until)
-    spec = spec_from_definitions(world, world.pipeline_defs, "the program")
-    if pipeline is not None:
-        spec = merge(spec, pipeline)
-    host_default, dev_default = sub_pipelines(world, None, None)
-    main: list[Step] = spec.main if spec.main is not None else list(default_pipeline())
-    host: list[Step] = list(host_phases) if host_phases is not None else (
-        spec.host if spec.host is not None else list(host_default))
-    device: list[Step] = list(device_phases) if device_phases is not None else (
-        spec.device if spec.device is not None else list(dev_default))
-    run.pipeline = {"main": _describe(main), "host": _describe(host), "device": _describe(device),
-                    "from": spec.source}
-    _run_steps(run, main, None, host, device)
+    if plan is None:
+        plan = build_plan(world, pipeline, host_phases, device_phases)
+    host, device = list(plan.host), list(plan.device)
+    _run_steps(run, list(plan.main), None, host, device)
+    _run_steps(run, list(plan.backend), "host", host, device)
+    run.pipeline = {**plan.describe(), "ran": run.ran}
     return run
-
-
-def _describe(steps: list[Step]) -> list[Any]:
-    return [{"fixpoint": _describe(list(s.steps))} if isinstance(s, Fixpoint) else s for s in steps]
 
 
 def _run_steps(run: PipelineRun, steps: list[Step], side: str | None,
@@ -68,6 +61,9 @@ def _run_steps(run: PipelineRun, steps: list[Step], side: str | None,
             return
         if isinstance(step, Fixpoint):
             _run_fixpoint(run, step, side, host, device)
+            continue
+        if isinstance(step, Skip):
+            _report_skip(run, step, side)
             continue
         _run_phase(run, step, side)
         if step == "gpu.split_apply" and side is None and not (run.stopped or run.done):
@@ -93,12 +89,21 @@ def _fingerprint(prog: Program) -> str:
     return "\n".join(dump_world(w, []) for w in prog.worlds())
 
 
-def _run_phase(run: PipelineRun, name: str, side: str | None) -> None:
-    phase = PHASES.get(name)
+def _report_skip(run: PipelineRun, step: Skip, side: str | None) -> None:
+    entry: dict[str, Any] = {"name": step.name, "status": "skipped", "time_s": 0.0, "detail": step.reason,
+                             "counterexample": None}
+    if side:
+        entry["side"] = side
+    run.phases.append(entry)
+
+
+def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) -> None:
+    phase: Phase | None = PrefixCleanupPhase(step.prefix) if isinstance(step, PrefixCleanup) else PHASES.get(step)
     if phase is None:
-        run.diagnostics.append(Diagnostic("E-USAGE", f"unknown phase `{name}`; known: {', '.join(sorted(PHASES))}", None))
+        run.diagnostics.append(Diagnostic("E-USAGE", f"unknown phase `{step}`; known: {', '.join(sorted(PHASES))}", None))
         run.stopped = True
         return
+    name = phase.name
     t0 = time.perf_counter()
     if side == "device" and run.program.device is None:
         res = PhaseResult(name, run.program, run.program, skipped="no device World (nothing was split)")
@@ -130,6 +135,8 @@ def _run_phase(run: PipelineRun, name: str, side: str | None) -> None:
     run.diagnostics.extend(d for d in res.diagnostics if d.severity != "error" and d not in run.diagnostics)
     entry["time_s"] = round(time.perf_counter() - t0, 4)
     run.phases.append(entry)
+    if not res.skipped:
+        run.ran.append(f"{name}[{side}]" if side else name)
     if res.rejected or entry["status"] == "refuted":
         run.stopped = True
         return

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from verimim.interp.machine import Machine
     from verimim.interp.memory import Block, Ptr
     from verimim.ir.world import World
+    from verimim.phases.plan import PipelinePlan
     from verimim.runtime.cuda import Context
     from verimim.runtime.nvptx import DeviceModule, KernelInfo
 
@@ -79,11 +80,11 @@ class GpuBackend:
         self.launches = 0
 
     @classmethod
-    def for_world(cls, world: World, **kw: Any) -> GpuBackend:
-        """A backend for a whole (unsplit) program: split it (unverified, without z3) first."""
+    def for_world(cls, world: World, plan: PipelinePlan | None = None, **kw: Any) -> GpuBackend:
+        """A backend for a whole (unsplit) program: run its plan (unverified, without z3) first."""
         from verimim.runtime.pipeline import split_program
 
-        prog = split_program(world)
+        prog = split_program(world, plan)
         return cls(prog.device, **kw)
 
     # ------------------------------------------------------------------ session

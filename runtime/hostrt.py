@@ -19,6 +19,7 @@ from typing import Any
 
 from verimim.diagnostics import VerimimError
 from verimim.ir.world import World
+from verimim.phases.plan import PipelinePlan
 from verimim.runtime.host import BLOCKING, ENTRY, RUNTIME, HostModule, emit_host, verify_ir
 from verimim.runtime.nvptx import DeviceModule, KernelInfo, _llvm, optimize
 
@@ -32,6 +33,7 @@ class CompiledProgram:
     device: DeviceModule | None
     device_world: World | None = None
     variants: dict[int, DeviceModule] = field(default_factory=dict)  # parameter alignment → module
+    pipeline: dict[str, Any] = field(default_factory=dict)  # the plan that produced it, and what ran
 
     def device_for(self, align: int) -> DeviceModule:
         """The device module compiled for pointer arguments aligned to `align` bytes."""
@@ -49,28 +51,20 @@ class CompiledProgram:
         return self.device.kernels.get(name) if self.device is not None else None
 
 
-def compile_host_phases(world: World) -> list[str]:
-    """The host sub-pipeline when compiling: the program's, then `buffer.lower_ptr` (buffers
-    reach the host backend as pointers; the phase skips a program without buffers)."""
-    from verimim.phases.pipeline import sub_pipelines
-
-    return sub_pipelines(world, None, None)[0] + ["buffer.lower_ptr"]
-
-
-def compile_program(world: World, sm: str = "sm_90", host_phases: list[str] | None = None,
-                    device_phases: list[str] | None = None) -> CompiledProgram:
-    """Frontend output → the pipeline (unverified) → device PTX and host LLVM IR."""
+def compile_program(world: World, sm: str = "sm_90", plan: PipelinePlan | None = None) -> CompiledProgram:
+    """Frontend output → the program's plan (unverified; `buffer.lower_ptr` is part of every
+    plan) → device PTX and host LLVM IR."""
     from verimim.runtime.nvptx import compile_device_module
-    from verimim.runtime.pipeline import split_program
+    from verimim.runtime.pipeline import run_plan
 
-    prog = split_program(world, host_phases if host_phases is not None else compile_host_phases(world),
-                         device_phases)
+    run = run_plan(world, plan)
+    prog = run.program
     dm = None
     if prog.device is not None and any(k.body is not None for k in prog.device.externals.values()):
         dm = compile_device_module(prog.device, sm)
     host = emit_host(prog.host, dm.kernels if dm is not None else {})
     verify_ir(host.llvm_ir)
-    return CompiledProgram(host, dm, prog.device)
+    return CompiledProgram(host, dm, prog.device, pipeline=run.pipeline)
 
 
 # ----------------------------------------------------------------------------- runtime
@@ -332,10 +326,16 @@ def run_jitted(jm: JittedMain, argv: list[str]) -> int:
     return int(result)
 
 
-def run_native(world: World, argv: list[str], sm: str | None = None) -> int:
+def run_native(world: World, argv: list[str], sm: str | None = None, plan: PipelinePlan | None = None) -> int:
     """Compile the program and run it natively: host code JIT-compiled, kernels on the GPU."""
-    prog = compile_program(world, sm or _device_sm())
-    return run_jitted(jit(prog), argv)
+    return run_compiled(world, argv, sm, plan)[0]
+
+
+def run_compiled(world: World, argv: list[str], sm: str | None = None,
+                 plan: PipelinePlan | None = None) -> tuple[int, dict[str, Any]]:
+    """`run_native`, with the pipeline that produced the code (the plan and what ran)."""
+    prog = compile_program(world, sm or _device_sm(), plan)
+    return run_jitted(jit(prog), argv), prog.pipeline
 
 
 def _device_sm() -> str:

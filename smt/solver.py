@@ -19,7 +19,7 @@ DEFAULT_TIMEOUT_MS = 10_000
 
 @dataclass
 class Outcome:
-    status: str  # "proved" | "refuted" | "unknown" | "skipped"
+    status: str  # spec/CLI.md: "proved" | "bounded" | "validated" | "refuted" | "unknown" | "skipped"
     detail: str = ""
     counterexample: Any = None
     time_s: float = 0.0

@@ -282,27 +282,70 @@ DIFF_FUEL = 2_000_000  # steps of each differential run
 
 
 @spec("compile.cleanup")
+@spec("compile.prefix_cleanup_phase")
 def spec_cleanup(res: PhaseResult, ctx: SpecContext) -> Outcome:
-    # No Z3 here: the clean-up is validated by differential execution (PHASES.md step 5).
-    from verimim.interp.machine import Machine, find_main
-    from verimim.interp.values import RuntimeFault
+    """What was kept is unchanged and what was removed cannot affect any effect or result.
 
-    m = Matcher()
+    Execution starts at an external and follows only the references of the graph (SEMANTICS.md),
+    so a node no kept root reaches is never executed. Kept: the output's externals are the
+    input's, less those the phase made internal (`prefix_cleanup_phase`: the names with its
+    prefix), and the structural match pairs every node the kept roots reach in the input with
+    one node of the output, one to one, of the same kind with matching operands. Removed: Z3
+    shows the set of kept continuations closed under references (no kept continuation refers to
+    a removed one) and containing every root — for all inputs, since no execution can leave it.
+    """
+    prefix = res.log.get("prefix")
+    k = 0
     for old, new in zip(res.before.worlds(), res.after.worlds()):
-        mm = m.match_worlds(old, new)
+        internal = {n for n in old.externals if isinstance(prefix, str) and n.startswith(prefix)}
+        want = set(old.externals) - internal
+        if set(new.externals) != want:
+            return Outcome("refuted", f"the externals differ: {sorted(want)} expected, {sorted(new.externals)} after",
+                           {"expected": sorted(want), "after": sorted(new.externals)})
+        m = Matcher()
+        mm = m.run([(old.externals[n], new.externals[n]) for n in sorted(want)])
         if mm is not None:
-            return Outcome("refuted", mm.describe())
-    results = []
-    for prog in (res.before, res.after):
-        try:
-            # A bounded run: a program that does not finish within the bound must not finish
-            # within it after the phase either (both E-FUEL).
-            results.append(("ok", Machine(prog.host, fuel=DIFF_FUEL).run_main(find_main(prog.host), ["prog"])))
-        except RuntimeFault as e:
-            results.append((e.code, None))
-    if results[0] != results[1]:
-        return Outcome("refuted", f"differential execution: {results[0]} before, {results[1]} after")
-    return Outcome("proved", f"reachable part unchanged; same execution before and after ({results[0][0]})")
+            return Outcome("refuted", mm.describe(), {"location": _loc(mm.old)})
+        roots = [old.externals[n] for n in sorted(want)]
+        out = _closed_under_references(ctx, res.name, old, roots, set(m.pairs))
+        if out is not None:
+            return out
+        k += sum(1 for mut in old.muts if mut.gid not in m.pairs)
+    made = f"; made internal: names starting with `{prefix}`" if isinstance(prefix, str) else ""
+    return Outcome("proved", f"kept part unchanged node for node; {k} unreachable continuation(s) removed, "
+                   f"none referenced from what is kept{made}")
+
+
+def _references(mut: MutLam) -> set[MutLam]:
+    """The continuations mut's body refers to: by name (plugin-defined ones included) or through
+    the parameter of an enclosing one."""
+    from verimim.ir.analysis import scan_mut
+
+    owners, muts = scan_mut(mut, annexes=True)
+    return owners | muts
+
+
+def _closed_under_references(ctx: SpecContext, name: str, old: World, roots: list[MutLam],
+                             kept: set[int]) -> Outcome | None:
+    keep = {mut.gid: z3.BoolVal(mut.gid in kept) for mut in old.muts}
+    for r in roots:
+        keep.setdefault(r.gid, z3.BoolVal(r.gid in kept))
+    escapes = [z3.Not(keep[r.gid]) for r in roots]
+    refs = {mut.gid: _references(mut) for mut in old.muts}
+    for mut in old.muts:
+        for target in refs[mut.gid]:
+            tk = keep.get(target.gid, z3.BoolVal(target.gid in kept))
+            escapes.append(z3.And(keep[mut.gid], z3.Not(tk)))
+    s = ctx.solver()
+    s.add(z3.Or(*escapes) if escapes else z3.BoolVal(False))
+    status, _model = verdict_unsat_means_proved(ctx, s, f"{name}: a kept continuation reaches a removed one")
+    if status == "refuted":
+        bad = next((f"`{mut.name}` refers to the removed `{t.name}`" for mut in old.muts if mut.gid in kept
+                    for t in refs[mut.gid] if t.gid not in kept), "a root was removed")
+        return Outcome("refuted", f"a removed continuation is reachable: {bad}")
+    if status == "unknown":
+        return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
+    return None
 
 
 # ============================================================================ remove_double_syncs
@@ -435,9 +478,13 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
                            {"kernel": name, "model": str(model)})
         if status == "unknown":
             return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
-    bound = f"; loops unrolled up to {UNROLL} visits per continuation" if bounded else ""
+    if bounded:
+        # Only the paths within the unrolling bound were compared: a bound, not a proof.
+        return Outcome("bounded", f"barrier separation of every pair of memory operations preserved on "
+                       f"{checked} path(s) of {len(kernels_old)} kernel(s), loops unrolled up to {UNROLL} "
+                       f"visits per continuation (at most {MAX_PATHS} paths)")
     return Outcome("proved", f"barrier separation of every pair of memory operations preserved on "
-                   f"{checked} path(s) of {len(kernels_old)} kernel(s){bound}")
+                   f"{checked} path(s) of {len(kernels_old)} kernel(s)")
 
 
 def _barrier_counts(events: list[Def]) -> list[int]:

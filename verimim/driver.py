@@ -66,8 +66,12 @@ class Report:
         return self.exit_code == 0
 
     def to_json(self) -> dict[str, Any]:
+        # data["summary"] is the one-line human summary (stderr); check's count of verdicts by
+        # status is the JSON `summary`.
         out: dict[str, Any] = {"file": self.file, "ok": self.ok}
-        out.update({k: v for k, v in self.data.items() if k != "summary"})
+        out.update({k: v for k, v in self.data.items() if k not in ("summary", "status_summary")})
+        if "status_summary" in self.data:
+            out["summary"] = self.data["status_summary"]
         out["diagnostics"] = [d.to_json() for d in self.diagnostics]
         return out
 
@@ -101,6 +105,25 @@ def _pipeline_file(pipeline: str | None, include: list[str]) -> Any:
     return load_pipeline_file(pipeline, include)
 
 
+def plan_for(world: World, include: list[str], host_phases: list[str] | None = None,
+             device_phases: list[str] | None = None, pipeline: str | None = None) -> Any:
+    """The one pipeline plan of a program and the overrides: every command runs this one."""
+    from verimim.phases.plan import build_plan
+
+    return build_plan(world, _pipeline_file(pipeline, include), host_phases, device_phases)
+
+
+STATUSES = ("proved", "bounded", "validated", "unknown", "refuted", "skipped", "rejected")
+
+
+def status_summary(phases: list[dict[str, Any]]) -> dict[str, int]:
+    """How many phases reached each status (spec/CLI.md's statuses, every one present)."""
+    counts = dict.fromkeys(STATUSES, 0)
+    for p in phases:
+        counts[p["status"]] = counts.get(p["status"], 0) + 1
+    return counts
+
+
 def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt2: str | None = None,
           host_phases: list[str] | None = None, device_phases: list[str] | None = None,
           pipeline: str | None = None) -> Report:
@@ -116,9 +139,9 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
         world, unit = load(path, include)
         run = run_pipeline(world, timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS,
                            emit_dir=Path(emit_smt2) if emit_smt2 else None,
-                           host_phases=host_phases, device_phases=device_phases,
-                           pipeline=_pipeline_file(pipeline, include))
+                           plan=plan_for(world, include, host_phases, device_phases, pipeline))
         report.data["phases"] = run.phases
+        report.data["status_summary"] = status_summary(run.phases)
         report.data["pipeline"] = run.pipeline
         report.diagnostics.extend(run.diagnostics)
         if not run.stopped:  # races and barrier divergence of every launched kernel
@@ -136,13 +159,17 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
 
 
 def run(path: str, include: list[str], args: list[str], fuel: int | None = None, seed: int = 0,
-        target: str = "interp", host: str = "native") -> Report:
+        target: str = "interp", host: str = "native", host_phases: list[str] | None = None,
+        device_phases: list[str] | None = None, pipeline: str | None = None) -> Report:
     """Compile and execute `main`: on the reference interpreter, or on the GPU with the host code
-    compiled natively (`host="native"`, through llvmlite's JIT) or interpreted (`host="interp"`)."""
+    compiled natively (`host="native"`, through llvmlite's JIT) or interpreted (`host="interp"`).
+    The interpreter runs the source program (its `pipeline` is null); the GPU runs what the
+    program's plan produces, the plan that `check` proves."""
     from verimim.interp.machine import DEFAULT_FUEL, Machine, find_main
 
     report = Report(path)
     report.data["target"] = target
+    report.data["pipeline"] = None
 
     def body() -> None:
         world, unit = load(path, include)
@@ -159,14 +186,19 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             report.data["interp_result"] = oracle.run_main(find_main(world), [path, *args])
             report.diagnostics.extend(oracle.warnings)
             report.data["host"] = host
+            plan = plan_for(world, include, host_phases, device_phases, pipeline)
+            report.data["pipeline"] = plan.describe()
             if host == "native":
                 from verimim.runtime.hostrt import run_native
 
-                report.data["result"] = run_native(world, [path, *args])
+                report.data["result"] = run_native(world, [path, *args], plan=plan)
                 return
             from verimim.runtime.backend import GpuBackend, install
+            from verimim.runtime.pipeline import run_plan
 
-            backend = GpuBackend.for_world(world)
+            planned = run_plan(world, plan)
+            report.data["pipeline"] = planned.pipeline
+            backend = GpuBackend(planned.program.device)
             install(machine, backend)
         try:
             result = machine.run_main(find_main(world), [path, *args])
@@ -191,15 +223,18 @@ def program_output(data: bytes | bytearray) -> str:
     return bytes(data).decode("utf-8", "replace")
 
 
-def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90") -> Report:
-    """Write OUT.ll (host LLVM IR) and OUT.ptx (device PTX; an empty module without kernels)."""
+def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90", host_phases: list[str] | None = None,
+               device_phases: list[str] | None = None, pipeline: str | None = None) -> Report:
+    """Write OUT.ll (host LLVM IR) and OUT.ptx (device PTX; an empty module without kernels),
+    compiled from what the program's plan produces."""
     report = Report(path)
 
     def body() -> None:
         from verimim.runtime.hostrt import compile_program
 
         world, unit = load(path, include)
-        prog = compile_program(world, sm)
+        prog = compile_program(world, sm, plan_for(world, include, host_phases, device_phases, pipeline))
+        report.data["pipeline"] = prog.pipeline
         ll, ptx = Path(out + ".ll"), Path(out + ".ptx")
         try:
             ll.write_text(prog.host.llvm_ir)
@@ -214,7 +249,8 @@ def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90") -> Re
 
 
 def diff(path: str, include: list[str], args: list[str], fuel: int | None = None,
-         use_gpu: bool | None = None) -> Report:
+         use_gpu: bool | None = None, host_phases: list[str] | None = None,
+         device_phases: list[str] | None = None, pipeline: str | None = None) -> Report:
     """Run the program on every target — the interpreter on the source, the interpreter after
     every phase, the GPU when one is present — and demand the same result and the same final
     contents of main's host blocks. A program with an error diagnostic has no defined result:
@@ -270,7 +306,9 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
                                                  None, "warning"))
             ref_output[0] = False
             ref = comparable(ref)
-        run = run_pipeline(world, verify=False)
+        plan = plan_for(world, include, host_phases, device_phases, pipeline)
+        run = run_pipeline(world, verify=False, plan=plan)
+        report.data["pipeline"] = run.pipeline
         report.diagnostics.extend(d for d in run.diagnostics if d.severity != "error")
         if run.stopped:
             report.diagnostics.extend(run.diagnostics)
@@ -299,13 +337,13 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             from verimim.runtime.hostrt import run_native
 
             # The compiled program: host code JIT-compiled, kernels on the GPU.
-            native = run_native(world, argv)
+            native = run_native(world, argv, plan=plan)
             targets["gpu"] = native
             if native != ref[0]:
                 report.diagnostics.append(Diagnostic(
                     "E-DIFF", f"the compiled program on the GPU gives {native!r}; the interpreter gives {ref[0]}", None))
             # Host code interpreted, kernels on the GPU: also compares the final host memory.
-            backend = GpuBackend.for_world(world)
+            backend = GpuBackend(run.program.device)
             m = Machine(world, fuel=fuel or DEFAULT_FUEL)
             install(m, backend)
             try:
@@ -340,7 +378,7 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
 
         if after not in PHASES:
             raise UsageError(f"--after: unknown phase `{after}`; known: {', '.join(sorted(PHASES))}")
-        run = run_pipeline(world, verify=False, until=after, pipeline=_pipeline_file(pipeline, include))
+        run = run_pipeline(world, verify=False, until=after, plan=plan_for(world, include, pipeline=pipeline))
         report.diagnostics.extend(run.diagnostics)
         if run.stopped:
             return

@@ -60,21 +60,22 @@ def test_program_compile_replaces_the_pipeline_in_its_order() -> None:
                '(gpu.check_addr_spaces_repl, mem.alloc2malloc_repl, gpu.split_apply);')
     assert ran == [("gpu.check_addr_spaces_repl", None), ("mem.alloc2malloc_repl", None),
                    ("gpu.split_apply", None), ("gpu.host_malloc2gpualloc_repl", "host"),
-                   ("gpu.remove_double_syncs", "device")]
+                   ("gpu.remove_double_syncs", "device"), ("buffer.lower_ptr", "host")]
 
 
 def test_named_resolves_late_and_elides_what_is_not_loaded() -> None:
     ran = _ran('lam _compile (): compile.Phase = compile.phases ff (compile.named "gpu.mem_checks", '
                'compile.named "nosuch.phase", compile.cond "nosuch" gpu.split_apply, '
                'compile.cond "gpu" compile.cleanup);')
-    assert ran == [("gpu.mem_checks", None), ("compile.cleanup", None)]
+    assert ran == [("gpu.mem_checks", None), ("compile.cleanup", None), ("buffer.lower_ptr", "host")]
 
 
 def test_sub_pipelines_from_the_program_and_from_the_command_line() -> None:
     sub = 'lam device_specific_phases (): compile.Phase = compile.null;\n' \
           'lam host_specific_phases (): compile.Phase = compile.phases ff (compile.cleanup, compile.cleanup);'
     ran = _ran(sub)
-    assert [r for r in ran if r[1]] == [("compile.cleanup", "host"), ("compile.cleanup", "host")]
+    assert [r for r in ran if r[1]] == [("compile.cleanup", "host"), ("compile.cleanup", "host"),
+                                        ("buffer.lower_ptr", "host")]
     ran = _ran(sub, device_phases=["gpu.remove_double_syncs"])  # the command line wins
     assert [r for r in ran if r[1] == "device"] == [("gpu.remove_double_syncs", "device")]
 

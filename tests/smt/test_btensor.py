@@ -109,7 +109,7 @@ def test_the_rest_of_the_pipeline_accepts_the_lowered_program(name: str) -> None
     world = from_file(name)
     run = run_with_big_stack(lambda: run_pipeline(world, timeout_ms=10_000))
     assert not run.stopped, [d.render() for d in run.diagnostics]
-    assert all(p["status"] in ("proved", "skipped") for p in run.phases), run.phases
+    assert all(p["status"] in ("proved", "bounded", "validated", "skipped") for p in run.phases), run.phases
     assert [p["name"] for p in run.phases if p["status"] == "skipped"] in ([], ["compile.beta_red"],
                                                                            ["compile.beta_red", "compile.lam_spec"])
     assert run.program.device is not None and "btensor_kernel" in run.program.device.externals

@@ -1,5 +1,5 @@
 """`compile.beta_red` and `compile.lam_spec` (PHASES.md step 5) and their specification
-(verimim.smt.spec_inline): every corpus program keeps its result and is proved (or skipped with
+(verimim.smt.spec_inline): every corpus program keeps its result and is validated (or skipped with
 a reason); targeted programs show what is inlined and what must stay; deliberately wrong
 variants are refuted with a readable reason."""
 from __future__ import annotations
@@ -235,7 +235,7 @@ def test_corpus_programs(path: Path) -> None:
             assert res.after is res.before
             continue
         out = verdict(res)
-        assert out.status == "proved", (res.name, out.detail, out.counterexample)
+        assert out.status == "validated", (res.name, out.detail, out.counterexample)
         if expected is not None:
             assert result(res.after, argv) == expected, res.name
         round_trips(res.after.host, headers(path.read_text()))
@@ -255,7 +255,7 @@ def test_dependent_fun_is_specialised_per_application() -> None:
     assert "core.ncmp.l (i, 5)" in text and "core.ncmp.l (i_1, 3)" in text
     assert not [d for d in walk(beta.after.host) if isinstance(d, App) and isinstance(d.callee, MutLam)
                 and d.callee.kind == "lam"]
-    assert verdict(beta).status == verdict(spec).status == "proved"
+    assert verdict(beta).status == verdict(spec).status == "validated"
     assert result(spec.after, ["p", "q", "r"]) == 39
     # The loops stay loops: two recursive continuations named `loop`, no longer behind a call.
     loops = muts_named(spec.after.host, "loop")
@@ -267,8 +267,8 @@ def test_curried_lam_takes_one_round_per_argument() -> None:
     prog = before_inline(from_text(CURRIED))
     beta, spec = both(prog)
     assert beta.log["rounds"] == 2 and beta.log["inlined"] == {"lam scaled_sum@5:1": 4}
-    assert verdict(beta).status == "proved"
-    assert verdict(spec).status == "proved"
+    assert verdict(beta).status == "validated"
+    assert verdict(spec).status == "validated"
     for res in (beta, spec):
         assert result(res.after, ["p"]) == 2 * (1 + 2 + 1) + 10 * (1 + 2 + 1)
         round_trips(res.after.host, headers(CURRIED))
@@ -292,7 +292,7 @@ def test_with_streams_two_is_specialised() -> None:
     assert len([m for m in muts_named(w, "loop") if m.gid in recursive_muts(w)]) == 2
     for res in (beta, spec):
         out = verdict(res)
-        assert out.status == "proved", out.detail
+        assert out.status == "validated", out.detail
     assert result(spec.after, [str(path)]) == 24
 
 
@@ -300,7 +300,7 @@ def test_synced_scope_in_a_kernel() -> None:
     prog = before_inline(from_text(SYNCED))
     beta, spec = both(prog)
     assert beta.skipped is not None and spec.log["inlined"] == {"fun publish@18:9": 1}
-    assert verdict(spec).status == "proved"
+    assert verdict(spec).status == "validated"
     kernel = spec.after.host.externals.get("kernel") or next(m for m in muts_named(spec.after.host, "kernel"))
     syncs = [d for d in walk(spec.after.host, [kernel]) if is_app_of(d, "gpu.sync_work_items")]
     assert len(syncs) == 2 and not calls_of(spec.after.host, "publish")
@@ -308,7 +308,7 @@ def test_synced_scope_in_a_kernel() -> None:
     # The rest of the pipeline still proves every phase on the specialised kernel.
     spec_ = PipelineSpec(main=WITH_INLINE, source={"main": "the test"})
     run = run_with_big_stack(lambda: run_pipeline(from_text(SYNCED), pipeline=spec_))
-    assert [(p["name"], p["status"]) for p in run.phases if p["status"] not in ("proved", "skipped")] == []
+    assert [(p["name"], p["status"]) for p in run.phases if p["status"] not in ("proved", "validated", "skipped")] == []
     assert ("gpu.remove_double_syncs", "proved") in [(p["name"], p["status"]) for p in run.phases]
 
 
@@ -328,7 +328,7 @@ def test_higher_order_functions_and_a_recursive_one() -> None:
     assert spec.log["rounds"] == 2
     assert spec.log["inlined"] == {"fun twice@5:1": 1, "fun inc@30:9": 3, "con apply@10:1": 1}
     out = verdict(spec)
-    assert out.status == "proved", out.detail
+    assert out.status == "validated", out.detail
     w = spec.after.host
     assert not calls_of(w, "inc") and not calls_of(w, "twice") and not calls_of(w, "apply")
     assert len(calls_of(w, "count")) == 2  # the call from main and its own tail call: a loop
@@ -346,7 +346,7 @@ def test_program_pipeline_can_name_the_phases() -> None:
     run = run_with_big_stack(lambda: run_pipeline(from_text(PIPELINE_IN_MIM)))
     assert not run.stopped, [d.render() for d in run.diagnostics]
     status = {p["name"]: p["status"] for p in run.phases}
-    assert status["compile.beta_red"] == "skipped" and status["compile.lam_spec"] == "proved"
+    assert status["compile.beta_red"] == "skipped" and status["compile.lam_spec"] == "validated"
 
 
 # ----------------------------------------------------------------------------- wrong variants
@@ -484,7 +484,7 @@ def test_dropping_an_effect_is_refuted_where_the_result_does_not_show_it() -> No
     assert result(res.after, ["p"]) == result(prog, ["p"]) == 2  # the same result ...
     out = refuted(res, "executed memory effects differ")       # ... but one store fewer
     assert out.counterexample["only_before"] == [("mem.store", 1)]
-    assert verdict(apply(LamSpec(), prog)).status == "proved"
+    assert verdict(apply(LamSpec(), prog)).status == "validated"
 
 
 def test_an_invented_barrier_is_refuted() -> None:

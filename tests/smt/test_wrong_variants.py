@@ -178,10 +178,14 @@ class DropEverySync(RemoveDoubleSyncs):
         return _DropSyncs(world)
 
 
-@pytest.mark.parametrize("name", ["kernel_no_args.mim", "shared_reduce_barrier.mim", "barrier_uniform_branch.mim"])
-def test_remove_double_syncs_right_and_wrong(name: str) -> None:
+@pytest.mark.parametrize("name,status", [("kernel_no_args.mim", "proved"), ("shared_reduce_barrier.mim", "bounded"),
+                                         ("barrier_uniform_branch.mim", "proved")])
+def test_remove_double_syncs_right_and_wrong(name: str, status: str) -> None:
     prog = program_before(VALID / name, "gpu.remove_double_syncs")
-    assert verdict(apply(RemoveDoubleSyncs(), prog, "device"))[0] == "proved"
+    # A kernel with a loop is compared on its unrolled paths only: `bounded`, with the bound.
+    got, detail, _ = verdict(apply(RemoveDoubleSyncs(), prog, "device"))
+    assert got == status, detail
+    assert ("unrolled up to 32" in detail) == (status == "bounded"), detail
     status, detail, cex = verdict(apply(DropEverySync(), prog, "device"))
     assert status == "refuted", detail
     assert cex["kernel"]
@@ -242,11 +246,63 @@ class BadCleanup(Cleanup):
         return res
 
 
+class _DropExternal(Cleanup):
+    """Removes `main` from the externals (and so everything only it reaches)."""
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = PhaseResult(self.name, prog, prog)
+        res.after = Program(Rewriter(prog.host).run(lambda n: n == "main"))
+        return res
+
+
+class _CutABody(Cleanup):
+    """Keeps `main` but forgets the body of a continuation it reaches (dead code misjudged)."""
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = super().apply(prog)
+        main = res.after.host.externals["main"]
+        from verimim.ir.analysis import scan_mut
+
+        victim = next(iter(scan_mut(main)[1]))
+        victim.body = None
+        return res
+
+
 def test_cleanup_right_and_wrong() -> None:
     prog = program_before(VALID / "kernel_no_args.mim", "compile.cleanup")
-    assert verdict(apply(Cleanup(), prog))[0] == "proved"
-    status, detail, _ = verdict(apply(BadCleanup(), prog))
-    assert status == "refuted", detail
+    status, detail, _ = verdict(apply(Cleanup(), prog))
+    assert status == "proved" and "none referenced from what is kept" in detail, detail
+    for bad in (BadCleanup(), _DropExternal(), _CutABody()):
+        status, detail, _ = verdict(apply(bad, prog))
+        assert status == "refuted", (type(bad).__name__, detail)
+
+
+def test_prefix_cleanup_makes_only_prefixed_externals_internal() -> None:
+    from verimim.phases.pipeline import PrefixCleanup
+
+    prog = program_before(VALID / "kernel_no_args.mim", "compile.cleanup")
+    res = apply(PrefixCleanup("internal_"), prog)
+    assert verdict(res)[0] == "proved"
+    # Claiming the prefix `ma` while dropping `main` is allowed; claiming `internal_` is not.
+    wrong = apply(_DropExternal(), prog)
+    wrong.log["prefix"] = "internal_"
+    assert verdict(wrong)[0] == "refuted"
+    wrong.log["prefix"] = "ma"
+    assert verdict(wrong)[0] == "proved"
+
+
+def test_cleanup_closure_query_refutes_a_reference_to_a_removed_continuation() -> None:
+    from verimim.ir.analysis import scan_mut
+    from verimim.smt.solver import SpecContext
+    from verimim.smt.specs import _closed_under_references
+
+    prog = program_before(VALID / "kernel_no_args.mim", "compile.cleanup")
+    main = prog.host.externals["main"]
+    reached = {m.gid for m in prog.host.muts}
+    assert _closed_under_references(SpecContext(), "t", prog.host, [main], reached) is None
+    callee = next(iter(scan_mut(main)[1]))
+    out = _closed_under_references(SpecContext(), "t", prog.host, [main], reached - {callee.gid})
+    assert out is not None and out.status == "refuted" and callee.name in out.detail, out
 
 
 def test_every_phase_of_the_pipeline_has_a_specification() -> None:

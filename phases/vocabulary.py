@@ -1,0 +1,56 @@
+"""Upstream MimIR's phase vocabulary (its `compile.mim`, and the phases of the plugins verimim
+ships) and what verimim does with each name: run one of its own phases, or report the name
+`skipped` with the reason. `compile.mim` is the source of truth for the names and their types;
+this table only says how verimim treats them.
+
+Passes (`compile.Pass`, bundled by `compile.passes` and run by `compile.pass2phase`) and
+replacement phases (`compile.Repl`, `compile.repls`, `compile.repl2phase`) are read as the
+sequence of their members: upstream runs a pass bundle interleaved until nothing changes; the
+members verimim implements are phases that reach their own fixed point in one run.
+"""
+from __future__ import annotations
+
+# Upstream names that are verimim phases under another name.
+ALIASES: dict[str, str] = {
+    "compile.cleanup_phase": "compile.cleanup",
+    "compile.beta_red_phase": "compile.beta_red",
+    "compile.beta_red_pass": "compile.beta_red",
+    "compile.lam_spec_pass": "compile.lam_spec",
+}
+
+# Names that denote "do nothing": elided from the plan (running them is the identity).
+NULLS = frozenset({"compile.null", "compile.null_phase", "compile.null_pass", "compile.null_repl"})
+
+# Upstream phases and passes verimim does not implement, with what upstream does. Each is an
+# optimisation or a normal-form rewrite that preserves the program's meaning, so leaving the
+# program as it is stays correct; the phase is reported `skipped` with this reason.
+_NOT_IMPLEMENTED: dict[str, str] = {
+    "compile.branch_normalize_phase": "normalizes branches",
+    "compile.eta_exp_phase": "η-expands continuations used as values",
+    "compile.eta_red_phase": "η-reduces `λ x. f x` to `f`",
+    "compile.eta_exp_pass": "η-expands continuations used as values",
+    "compile.eta_red_pass": "η-reduces `λ x. f x` to `f`",
+    "compile.ret_wrap_phase": "wraps each function's `return` continuation",
+    "compile.sym_expr_opt": "optimizes symbolic expressions (value numbering)",
+    "compile.scalarize_pass": "splits tuple parameters into scalars",
+    "compile.tail_rec_elim_pass": "turns tail recursion into loops",
+    "mem.add_mem_phase": "adds a memory token to functions without one (verimim's interpreter and "
+                         "backends run such functions as they are)",
+    "mem.remem_repl": "replaces `mem.remem` by its argument",
+    "mem.ssa_pass": "promotes slots to SSA values",
+    "mem.copy_prop_pass": "propagates copies through memory",
+    "mem.reshape_pass": "reshapes arguments",
+}
+
+
+def not_implemented(annex: str) -> str | None:
+    """Why a phase named in a pipeline does not run (None: verimim implements it)."""
+    what = _NOT_IMPLEMENTED.get(annex)
+    if what is not None:
+        return f"not implemented in verimim (upstream: {what}); the program is left as it is"
+    return None
+
+
+def unknown_phase_reason(annex: str) -> str:
+    return (f"`{annex}` is declared as a phase but verimim has no implementation of it; "
+            f"the program is left as it is")

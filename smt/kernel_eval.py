@@ -146,6 +146,8 @@ def lea(ev: Evaluator, d: App, a: list[Any]) -> Any:
         if not z3.is_bv_value(k):
             raise Unsupported("a field of a sigma chosen by a symbolic index")
         return Ptr(p.space, p.obj, p.off + field_offset(ts.ops, k.as_long()), p.label)
+    if isinstance(_n, Lit) and _n.value == 1:  # «1; T» is T itself: its only index is 0
+        return Ptr(p.space, p.obj, p.off, p.label)
     raise Unsupported(f"an address computation into `{show(ts)[:60]}`")
 
 

@@ -24,6 +24,7 @@ from verimim.ir.analysis import Scopes
 from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, MutLam, Pack, Sigma, Tuple
 from verimim.printer import show
 from verimim.smt import bv
+from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_eval import (
     OBJ_BITS, OFF_BITS, DEFAULT_LOOP_BOUND, Evaluator, Op, Ptr, RETURN, Tok, Unsupported, as_ptr, int_width, lea,
     leaves, loc_of, size_of,
@@ -99,6 +100,7 @@ class _Trace:
     accesses: list[Access] = field(default_factory=list)
     barriers: list[Barrier] = field(default_factory=list)
     slots: dict[int, int] = field(default_factory=dict)
+    local: CellMemory = field(default_factory=CellMemory)  # the work-item's private memory (space 5)
 
 
 def _space_of_type(t: Def) -> int | None:
@@ -174,12 +176,16 @@ def _handlers(tr: _Trace) -> dict[str, Op]:
         (t, _sp), (m, p) = a[0].ops, a[1]
         p = as_ptr(p, d, "a load")
         _record(ev, tr, d, m, p, t, None)
+        if p.space == 5:
+            return (m, tr.local.load(ev, p, t, "local"))
         return (m, ev.fresh(t, "mem"))
 
     def store(ev: Evaluator, d: App, a: list[Any]) -> Any:
         (t, _sp), (m, p, v) = a[0].ops, a[1]
         p = as_ptr(p, d, "a store")
         _record(ev, tr, d, m, p, t, v)
+        if p.space == 5:
+            tr.local.store(p, t, v)
         return m
 
     def slot(ev: Evaluator, d: App, a: list[Any]) -> Any:

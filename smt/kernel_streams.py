@@ -34,6 +34,7 @@ from verimim.smt.kernel_eval import (
     DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, field_offset,
     int_width, lea, size_of,
 )
+from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_model import KernelPaths
 from verimim.smt.kernel_queries import WorkItem, work_item
 from verimim.smt.symbolic import Explorer, SymbolicError
@@ -85,7 +86,7 @@ class Candidate:
 
 @dataclass
 class _HostState:
-    mem: dict[int, dict[int, tuple[int, Any]]] = field(default_factory=dict)
+    mem: CellMemory = field(default_factory=CellMemory)
     pending: list[LaunchOp | CopyOp] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     objects: int = 0
@@ -101,69 +102,6 @@ def _stream_eq(a: Any, b: Any) -> z3.BoolRef:
 
 def _is_default(s: Any) -> bool:
     return z3.is_true(z3.simplify(_stream_eq(s, DEFAULT_STREAM)))
-
-
-# ------------------------------------------------------------------ typed host memory
-
-
-def _cells(t: Def, off: int, value: Any) -> list[tuple[int, int, Any]]:
-    """The scalar cells (offset, size, value) a value of type t occupies from `off`."""
-    if isinstance(t, Arr) and isinstance(t.shape, Lit) and isinstance(value, tuple):
-        elem = size_of(t.body, "an element")
-        return [c for k, v in enumerate(value) for c in _cells(t.body, off + k * elem, v)]
-    if isinstance(t, Sigma) and isinstance(value, tuple):
-        return [c for k, (f, v) in enumerate(zip(t.ops, value)) for c in _cells(f, off + field_offset(t.ops, k), v)]
-    return [(off, size_of(t, "a stored value"), value)]
-
-
-def _concrete(e: z3.BitVecRef) -> int | None:
-    s = z3.simplify(e)
-    return s.as_long() if z3.is_bv_value(s) else None
-
-
-def _store(st: _HostState, p: Ptr, t: Def, v: Any) -> None:
-    off = _concrete(p.off)
-    _write(st, p, _cells(t, off, v) if off is not None else None)
-
-
-def _store_cell(st: _HostState, p: Ptr, size: int, v: Any) -> None:
-    off = _concrete(p.off)
-    _write(st, p, [(off, size, v)] if off is not None else None)
-
-
-def _write(st: _HostState, p: Ptr, new: list[tuple[int, int, Any]] | None) -> None:
-    """Write cells (None: at an unknown offset, which forgets the object; an unknown object
-    forgets all of host memory)."""
-    obj = _concrete(p.obj)
-    if obj is None:
-        st.mem.clear()
-        return
-    cells = st.mem.setdefault(obj, {})
-    if new is None:
-        cells.clear()
-        return
-    for o, size, x in new:
-        for k in [k for k, (s, _) in cells.items() if k < o + size and o < k + s]:
-            del cells[k]
-        cells[o] = (size, x)
-
-
-def _load(ev: Evaluator, st: _HostState, p: Ptr, t: Def) -> Any:
-    obj, off = _concrete(p.obj), _concrete(p.off)
-    cells = st.mem.get(obj, {}) if obj is not None else {}
-
-    def build(t: Def, o: int | None) -> Any:
-        if o is not None and isinstance(t, Arr) and isinstance(t.shape, Lit) and int_width(t) is None:
-            elem = size_of(t.body, "an element")
-            return tuple(build(t.body, o + k * elem) for k in range(t.shape.value))
-        if o is not None and isinstance(t, Sigma):
-            return tuple(build(f, o + field_offset(t.ops, k)) for k, f in enumerate(t.ops))
-        hit = cells.get(o) if o is not None else None
-        if hit is not None and hit[0] == size_of(t, "a loaded value"):
-            return hit[1]
-        return ev.fresh(t, "host")
-
-    return build(t, off)
 
 
 # ------------------------------------------------------------------ the host's axioms
@@ -207,13 +145,13 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         (t, _sp), (m, p) = a[0].ops, a[1]
         p = as_ptr(p, d, "a host load")
         host_access(ev, d, p, t, False)
-        return (m, _load(ev, st, p, t))
+        return (m, st.mem.load(ev, p, t, "host"))
 
     def store(ev: Evaluator, d: App, a: list[Any]) -> Any:
         (t, _sp), (m, p, v) = a[0].ops, a[1]
         p = as_ptr(p, d, "a host store")
         host_access(ev, d, p, t, True)
-        _store(st, p, t, v)
+        st.mem.store(p, t, v)
         return m
 
     def gpu_alloc_block(ev: Evaluator, d: App, a: list[Any]) -> Any:
@@ -246,9 +184,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
             src, dst = as_ptr(src, d, what), as_ptr(dst, d, what)
             size = size_of(t, "a copy")
             if not to_device:  # the host buffer gets the device's bytes: unknown from here on
-                obj = _concrete(dst.obj)
-                if obj is not None:
-                    st.mem.pop(obj, None)
+                st.mem.forget(dst)
             if not asyn:
                 complete_all()
                 return (m0, m1)
@@ -265,7 +201,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         m0, m1, p = a[0]
         st.handles += 1
         st.uses_streams = True
-        _store_cell(st, as_ptr(p, d, "gpu.stream_init"), STREAM_BYTES, ("stream", z3.BitVecVal(st.handles, 64)))
+        st.mem.store_cell(as_ptr(p, d, "gpu.stream_init"), STREAM_BYTES, ("stream", z3.BitVecVal(st.handles, 64)))
         return (m0, m1)
 
     def stream_deinit(ev: Evaluator, d: App, a: list[Any]) -> Any:

@@ -1,0 +1,80 @@
+"""Memory whose contents the kernel verifier knows: typed cells at concrete offsets.
+
+Used for memory only one thread of control sees while it runs — a work-item's local memory
+(space 5) and the host's memory as main runs — so that a value stored and loaded back is the
+value stored (a local variable, a stream handle), not an unknown one. A store at an offset that
+is not a constant forgets the object (an unknown object: all of it); a load of a cell not
+written, or written with another size, is a fresh value of the type. Both are sound: forgetting
+only makes more values possible.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from verimim.ir.defs import Arr, Def, Lit, Sigma
+from verimim.smt.kernel_eval import Evaluator, Ptr, field_offset, size_of
+
+
+def _cells(t: Def, off: int, value: Any) -> list[tuple[int, int, Any]]:
+    """The scalar cells (offset, size, value) a value of type t occupies from `off`."""
+    if isinstance(t, Arr) and isinstance(t.shape, Lit) and isinstance(value, tuple):
+        elem = size_of(t.body, "an element")
+        return [c for k, v in enumerate(value) for c in _cells(t.body, off + k * elem, v)]
+    if isinstance(t, Sigma) and isinstance(value, tuple):
+        return [c for k, (f, v) in enumerate(zip(t.ops, value)) for c in _cells(f, off + field_offset(t.ops, k), v)]
+    return [(off, size_of(t, "a stored value"), value)]
+
+
+def concrete(e: z3.BitVecRef) -> int | None:
+    s = z3.simplify(e)
+    return s.as_long() if z3.is_bv_value(s) else None
+
+
+@dataclass
+class CellMemory:
+    objects: dict[int, dict[int, tuple[int, Any]]] = field(default_factory=dict)
+
+    def store(self, p: Ptr, t: Def, v: Any) -> None:
+        off = concrete(p.off)
+        self._write(p, _cells(t, off, v) if off is not None else None)
+
+    def store_cell(self, p: Ptr, size: int, v: Any) -> None:
+        off = concrete(p.off)
+        self._write(p, [(off, size, v)] if off is not None else None)
+
+    def forget(self, p: Ptr) -> None:
+        self._write(p, None)
+
+    def _write(self, p: Ptr, new: list[tuple[int, int, Any]] | None) -> None:
+        obj = concrete(p.obj)
+        if obj is None:
+            self.objects.clear()
+            return
+        cells = self.objects.setdefault(obj, {})
+        if new is None:
+            cells.clear()
+            return
+        for o, size, x in new:
+            for k in [k for k, (s, _) in cells.items() if k < o + size and o < k + s]:
+                del cells[k]
+            cells[o] = (size, x)
+
+    def load(self, ev: Evaluator, p: Ptr, t: Def, hint: str) -> Any:
+        obj, off = concrete(p.obj), concrete(p.off)
+        cells = self.objects.get(obj, {}) if obj is not None else {}
+
+        def build(t: Def, o: int | None) -> Any:
+            if o is not None and isinstance(t, Arr) and isinstance(t.shape, Lit) and t.body.closed:
+                elem = size_of(t.body, "an element")
+                return tuple(build(t.body, o + k * elem) for k in range(t.shape.value))
+            if o is not None and isinstance(t, Sigma):
+                return tuple(build(f, o + field_offset(t.ops, k)) for k, f in enumerate(t.ops))
+            hit = cells.get(o) if o is not None else None
+            if hit is not None and hit[0] == size_of(t, "a loaded value"):
+                return hit[1]
+            return ev.fresh(t, hint)
+
+        return build(t, off)

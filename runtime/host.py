@@ -10,7 +10,8 @@ the `CUfunction` the runtime gave that launch site once (kept in a module global
 Control flow is verimim.runtime.cps's, shared with the kernels: continuations are basic blocks
 with φ-nodes, functions are instantiated per continuation argument (tail calls are loops),
 `lam`s are inlined; genuine recursion is `E-UNSUPPORTED`, as is any construct the host backend
-does not know, named.
+does not know, named. C functions a program declares are called with the C ABI
+(verimim.runtime.c_host).
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from verimim.diagnostics import Loc, VerimimError
 from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Sigma, Tuple
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, layout_of
+from verimim.plug.c_lib import c_name
+from verimim.runtime.c_host import CFunctions, emit_call
 from verimim.runtime.cps import CpsCompiler
 from verimim.runtime.nvptx import P, RET, KernelInfo, _AXIOMS, _Ctx, _lit, _llvm, _show, unsupported
 
@@ -110,6 +113,7 @@ class _HostCompiler(CpsCompiler):
         self.hctx = ctx
         self.kernel_infos = kernels
         self.kernel_ids: list[str] = []
+        self.c_functions = CFunctions(ctx)
 
     # ------------------------------------------------------------------ entry
 
@@ -141,6 +145,9 @@ class _HostCompiler(CpsCompiler):
         self.builder.ret(av[1])
 
     def _special_jump(self, callee: Def, arg: Def, loc: Loc | None) -> bool:
+        if isinstance(callee, Axiom) and c_name(callee) is not None:
+            emit_call(self, callee, arg, loc)  # a C function (verimim.runtime.c_host)
+            return True
         if isinstance(callee, App) and isinstance(callee.head, Axiom) and callee.head.annex == "gpu.launch":
             self._launch(callee, arg, loc)
             return True

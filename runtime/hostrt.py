@@ -12,14 +12,19 @@ freed and streams are destroyed; the context is released.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from collections.abc import Callable
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from verimim.diagnostics import VerimimError
 from verimim.ir.world import World
 from verimim.phases.plan import PipelinePlan
+from verimim.runtime.c_host import LIBC_SYMBOLS
 from verimim.runtime.host import BLOCKING, ENTRY, RUNTIME, HostModule, emit_host, verify_ir
 from verimim.runtime.nvptx import DeviceModule, KernelInfo, _llvm, optimize
 
@@ -273,7 +278,7 @@ def jit(program: CompiledProgram, runtime: HostRuntime | None = None, opt: int =
     llvm.initialize_native_asmprinter()
     rt = runtime or HostRuntime(program)
     libc = ctypes.CDLL(None)
-    for name in ("malloc", "free"):
+    for name in LIBC_SYMBOLS:  # mem.malloc/free and the C functions programs declare
         llvm.add_symbol(name, ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
     for name, cb in rt.callbacks.items():
         llvm.add_symbol(name, ctypes.cast(cb, ctypes.c_void_p).value)
@@ -310,12 +315,37 @@ def _handle(obj: Any) -> int:
         return int(obj.getPtr())
 
 
-def run_jitted(jm: JittedMain, argv: list[str]) -> int:
-    """Call the compiled `main` with C's argc/argv; raise the runtime's first failure."""
+@contextlib.contextmanager
+def captured_stdout(out: bytearray | None) -> Iterator[None]:
+    """Everything written on file descriptor 1 meanwhile (by C's stdio too: flushed before and
+    after) goes to `out` (dropped when None) instead of this process's standard output, which
+    stays free for `--json`."""
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    libc.fflush(None)
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as tmp:  # a file, not a pipe: any amount of output, no reader
+        os.dup2(tmp.fileno(), 1)
+        try:
+            yield
+        finally:
+            libc.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+            tmp.seek(0)
+            data = tmp.read()
+            if out is not None:
+                out += data
+
+
+def run_jitted(jm: JittedMain, argv: list[str], out: bytearray | None = None) -> int:
+    """Call the compiled `main` with C's argc/argv; raise the runtime's first failure. What the
+    program prints is appended to `out`."""
     raw = [a.encode() for a in argv]
     arr = (ctypes.c_char_p * (len(raw) + 1))(*raw, None)
     try:
-        result = jm.fn(len(raw), ctypes.cast(arr, ctypes.c_void_p))
+        with captured_stdout(out):
+            result = jm.fn(len(raw), ctypes.cast(arr, ctypes.c_void_p))
     finally:
         err = jm.runtime.error
         jm.runtime.close()
@@ -326,16 +356,18 @@ def run_jitted(jm: JittedMain, argv: list[str]) -> int:
     return int(result)
 
 
-def run_native(world: World, argv: list[str], sm: str | None = None, plan: PipelinePlan | None = None) -> int:
-    """Compile the program and run it natively: host code JIT-compiled, kernels on the GPU."""
-    return run_compiled(world, argv, sm, plan)[0]
+def run_native(world: World, argv: list[str], sm: str | None = None, plan: PipelinePlan | None = None,
+               out: bytearray | None = None) -> int:
+    """Compile the program and run it natively: host code JIT-compiled, kernels on the GPU; what
+    it prints is appended to `out`."""
+    return run_compiled(world, argv, sm, plan, out)[0]
 
 
 def run_compiled(world: World, argv: list[str], sm: str | None = None,
-                 plan: PipelinePlan | None = None) -> tuple[int, dict[str, Any]]:
+                 plan: PipelinePlan | None = None, out: bytearray | None = None) -> tuple[int, dict[str, Any]]:
     """`run_native`, with the pipeline that produced the code (the plan and what ran)."""
     prog = compile_program(world, sm or _device_sm(), plan)
-    return run_jitted(jit(prog), argv), prog.pipeline
+    return run_jitted(jit(prog), argv, out), prog.pipeline
 
 
 def _device_sm() -> str:

@@ -191,7 +191,11 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             if host == "native":
                 from verimim.runtime.hostrt import run_native
 
-                report.data["result"] = run_native(world, [path, *args], plan=plan)
+                out = bytearray()
+                try:
+                    report.data["result"] = run_native(world, [path, *args], out=out, plan=plan)
+                finally:
+                    report.data["stdout"] = program_output(out)
                 return
             from verimim.runtime.backend import GpuBackend, install
             from verimim.runtime.pipeline import run_plan
@@ -337,11 +341,14 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             from verimim.runtime.hostrt import run_native
 
             # The compiled program: host code JIT-compiled, kernels on the GPU.
-            native = run_native(world, argv, plan=plan)
+            out = bytearray()
+            native = run_native(world, argv, out=out, plan=plan)
             targets["gpu"] = native
-            if native != ref[0]:
+            native_obs = comparable((native, ref[1], bytes(out)))
+            if native_obs != ref:
                 report.diagnostics.append(Diagnostic(
-                    "E-DIFF", f"the compiled program on the GPU gives {native!r}; the interpreter gives {ref[0]}", None))
+                    "E-DIFF", f"the compiled program on the GPU gives {native!r}{other(native_obs, ref)}; "
+                    f"the interpreter gives {ref[0]}", None))
             # Host code interpreted, kernels on the GPU: also compares the final host memory.
             backend = GpuBackend(run.program.device)
             m = Machine(world, fuel=fuel or DEFAULT_FUEL)

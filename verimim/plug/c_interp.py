@@ -11,7 +11,7 @@ program prints is appended to `Machine.stdout`.
 from __future__ import annotations
 
 import struct
-import time as _time
+import time as clock
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -219,7 +219,7 @@ TIMEVAL = struct.Struct("<qq")  # struct timeval on x86-64 Linux: tv_sec, tv_use
 def _time(c: Call, a: list[Value]) -> Value:
     """lib.c's `time()`: a malloc'd `struct timeval` filled by gettimeofday (never freed there)."""
     block = c.m.memory.alloc(0, TIMEVAL.size, "heap", c.loc, _label(c, "time"))
-    now = _time.time_ns() // 1000
+    now = clock.time_ns() // 1000
     c.m.memory.write_bytes(Ptr(block, 0), TIMEVAL.pack(now // 1_000_000, now % 1_000_000), c.loc)
     c.m.state["c.nondeterministic"] = "it prints times (`time`)"
     return Ptr(block, 0)

@@ -35,6 +35,7 @@ from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, walk
 from verimim.phases.inline import mut_key
 from verimim.printer import show
+from verimim.smt.names import Namer
 from verimim.smt.solver import Outcome, SpecContext
 from verimim.smt.specs import DIFF_FUEL, spec
 
@@ -50,16 +51,18 @@ def _loc(d: Any) -> str:
 
 
 def _interface(before: Program, after: Program) -> Outcome | None:
+    namer = Namer()  # types compared by structure, not by how the printer shows them
     for old, new in zip(before.worlds(), after.worlds()):
-        a = {n: (m.kind, show(m.pi)) for n, m in old.externals.items()}
-        b = {n: (m.kind, show(m.pi)) for n, m in new.externals.items()}
+        a = {n: (m.kind, namer.key(m.pi)) for n, m in old.externals.items()}
+        b = {n: (m.kind, namer.key(m.pi)) for n, m in new.externals.items()}
         if set(a) != set(b):
             return Outcome("refuted", f"the externals differ: {sorted(a)} before, {sorted(b)} after",
                            {"before": sorted(a), "after": sorted(b)})
         for n in sorted(a):
             if a[n] != b[n]:
-                return Outcome("refuted", f"the external `{n}` changed: `{a[n][0]} {a[n][1]}` before, "
-                               f"`{b[n][0]} {b[n][1]}` after", {"external": n})
+                was, now = old.externals[n], new.externals[n]
+                return Outcome("refuted", f"the external `{n}` changed: `{was.kind} {show(was.pi)}` before, "
+                               f"`{now.kind} {show(now.pi)}` after", {"external": n})
     return None
 
 

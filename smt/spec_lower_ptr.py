@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import z3
 from verimim.phases.base import PhaseResult, Program, walk
 from verimim.smt.match import Matcher, Mismatch, Pairs, app_parts
+from verimim.smt.names import Namer
 from verimim.smt.solver import Outcome, SpecContext, verdict_unsat_means_proved
 from verimim.smt.specs import DIFF_FUEL, spec
 
@@ -705,9 +706,11 @@ class LoweringMatcher(Matcher):
 # ============================================================================ Z3
 
 
-def _type_size(t: Def) -> z3.ArithRef:
+def _type_size(t: Def, namer: Namer) -> z3.ArithRef:
+    """A laid-out type's size; else an unknown named by the type's structure (the same in both
+    Worlds, whatever the printer shows)."""
     lay = layout_of(t, X86_64)
-    return z3.IntVal(lay.size) if lay else z3.Int(f"size_of[{show(t)}]")
+    return z3.IntVal(lay.size) if lay else z3.Int(f"size_of[{namer.key(t)}]")
 
 
 class Terms:
@@ -716,12 +719,13 @@ class Terms:
 
     def __init__(self, m: LoweringMatcher) -> None:
         self.m = m
+        self.namer = Namer()
 
     def old(self, d: Def) -> z3.ArithRef:
         if isinstance(d, Lit):
             return z3.IntVal(d.value)
         img = self.m.pairs.get(d.gid)
-        return z3.Int(f"v{img}") if img is not None else z3.Int(f"old{d.gid}[{show(d)[:40]}]")
+        return z3.Int(f"v{img}") if img is not None else z3.Int(f"old{d.gid}[{self.namer.key(d)}]")
 
     def new(self, d: Def) -> z3.ArithRef:
         if isinstance(d, Lit):
@@ -744,7 +748,7 @@ class Terms:
             return z3.IntVal(lay.size)
         if isinstance(t, Arr) and t.body.bvd == 0:
             return self.new(t.shape) * self.array_size(t.body)
-        return _type_size(t)
+        return _type_size(t, self.namer)
 
 
 def _index_formula(ob: IndexObligation, m: LoweringMatcher, terms: Terms,
@@ -763,7 +767,7 @@ def _index_formula(ob: IndexObligation, m: LoweringMatcher, terms: Terms,
     linear: z3.ArithRef = z3.IntVal(0)
     for x, n in zip(xs, dims):
         linear = linear * n + x
-    want = linear * _type_size(ob.elem)
+    want = linear * _type_size(ob.elem, terms.namer)
     got: z3.ArithRef = z3.IntVal(0)
     in_range = []
     for k, (n, elem, i) in enumerate(ob.leas):
@@ -784,7 +788,7 @@ def _z3_obligations(res: PhaseResult, ctx: SpecContext, matchers: list[LoweringM
             checks.append((ob.op, inside, ok, show_terms))
         for k, so in enumerate(m.ob.size):
             dims = [terms.old(d) for d in so.dims]
-            want = _type_size(so.elem)
+            want = _type_size(so.elem, terms.namer)
             for n in dims:
                 want = want * n
             got = terms.size(so.size)

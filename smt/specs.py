@@ -21,6 +21,7 @@ from verimim.layout import X86_64, layout_of
 from verimim.phases.base import PhaseResult, Program, walk
 from verimim.printer import show
 from verimim.smt.match import Matcher, Pairs, app_parts, lit
+from verimim.smt.names import Namer
 from verimim.smt.solver import Outcome, SpecContext, verdict_unsat_means_proved
 
 Spec = Callable[[PhaseResult, SpecContext], Outcome]
@@ -144,21 +145,21 @@ def spec_mem_checks(res: PhaseResult, ctx: SpecContext) -> Outcome:
 # ============================================================================ rewrites
 
 
-def _size_term(d: Def) -> z3.ArithRef:
+def _size_term(d: Def, namer: Namer) -> z3.ArithRef:
     """A size argument as an integer term: a literal, the layout size of `core.trait.size T` when
-    T is laid out, else the size of T as an unknown named by T's canonical text (so the same type
-    has the same unknown size in both Worlds)."""
+    T is laid out, else the size of T as an unknown named by T's structure (so the same type
+    has the same unknown size in both Worlds, however the printer would show it)."""
     if isinstance(d, Lit):
         return z3.IntVal(d.value)
     parts = app_parts(d, "core.trait.size", 1)
     if parts is not None:
-        return _type_size(parts[0])
-    return z3.Int(f"size_expr[{show(d)}]")
+        return _type_size(parts[0], namer)
+    return z3.Int(f"size_expr[{namer.key(d)}]")
 
 
-def _type_size(t: Def) -> z3.ArithRef:
+def _type_size(t: Def, namer: Namer) -> z3.ArithRef:
     lay = layout_of(t, X86_64)
-    return z3.IntVal(lay.size) if lay else z3.Int(f"size_of[{show(t)}]")
+    return z3.IntVal(lay.size) if lay else z3.Int(f"size_of[{namer.key(t)}]")
 
 
 def _rewrite_spec(res: PhaseResult, ctx: SpecContext, rule_for: Callable[[list[z3.BoolRef]], Callable[[Def, Def], Pairs | None]],
@@ -186,13 +187,15 @@ def _rewrite_spec(res: PhaseResult, ctx: SpecContext, rule_for: Callable[[list[z
     return Outcome("proved", f"{label}: {len(side)} rewritten operations equivalent, all else unchanged")
 
 
-def _size_condition(size: Def, t: Def, label: str) -> z3.BoolRef:
+def _size_condition(size: Def, t: Def, namer: Namer) -> z3.BoolRef:
     """`size = core.trait.size t`."""
-    return _size_term(size) == _type_size(t)
+    return _size_term(size, namer) == _type_size(t, namer)
 
 
 @spec("mem.alloc2malloc_repl")
 def spec_alloc2malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    namer = Namer()
+
     def rule_for(side: list[z3.BoolRef]) -> Callable[[Def, Def], Pairs | None]:
         def rule(a: Def, b: Def) -> Pairs | None:
             pa = app_parts(a, "mem.alloc", 2)
@@ -201,7 +204,7 @@ def spec_alloc2malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
                 if pb is None or not isinstance(pb[1], Tuple):
                     return None  # falls through to the structural comparison, which fails
                 (ta, m), (tb, (m2, size)) = (pa[0], pa[1]), (pb[0], pb[1].ops)
-                side.append(_size_condition(size, ta.ops[0] if isinstance(ta, Tuple) else ta, f"a{a.gid}"))
+                side.append(_size_condition(size, ta.ops[0] if isinstance(ta, Tuple) else ta, namer))
                 return [(ta, tb), (m, m2)]
             ps = app_parts(a, "mem.slot", 2)
             if ps is not None:
@@ -210,7 +213,7 @@ def spec_alloc2malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
                     return None
                 ta = ps[0]
                 m2, size, id2 = pb[1].ops
-                side.append(_size_condition(size, ta.ops[0] if isinstance(ta, Tuple) else ta, f"s{a.gid}"))
+                side.append(_size_condition(size, ta.ops[0] if isinstance(ta, Tuple) else ta, namer))
                 w_arg = ps[1]
                 if not isinstance(w_arg, Tuple):
                     return None  # compared structurally (and found different)
@@ -230,6 +233,8 @@ def spec_alloc2malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
 
 @spec("gpu.host_malloc2gpualloc_repl")
 def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    namer = Namer()
+
     def rule_for(side: list[z3.BoolRef]) -> Callable[[Def, Def], Pairs | None]:
         def rule(a: Def, b: Def) -> Pairs | None:
             pa = app_parts(a, "mem.malloc", 2)
@@ -242,7 +247,7 @@ def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
                 size = arg.ops[1] if isinstance(arg, Tuple) else None
                 if size is None:
                     return None
-                side.append(_size_condition(size, t, f"m{a.gid}"))
+                side.append(_size_condition(size, t, namer))
                 m = arg.ops[0] if isinstance(arg, Tuple) else arg
                 return [(t, pb[0]), (m, pb[1])]
             pf = app_parts(a, "mem.free", 2)

@@ -1,0 +1,214 @@
+"""`verimim check`'s kernel verification (smt/kernel_*.py): verdicts, counterexamples,
+reproducers, agreement with `run` on the shared corpus, and the honest statuses."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import z3
+
+from tests.smt import kernel_programs as kp
+from verimim import driver
+from verimim.smt.kernel_verify import verify_kernels
+from verimim.smt.solver import SpecContext
+
+SHARED = Path("/work/shared")
+if not SHARED.exists():
+    SHARED = Path(__file__).resolve().parents[3] / "shared"
+KERNELS, EXAMPLES = SHARED / "kernels", SHARED / "examples"
+needs_shared = pytest.mark.skipif(not KERNELS.exists(), reason="the shared kernel corpus is not here")
+
+
+def verify(path: str, **kw: object) -> tuple[list[dict], list]:
+    rep = verify_kernels(kp.device_program(path), SpecContext(timeout_ms=10_000), path, **kw)  # type: ignore[arg-type]
+    return rep.entries, rep.diagnostics
+
+
+def codes(diags: list) -> set[str]:
+    return {d.code for d in diags}
+
+
+# ------------------------------------------------------------------ the verdicts
+
+
+def test_race_free_kernel_is_proved(tmp_path: Path) -> None:
+    entries, diags = verify(kp.write(tmp_path, "own", kp.program(kp.OWN_CELL)))
+    assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")]
+    assert diags == []
+
+
+def test_barrier_separates_shared_accesses(tmp_path: Path) -> None:
+    entries, diags = verify(kp.write(tmp_path, "ex", kp.program(kp.SHARED_EXCHANGE)))
+    assert entries[0]["races"] == "proved" and not diags
+
+
+def test_without_the_barrier_it_races(tmp_path: Path) -> None:
+    body = kp.SHARED_EXCHANGE.replace("    let (m1, m3) = gpu.sync_work_items (m1, m3);\n", "")
+    entries, diags = verify(kp.write(tmp_path, "nobar", kp.program(body)))
+    assert entries[0]["races"] == "refuted"
+    race = next(d for d in diags if d.code == "E-RACE")
+    cex = entries[0]["counterexample"]
+    g = [w["group"] for w in cex["work_items"]]
+    assert g[0] == g[1], "a shared-memory race is within one group"
+    assert {a["kind"] for a in cex["accesses"]} == {"read", "write"}
+    assert cex["address"]["space"] == "shared"
+    assert race.loc is not None and race.loc.line and race.related and race.related[0].loc is not None
+
+
+def test_cross_group_race_on_global_memory(tmp_path: Path) -> None:
+    entries, _ = verify(kp.write(tmp_path, "cg", kp.program(kp.CROSS_GROUP)))
+    cex = entries[0]["counterexample"]
+    assert entries[0]["races"] == "refuted"
+    a, b = cex["work_items"]
+    assert a["group"] != b["group"] and a["item"] == b["item"]
+
+
+def test_benign_write_write_race_is_a_warning(tmp_path: Path) -> None:
+    body = """    let m1 = mem.store (m1, mem.lea (out, 3_16), 7I32);
+    return (m1, m3, m4, m5);"""
+    entries, diags = verify(kp.write(tmp_path, "benign", kp.program(body)))
+    assert entries[0]["races"] == "proved"
+    assert [(d.code, d.severity) for d in diags] == [("W-BENIGN-RACE", "warning")]
+
+
+def test_same_cell_different_values_is_an_error(tmp_path: Path) -> None:
+    body = """    let m1 = mem.store (m1, mem.lea (out, 3_16), core.bitcast I32 item_id);
+    return (m1, m3, m4, m5);"""
+    entries, diags = verify(kp.write(tmp_path, "ww", kp.program(body)))
+    assert entries[0]["races"] == "refuted" and "E-RACE" in codes(diags)
+
+
+def test_divergence_on_loaded_value(tmp_path: Path) -> None:
+    entries, diags = verify(kp.write(tmp_path, "dd", kp.program(kp.DATA_DEPENDENT_BARRIER)))
+    assert entries[0]["divergence"] == "refuted" and "E-BARRIER-DIVERGENCE" in codes(diags)
+    # It depends on memory contents, not only on main's inputs: no run command is promised.
+    assert entries[0]["counterexample"]["run"] is None
+
+
+def test_loop_race_in_the_last_iteration(tmp_path: Path) -> None:
+    path = kp.write(tmp_path, "last", kp.program(kp.LAST_ITERATION_RACE))
+    entries, _ = verify(path)
+    assert entries[0]["races"] == "refuted"
+    # With an unrolling bound below the trip count the race is not reached: the verdict says
+    # `bounded` with the bound, never `proved`.
+    entries, diags = verify(path, loop_bound=3)
+    assert entries[0]["races"] == "bounded"
+    assert "unrolled up to 3" in entries[0]["detail"] and "E-RACE" not in codes(diags)
+
+
+def test_kernel_argument_from_main(tmp_path: Path) -> None:
+    path = kp.write(tmp_path, "arg", kp.arg_program(kp.GUARDED_BY_ARG))
+    entries, diags = verify(path)
+    e = entries[0]
+    assert e["races"] == "refuted"
+    cex = e["counterexample"]
+    argc = cex["main_inputs"]["argc"]
+    assert 1 <= argc < 9 and cex["kernel_args"]["n"] == argc - 1
+    assert cex["run"] is not None
+    # Race-free inputs exist (argc ≥ 9): the run with them is clean, the counterexample's is not.
+    clean = driver.run(path, [], ["a"] * 9)
+    assert clean.ok, [d.code for d in clean.diagnostics]
+
+
+def test_unmodelled_operation_is_unknown_and_named(tmp_path: Path) -> None:
+    body = """    let (m1, p) = mem.alloc (I32, 1) m1;
+    let m1 = mem.store (m1, p, 1I32);
+    let m1 = mem.free (m1, p);
+    return (m1, m3, m4, m5);"""
+    entries, diags = verify(kp.write(tmp_path, "alloc", kp.program(body)))
+    assert entries[0]["races"] == "unknown" and entries[0]["divergence"] == "unknown"
+    assert "mem." in entries[0]["detail"] and not diags
+
+
+def test_solver_time_out_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = kp.write(tmp_path, "nobar", kp.program(kp.READ_NEIGHBOUR))
+    monkeypatch.setattr(SpecContext, "check", lambda self, s, label: z3.unknown)
+    entries, diags = verify(path)
+    # One path without barriers: divergence needs no query; the race query gets no answer.
+    assert (entries[0]["races"], entries[0]["divergence"]) == ("unknown", "proved")
+    assert "no answer" in entries[0]["detail"] and not [d for d in diags if d.severity == "error"]
+
+
+# ------------------------------------------------------------------ check's JSON and exit code
+
+
+def test_check_json_has_kernels(tmp_path: Path) -> None:
+    text = kp.program(kp.READ_NEIGHBOUR)
+    path = kp.write(tmp_path, "nb", text)
+    launch_line = next(n for n, line in enumerate(text.splitlines(), 1) if "gpu.launch" in line)
+    rep = driver.check(path, [])
+    obj = rep.to_json()
+    assert rep.exit_code == 1
+    (k,) = obj["kernels"]
+    assert set(k) == {"name", "launch", "races", "divergence", "time_s", "detail", "counterexample"}
+    assert k["name"] == "kernel" and k["launch"]["line"] == launch_line and k["races"] == "refuted"
+    assert any(d["code"] == "E-RACE" and d["related"] for d in obj["diagnostics"])
+    json.dumps(obj)
+
+
+def test_emit_smt2_writes_kernel_queries(tmp_path: Path) -> None:
+    out = tmp_path / "smt"
+    for name, body in (("own", kp.OWN_CELL), ("dd", kp.DATA_DEPENDENT_BARRIER)):
+        driver.check(kp.write(tmp_path, name, kp.program(body)), [], emit_smt2=str(out))
+    names = [p.name for p in out.iterdir()]
+    assert any("races" in n for n in names) and any("divergence" in n for n in names)
+
+
+# ------------------------------------------------------------------ the shared corpus
+
+
+def _rows(directory: Path) -> list[list[str]]:
+    with open(directory / "EXPECTED.tsv", encoding="utf-8") as f:
+        return [r for r in csv.reader(f, delimiter="\t") if r and not r[0].startswith("#")]
+
+
+@needs_shared
+@pytest.mark.parametrize("row", [r for r in _rows(KERNELS) if r[1] == "check"], ids=lambda r: r[0])
+def test_corpus_check_verdicts(row: list[str]) -> None:
+    path = str((KERNELS / row[0]).resolve())
+    entries, diags = verify(path)
+    errors = {d.code for d in diags if d.severity == "error"}
+    if row[3] == "ok":
+        assert not errors and all(e["races"] == e["divergence"] == "proved" for e in entries), entries
+    else:
+        assert row[3] in errors
+
+
+def _corpus_files() -> list[Path]:
+    files = sorted(KERNELS.glob("*.mim")) + [EXAMPLES / f for f in (
+        "shared_race.mim", "divergent_barrier.mim", "shared_sync_kernel.mim", "row_sums.mim",
+        "simple_kernel.mim", "dyn_smem_kernel.mim", "two_arg_kernel.mim")]
+    return [f for f in files if f.exists()]
+
+
+@needs_shared
+@pytest.mark.parametrize("path", _corpus_files(), ids=lambda p: p.name)
+def test_agreement_with_run(path: Path) -> None:
+    """Whatever run reports (for several inputs and schedules), check refutes; proved kernels run
+    clean; every counterexample's run command reproduces its code."""
+    from verimim.fuzz.kernel_oracle import compare
+
+    res = compare(str(path), [[], ["a"], ["a", "b", "c"]], schedules=2)
+    assert res.ok, f"{res.kind}: {res.message}"
+
+
+@needs_shared
+def test_reproducer_commands_reproduce() -> None:
+    """The corpus' refutations all depend only on main's inputs: each has a run command, and
+    running it reports the refuted code."""
+    from verimim.fuzz.kernel_oracle import reproduces
+
+    seen = 0
+    for name, code in (("strided_race.mim", "E-RACE"), ("branch_barrier_item_div.mim", "E-BARRIER-DIVERGENCE"),
+                       ("streams_two_race.mim", "E-RACE")):
+        path = str(KERNELS / name)
+        entries, _ = verify(path)
+        cmds = [e["counterexample"]["run"] for e in entries if e["counterexample"]]
+        assert cmds and all(cmds)
+        for cmd in cmds:
+            assert cmd.startswith(f"verimim run {path}") and "--schedule" in cmd
+            assert reproduces(path, cmd, code)
+            seen += 1
+    assert seen >= 3

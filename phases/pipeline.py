@@ -4,7 +4,8 @@
     2. mem.alloc2malloc_repl
     3. gpu.check_addr_spaces_repl
     4. gpu.mem_checks
-    5. compile.cleanup                (dead code; validated by differential execution)
+    5. compile.cleanup                (dead code; proved: what is kept is unchanged and
+                                      closed under references)
        compile.beta_red, compile.lam_spec  (β-reduction of mutable lams, specialisation of
                                       higher-order functions such as gpu.with_streams;
                                       validated by differential execution, phases/inline.py)

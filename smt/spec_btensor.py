@@ -48,6 +48,7 @@ from verimim.phases.base import PhaseResult, walk
 from verimim.plug import core_ops
 from verimim.printer import show
 from verimim.smt.match import Matcher, app_parts
+from verimim.smt.names import Namer
 from verimim.smt.solver import Outcome, SpecContext
 from verimim.smt.specs import spec
 
@@ -152,18 +153,25 @@ def read_ref(w: World, app: App) -> Ref:
 # ============================================================================ Z3 values
 
 
+def _same_type(a: Def, b: Def) -> bool:
+    """Types of two Worlds compared by structure (smt/names.py), not by how they print."""
+    namer = Namer()
+    return namer.key(a) == namer.key(b)
+
+
 class Sorts:
     def __init__(self) -> None:
         self.declared: dict[str, z3.SortRef] = {}
+        self.namer = Namer()
 
     def of(self, t: Def) -> z3.SortRef:
         if isinstance(t, NatT):
             return z3.IntSort()
         if isinstance(t, IdxT) and isinstance(t.size, Lit):
             return z3.BitVecSort(max(1, (int(t.size.value) - 1).bit_length()))
-        key = show(t)
+        key = self.namer.key(t)  # one sort per type, by structure (the printer may show it two ways)
         if key not in self.declared:
-            self.declared[key] = z3.DeclareSort(key)
+            self.declared[key] = z3.DeclareSort(f"{show(t)[:40]}#{key}")
         return self.declared[key]
 
 
@@ -352,7 +360,7 @@ def host_side(old: World, w: World, ref: Ref, jump: Def) -> Host:
     out = outs[0]
     alloc_t = app_parts(_proj(out.node, "gpu.alloc.block", 2)[0], "gpu.alloc.block", 2)[0]  # type: ignore[index]
     want_t = old.arr(_shape_node(old, ref.so), ref.tp) if ref.so else ref.tp
-    if show(alloc_t) != show(want_t):  # types of two Worlds: compared by their text
+    if not _same_type(alloc_t, want_t):
         raise Refuted(f"the output is allocated as `{show(alloc_t)}`, not as `{show(want_t)}`")
     m0_end, result = _after(w, ref, cont, out, [x for x in args if isinstance(x, DevBuf)])
     return Host(kernel, n_groups, n_items, args, cont, m0_end, result, init_app.arg)
@@ -456,7 +464,7 @@ def _after(w: World, ref: Ref, cont: MutLam, out: DevBuf, devs: list[DevBuf]) ->
                       {"operation": str(ref.app.loc)})
     copy = back[0]
     shape, elem = _shape_of(w, app_parts(copy, "gpu.buf_copy_to_host", 2)[0])  # type: ignore[index]
-    if shape != ref.so or show(elem) != show(ref.tp):
+    if shape != ref.so or not _same_type(elem, ref.tp):
         raise Refuted(f"the copy back moves a {tuple(shape)} array of `{show(elem)}`, not the result")
     result = w_extract(copy.arg, 4, 3)
     pa = _proj(result, "buffer.alloc", 2)
@@ -464,7 +472,7 @@ def _after(w: World, ref: Ref, cont: MutLam, out: DevBuf, devs: list[DevBuf]) ->
         raise Refuted("the output is copied into a buffer that is not freshly allocated")
     rst = app_parts(pa[0], "buffer.alloc", 2)[0]  # type: ignore[index]
     shape, elem = _shape_of(w, rst)
-    if shape != ref.so or show(elem) != show(ref.tp):
+    if shape != ref.so or not _same_type(elem, ref.tp):
         raise Refuted(f"the result buffer has shape {tuple(shape)} of `{show(elem)}`, not {tuple(ref.so)} of `{show(ref.tp)}`")
     freed = [w_extract(a.arg, 2, 1) for a in dev_ops if app_parts(a, "gpu.free.block", 2)]
     for d in devs:

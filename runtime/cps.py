@@ -25,6 +25,7 @@ from typing import Any
 from verimim.diagnostics import Loc
 from verimim.ir.analysis import postorder
 from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lit, MutLam, Pack, Sigma, Var
+from verimim.plug.c_lib import c_name
 from verimim.runtime.nvptx import (
     P, RET, KernelInfo, ParamInfo, Ret, _BodyCompiler, _Ctx, _Scope, _show, unsupported,
 )
@@ -369,3 +370,9 @@ class KernelCompiler(CpsCompiler):
 
     def _return(self, av: Any, loc: Loc | None) -> None:
         self.builder.ret_void()
+
+    def _special_jump(self, callee: Def, arg: Def, loc: Loc | None) -> bool:
+        name = c_name(callee)
+        if name is not None:
+            raise unsupported(f"a call of the C function `{name}` in a kernel (C functions run on the host)", loc)
+        return False

@@ -159,3 +159,61 @@ def test_compiled_output_does_not_reach_this_process_stdout(capfd: pytest.Captur
     src = program(cfun("puts"), string("s", b"captured") + "    ret (mem, r) = %c.puts $ (mem, s);\n    return (mem, r);\n")
     assert native(src) == (9, b"captured\n")
     assert "captured" not in capfd.readouterr().out
+
+
+KERNEL_WRITES = """con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 1, item_id: Idx 4, (), out: %mem.Ptr («4; I32», 1),
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let v = %core.wrap.mul 0 (%core.bitcast I32 item_id, 4294967293I32);
+    let m1 = %mem.store (m1, %mem.lea (out, item_id), v);
+    return (m1, m3, m4, m5);
+"""
+
+GPU_MAIN = """    let (mem, m1, m4) = %gpu.init mem;
+    let (mem, h) = %mem.slot («4; I32», 0) (mem, 0);
+    let mem = %mem.store (mem, h, (0I32, 0I32, 0I32, 0I32));
+    let (mem, m1, d) = %gpu.alloc_copy.block (mem, m1, h);
+    ret (mem, m1, m4) = %gpu.launch (1, 4, %gpu.default_stream, ff, ()) kernel d $ (mem, m1, m4);
+    let (mem, m1) = %gpu.copy_to_host.block (mem, m1, d, h);
+    let m1 = %gpu.free.block (m1, d);
+    let mem = %gpu.deinit (mem, m1, m4);
+    ret mem = %c.print_int_vector $ (mem, 4I32, %core.bitcast (%mem.Ptr0 «⊤:Nat; I32») h);
+    let (mem, x) = %mem.load (mem, %mem.lea (h, 3_4));
+    return (mem, x);
+"""
+
+
+def _gpu_program() -> str:
+    return "plugin gpu;\n" + program(cfun("print_int_vector") + KERNEL_WRITES, GPU_MAIN)
+
+
+def test_c_call_in_a_kernel_is_unsupported() -> None:
+    decl = cfun("print_i32", "[%mem.M 1, I32] → %mem.M 1")
+    kernel = KERNEL_WRITES.replace("    return (m1, m3, m4, m5);",
+                                   "    ret m1 = %c.print_i32 $ (m1, v);\n    return (m1, m3, m4, m5);")
+    src = "plugin gpu;\n" + program(decl + kernel, GPU_MAIN.replace("    ret mem = %c.print_int_vector $ (mem, 4I32, "
+                                                                 "%core.bitcast (%mem.Ptr0 «⊤:Nat; I32») h);\n", ""))
+    world = load(src)
+    from verimim.interp.machine import Machine, find_main
+    from verimim.interp.values import RuntimeFault
+
+    with pytest.raises(RuntimeFault) as e:
+        Machine(world).run_main(find_main(world), ["p"])
+    assert e.value.code == "E-UNSUPPORTED" and "`print_i32` in a kernel" in e.value.message
+    with pytest.raises(VerimimError) as e2:
+        compile_program(load(src))
+    assert e2.value.code == "E-UNSUPPORTED" and "`print_i32` in a kernel" in e2.value.message
+
+
+def test_host_prints_what_a_kernel_computed_compiles() -> None:
+    prog = compile_program(load(_gpu_program()))
+    assert '@"cuLaunchKernel"' in prog.host.llvm_ir and "verimim_c_print_int_vector" in prog.host.llvm_ir
+
+
+def test_host_prints_what_a_kernel_computed_on_the_gpu() -> None:
+    from verimim.runtime.cuda import device_available
+
+    if not device_available():
+        pytest.skip("no CUDA device (cuda-python, driver or GPU missing)")
+    src = _gpu_program()
+    assert same(src) == (-9, b"0, -3, -6, -9, \n")

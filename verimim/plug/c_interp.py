@@ -21,7 +21,7 @@ from verimim.interp.memory import Ptr
 from verimim.interp.values import RuntimeFault, Token, Value
 from verimim.ir.defs import App, Arr, Axiom, Def, Lit, Sigma
 from verimim.plug import c_format, mem_interp
-from verimim.plug.c_lib import CCall, CInt, c_call, type_leaves, widen
+from verimim.plug.c_lib import CCall, CInt, c_call, c_name, type_leaves, widen
 
 if TYPE_CHECKING:
     from verimim.interp.machine import Machine, Thread
@@ -276,6 +276,10 @@ def declaration(m: Machine, ax: Axiom, site: App | None) -> CCall:
 
 def jump(m: Machine, th: Thread, ax: Axiom, arg: Value, site: App | None) -> tuple[Value, Value]:
     """Run the C function `ax` on the jump's argument; returns (continuation, its argument)."""
+    if th.device:
+        raise RuntimeFault("E-UNSUPPORTED", f"a call of the C function `{c_name(ax)}` in a kernel (C functions "
+                           f"run on the host)", site.loc if site is not None else None,
+                           (Related("declared here", ax.loc),))
     decl = declaration(m, ax, site)
     if decl.arg_types:
         *parts, k = arg

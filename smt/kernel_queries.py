@@ -64,7 +64,7 @@ def work_item(kp: KernelPaths, k: int, paths: list[KPath]) -> WorkItem:
     return WorkItem(g, i, tuple(pairs))
 
 
-def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem]) -> list[z3.BoolRef]:
+def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem], distinct: bool = True) -> list[z3.BoolRef]:
     inp = kp.inputs
     out: list[z3.BoolRef] = list(launch.constraints)
     for w in wis:
@@ -75,7 +75,8 @@ def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem]) -> list[
                 out.append(z3.ULT(z3.ZeroExt(n.size() - v.size(), v), n) if n.size() >= v.size()
                            else z3.ULT(v, z3.Extract(v.size() - 1, 0, n)))
     a, b = wis
-    out.append(z3.Or(a.group != b.group, a.item != b.item))
+    if distinct:
+        out.append(z3.Or(a.group != b.group, a.item != b.item))
     return out
 
 
@@ -150,10 +151,11 @@ def _solve(ctx: SpecContext, facts: list[z3.BoolRef], goal: z3.BoolRef, label: s
 
 
 def check_races(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str,
-                **variant: bool) -> tuple[Verdict, Verdict | None]:
-    """The harmful-race verdict, and (when it is proved) a benign write-write race if one exists."""
+                allow_same_item: bool = False, **variant: bool) -> tuple[Verdict, Verdict | None]:
+    """The harmful-race verdict, and (when it is proved) a benign write-write race if one exists.
+    `allow_same_item` and `variant` (see `conflicts`) are the verifier's wrong variants."""
     w1, w2 = work_item(kp, 1, kp.paths), work_item(kp, 2, kp.paths)
-    facts = _launch_facts(kp, launch, [w1, w2])
+    facts = _launch_facts(kp, launch, [w1, w2], distinct=not allow_same_item)
     cands = conflicts(kp, w1, w2, **variant)
     if not cands:
         return Verdict("proved", "no two accesses of which one writes"), None

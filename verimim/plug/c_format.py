@@ -209,8 +209,8 @@ def render(fmt: bytes, args: list[tuple[Leaf, object]], read_string: Callable[[o
         elif spec.conv == "c":
             out += _pad(bytes([a.integer(what, 32) & 0xFF]), spec, width, left)
         else:  # "s"
-            leaf, p = a.next(what)
+            leaf, ptr = a.next(what)
             if leaf.kind != "ptr":
                 raise FormatError("E-TYPE", f"{what} expects a string pointer, argument {a.i + 1} is {leaf}")
-            out += _pad(read_string(p, precision, what), spec, width, left)
+            out += _pad(read_string(ptr, precision, what), spec, width, left)
     return bytes(out)

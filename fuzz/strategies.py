@@ -912,6 +912,21 @@ def kernels(defect: str | None = None, **features: Any) -> st.SearchStrategy[Gen
     return gen()
 
 
+def mixed_programs(defect_ratio: float = 0.25, **features: Any) -> st.SearchStrategy[GeneratedProgram]:
+    """What a campaign checks: clean programs, and with probability about `defect_ratio` one
+    with an injected defect, its kind drawn first (so it is the first generator choice)."""
+    kinds = list(DEFECTS)
+    strategies = {None: programs(**features), **{k: programs(defect=k, **features) for k in kinds}}
+    clean = max(0, round(len(kinds) * (1 - defect_ratio) / max(defect_ratio, 1e-9)))
+
+    @st.composite
+    def choose(draw: Callable[..., Any]) -> GeneratedProgram:
+        kind = draw(st.sampled_from([None] * clean + kinds), label="defect kind")
+        return draw(strategies[kind])
+
+    return choose()
+
+
 # ============================================================================ the oracle
 
 
@@ -921,6 +936,25 @@ class Verdict:
     kind: str = ""          # failure kind: roundtrip, false-positive, missed-defect, diff, spec, internal
     message: str = ""
     checked: list[str] = field(default_factory=list)
+    # Where it failed, for a campaign's deduplication (verimim.fuzz.signature): the diagnostic
+    # code involved, the phase (or oracle stage), and for crashes the innermost verimim frame.
+    code: str = ""
+    phase: str = ""
+    where: str = ""
+    times: dict[str, float] = field(default_factory=dict)        # seconds per oracle stage
+    phases: list[tuple[str, str]] = field(default_factory=list)  # (phase, status) of the pipeline
+    _last: float = field(default_factory=time.perf_counter, repr=False)
+
+    def mark(self, stage: str) -> None:
+        """The oracle finished `stage`: record it and the seconds it took."""
+        now = time.perf_counter()
+        self.checked.append(stage)
+        self.times[stage] = round(now - self._last, 4)
+        self._last = now
+
+    def fail(self, kind: str, message: str, code: str = "", phase: str = "", where: str = "") -> "Verdict":
+        self.ok, self.kind, self.message, self.code, self.phase, self.where = False, kind, message, code, phase, where
+        return self
 
 
 def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int = 2,
@@ -939,26 +973,29 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
     argv = ["prog.mim", *prog.args]
     v = Verdict(True)
     if prog.roundtrip_error:
-        return Verdict(False, "roundtrip", prog.roundtrip_error)
+        return v.fail("roundtrip", prog.roundtrip_error, phase="roundtrip")
     try:
         world = reparse(prog.text)
         if render(world) != prog.text:
-            return Verdict(False, "roundtrip", "dump(parse(dump)) differs")
-        v.checked.append("roundtrip")
+            return v.fail("roundtrip", "dump(parse(dump)) differs", phase="roundtrip")
+        v.mark("roundtrip")
         run = run_pipeline(world, verify=verify, timeout_ms=timeout_ms)
-        v.checked.append("pipeline")
+        v.mark("pipeline")
+        v.phases = [(e["name"] + (f"[{e['side']}]" if "side" in e else ""), e["status"]) for e in run.phases]
+        # the phase that stopped the pipeline (refuted or rejected), else the last one that ran
+        stop = next((n for n, s in v.phases if s in ("refuted", "rejected")), v.phases[-1][0] if v.phases else "")
         errors = [d for d in run.diagnostics if d.severity == "error"]
         if any(d.code in ("E-SPEC", "E-INTERNAL") for d in errors):
             d = next(d for d in errors if d.code in ("E-SPEC", "E-INTERNAL"))
-            return Verdict(False, "spec" if d.code == "E-SPEC" else "internal", f"{d.code}: {d.message}")
+            return v.fail("spec" if d.code == "E-SPEC" else "internal", f"{d.code}: {d.message}", d.code, stop)
         if prog.defect and DEFECTS[prog.defect][1] == "check":
             codes = {d.code for d in errors}
             if not prog.expected_codes <= codes:
-                return Verdict(False, "missed-defect", f"check reported {sorted(codes) or 'nothing'}, "
-                               f"expected {sorted(prog.expected_codes)}")
+                return v.fail("missed-defect", f"check reported {sorted(codes) or 'nothing'}, "
+                              f"expected {sorted(prog.expected_codes)}", ",".join(sorted(prog.expected_codes)), "check")
             return v
         if errors:
-            return Verdict(False, "false-positive", "; ".join(f"{d.code}: {d.message}" for d in errors[:3]))
+            return v.fail("false-positive", "; ".join(f"{d.code}: {d.message}" for d in errors[:3]), errors[0].code, stop)
 
         messages: dict[str, str] = {}
 
@@ -973,29 +1010,29 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
             return ("fault", errs[0]) if errs else ("ok", r)
 
         results = [("source", s, interp(Program(world), s)) for s in range(schedules)]
-        v.checked.append("interp")
+        v.mark("interp")
         if prog.defect:
             want = DEFECTS[prog.defect][0]
             got = {r[1] for _, _, r in results if r[0] == "fault"}
             if want not in got or any(r[0] == "ok" for _, _, r in results):
-                return Verdict(False, "missed-defect", f"run gave {[r for _, _, r in results]}, expected {want}; "
-                               + "; ".join(messages.values()))
+                return v.fail("missed-defect", f"run gave {[r for _, _, r in results]}, expected {want}; "
+                              + "; ".join(messages.values()), want, "interp")
             return v
         faults = [(n, s, r) for n, s, r in results if r[0] == "fault"]
         if faults:
-            return Verdict(False, "false-positive", f"the interpreter reported {faults[0][2][1]} "
-                           f"(schedule {faults[0][1]}) on a well-defined program: "
-                           + messages.get(faults[0][2][1], ""))
+            return v.fail("false-positive", f"the interpreter reported {faults[0][2][1]} "
+                          f"(schedule {faults[0][1]}) on a well-defined program: "
+                          + messages.get(faults[0][2][1], ""), str(faults[0][2][1]), "interp")
         if len({r for _, _, r in results}) != 1:
-            return Verdict(False, "diff", f"schedules disagree: {results}")
+            return v.fail("diff", f"schedules disagree: {results}", "E-DIFF", "schedules")
         expected = results[0][2]
         for res in run.results:
             if res.skipped is None and not res.rejected:
                 got = interp(res.after, 0)
                 name = res.name + (f"[{res.log['side']}]" if "side" in res.log else "")
                 if got != expected:
-                    return Verdict(False, "diff", f"after {name}: {got} != {expected} on the source")
-        v.checked.append("phases-differential")
+                    return v.fail("diff", f"after {name}: {got} != {expected} on the source", "E-DIFF", name)
+        v.mark("phases-differential")
         if gpu:
             from verimim.runtime.backend import GpuBackend, install
 
@@ -1010,9 +1047,9 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
             finally:
                 backend.close()
             if got_gpu != expected:
-                return Verdict(False, "diff", f"the GPU gives {got_gpu}, the interpreter {expected}: "
-                               + "; ".join(messages.values()))
-            v.checked.append("gpu")
+                return v.fail("diff", f"the GPU gives {got_gpu}, the interpreter {expected}: "
+                              + "; ".join(messages.values()), "E-DIFF", "gpu")
+            v.mark("gpu")
             # The compiled program: host code JIT-compiled (verimim.runtime.host), kernels on the GPU.
             from verimim.runtime.hostrt import run_native
 
@@ -1022,16 +1059,20 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
                 got_native = ("fault", e.code)
                 messages.setdefault(e.code, str(e))
             if got_native != expected:
-                return Verdict(False, "diff", f"the compiled program on the GPU gives {got_native}, the "
-                               f"interpreter {expected}: " + "; ".join(messages.values()))
-            v.checked.append("gpu-native")
+                return v.fail("diff", f"the compiled program on the GPU gives {got_native}, the "
+                              f"interpreter {expected}: " + "; ".join(messages.values()), "E-DIFF", "gpu-native")
+            v.mark("gpu-native")
         return v
     except KeyboardInterrupt:
         raise
     except Exception as e:  # a crash inside verimim on a generated program
         import traceback
 
-        return Verdict(False, "internal", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=6)}")
+        from verimim.fuzz.signature import crash_site
+
+        phase, where = crash_site(e)
+        return v.fail("internal", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-6)}", "E-INTERNAL",
+                      phase, where)
 
 
 # ============================================================================ the campaign
@@ -1066,23 +1107,16 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
 
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="verimim-fuzz-"))
     start = time.monotonic()
-    kinds = list(DEFECTS)
     coverage: Counter[str] = Counter()
     defects: Counter[str] = Counter()
     failures: list[dict[str, Any]] = []
     sizes: list[tuple[int, int, int]] = []
     count = [0]
-    strategies = {None: programs(), **{k: programs(defect=k) for k in kinds}}
-
-    @st.composite
-    def choose(draw: Callable[..., Any]) -> GeneratedProgram:
-        clean = max(0, round(len(kinds) * (1 - defect_ratio) / max(defect_ratio, 1e-9)))
-        kind = draw(st.sampled_from([None] * clean + kinds), label="defect kind")
-        return draw(strategies[kind])
+    choose = mixed_programs(defect_ratio)
 
     @settings(database=None, deadline=None, max_examples=10 ** 9, derandomize=False,
               suppress_health_check=list(HealthCheck), phases=[Phase.generate], report_multiple_bugs=False)
-    @given(choose())
+    @given(choose)
     def one(prog: GeneratedProgram) -> None:
         if time.monotonic() - start > budget_s or len(failures) >= max_failures:
             raise _BudgetOver()

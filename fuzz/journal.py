@@ -1,0 +1,216 @@
+"""A campaign's journal: one SQLite file, `DIR/journal.sqlite`, holding every program checked.
+
+Each result is committed on its own as it arrives, in WAL mode, so a campaign killed with
+`kill -9` loses only the programs that were still being checked; they are found again as gaps
+in the indices and re-run on resume. A program's index is its identity (its seed derives from
+the campaign seed and the index), so a program is journaled at most once.
+
+A directory is accepted as a campaign only when empty or holding our journal; anything else
+(a foreign directory, a corrupt file, another program's SQLite database) is refused before
+anything in it is written.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from verimim.diagnostics import UsageError
+from verimim.fuzz.signature import Signature
+from verimim.fuzz.task import Checked, Settings, choices_json
+
+FORMAT = "verimim-fuzz-journal"
+VERSION = 1
+JOURNAL = "journal.sqlite"
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (id INTEGER PRIMARY KEY, started REAL NOT NULL, ended REAL, budget REAL,
+                   workers INTEGER, scheduler TEXT, command TEXT);
+CREATE TABLE programs (idx INTEGER PRIMARY KEY, run INTEGER NOT NULL, seed TEXT NOT NULL,
+                       choices TEXT NOT NULL, defect TEXT, features TEXT NOT NULL, ops INTEGER,
+                       kernels INTEGER, launches INTEGER, size INTEGER, verdict TEXT NOT NULL,
+                       signature TEXT, message TEXT, times TEXT, phases TEXT, worker TEXT,
+                       seconds REAL, finished REAL NOT NULL);
+CREATE TABLE failures (signature TEXT PRIMARY KEY, kind TEXT, code TEXT, phase TEXT, site TEXT,
+                       first_idx INTEGER, first_run INTEGER, dir TEXT, size_before INTEGER,
+                       size_after INTEGER, lines_before INTEGER, lines_after INTEGER,
+                       reduce_s REAL, reduce_status TEXT);
+CREATE INDEX programs_run ON programs(run);
+CREATE INDEX programs_sig ON programs(signature);
+"""
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    signature: Signature
+    key: str
+    first_idx: int
+    first_run: int
+    dir: str
+    size_before: int | None
+    size_after: int | None
+    lines_before: int | None
+    lines_after: int | None
+    reduce_s: float | None
+    reduce_status: str | None
+    count: int
+
+
+class Journal:
+    def __init__(self, directory: Path, conn: sqlite3.Connection) -> None:
+        self.dir = directory
+        self.conn = conn
+
+    # ------------------------------------------------------------------ opening
+
+    @staticmethod
+    def open(directory: str | Path, settings: Settings | None = None) -> "Journal":
+        """Open the campaign in `directory`, creating it when the directory is new or empty.
+        `settings` are those of a new campaign; an existing one keeps its own."""
+        d = Path(directory)
+        path = d / JOURNAL
+        if d.exists() and not d.is_dir():
+            raise UsageError(f"campaign directory `{d}` is a file, not a directory")
+        if not path.exists():
+            if d.exists() and any(d.iterdir()):
+                raise UsageError(f"`{d}` is not a fuzzing campaign: it is not empty and holds no {JOURNAL}")
+            if settings is None:
+                raise UsageError(f"`{d}` is not a fuzzing campaign: no {JOURNAL}")
+            d.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, isolation_level=None)
+            conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+            meta = {"format": FORMAT, "version": str(VERSION), "created": str(time.time()),
+                    "settings": json.dumps(settings.to_json())}
+            conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+            return Journal._ready(d, conn)
+        conn = Journal._validate(path)
+        return Journal._ready(d, conn)
+
+    @staticmethod
+    def _validate(path: Path) -> sqlite3.Connection:
+        # Read-only first: a file that is not ours must not be touched (WAL mode rewrites the header).
+        try:
+            ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            rows = dict(ro.execute("SELECT key, value FROM meta").fetchall())
+            tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            ro.close()
+        except sqlite3.DatabaseError as e:
+            raise UsageError(f"`{path}` is not a verimim fuzzing journal ({e})") from None
+        if rows.get("format") != FORMAT or not {"runs", "programs", "failures"} <= tables:
+            raise UsageError(f"`{path}` is an SQLite database but not a verimim fuzzing journal")
+        if rows.get("version") != str(VERSION):
+            raise UsageError(f"`{path}` is a fuzzing journal of version {rows.get('version')}, "
+                             f"this verimim reads version {VERSION}")
+        return sqlite3.connect(path, isolation_level=None)
+
+    @staticmethod
+    def _ready(d: Path, conn: sqlite3.Connection) -> "Journal":
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")  # durable across a killed process (not a power cut)
+        conn.execute("PRAGMA busy_timeout=5000")
+        return Journal(d, conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ------------------------------------------------------------------ campaign
+
+    @property
+    def settings(self) -> Settings:
+        raw = json.loads(self.meta("settings"))
+        return Settings(**raw)
+
+    def meta(self, key: str) -> str:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else ""
+
+    def start_run(self, budget: float, workers: int, scheduler: str | None, command: str) -> int:
+        cur = self.conn.execute("INSERT INTO runs (started, budget, workers, scheduler, command) VALUES (?, ?, ?, ?, ?)",
+                                (time.time(), budget, workers, scheduler, command))
+        return int(cur.lastrowid or 0)
+
+    def end_run(self, run: int) -> None:
+        self.conn.execute("UPDATE runs SET ended = ? WHERE id = ?", (time.time(), run))
+
+    def runs(self) -> list[dict[str, Any]]:
+        cols = ("id", "started", "ended", "budget", "workers", "scheduler", "command")
+        return [dict(zip(cols, r)) for r in self.conn.execute(f"SELECT {', '.join(cols)} FROM runs ORDER BY id")]
+
+    # ------------------------------------------------------------------ programs
+
+    def todo(self) -> Iterator[int]:
+        """Indices to check next: first the gaps below the highest journaled index (programs in
+        flight when a run was killed), then new ones."""
+        done = {r[0] for r in self.conn.execute("SELECT idx FROM programs")}
+        top = max(done, default=-1)
+        gaps = [i for i in range(top + 1) if i not in done]
+        yield from gaps
+        i = top + 1
+        while True:
+            yield i
+            i += 1
+
+    def record(self, run: int, c: Checked, failure_dir: str | None = None) -> bool:
+        """Journal one program (False when that index is journaled already); with `failure_dir`,
+        also its signature as a new failure, in the same transaction, so that a kill between the
+        two never leaves a journaled failure without its directory."""
+        try:
+            self.conn.execute("BEGIN")
+            self.conn.execute(
+                "INSERT INTO programs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (c.index, run, str(c.seed), choices_json(c.choices), c.defect, json.dumps(list(c.features)),
+                 c.ops, c.kernels, c.launches, c.size, c.verdict, c.signature.key if c.signature else None,
+                 c.message, json.dumps(dict(c.times)), json.dumps([list(p) for p in c.phases]), c.worker,
+                 c.seconds, c.finished))
+            if failure_dir is not None and c.signature is not None:
+                self._add_failure(c.signature, c.index, run, failure_dir, c.size, c.text.count("\n") + 1)
+            self.conn.execute("COMMIT")
+        except sqlite3.IntegrityError:
+            self.conn.execute("ROLLBACK")
+            return False
+        return True
+
+    def count(self, run: int | None = None) -> int:
+        if run is None:
+            return int(self.conn.execute("SELECT count(*) FROM programs").fetchone()[0])
+        return int(self.conn.execute("SELECT count(*) FROM programs WHERE run = ?", (run,)).fetchone()[0])
+
+    def programs(self) -> list[dict[str, Any]]:
+        cur = self.conn.execute("SELECT * FROM programs ORDER BY finished")
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    def program(self, index: int) -> dict[str, Any] | None:
+        cur = self.conn.execute("SELECT * FROM programs WHERE idx = ?", (index,))
+        cols = [c[0] for c in cur.description]
+        row = cur.fetchone()
+        return dict(zip(cols, row)) if row else None
+
+    # ------------------------------------------------------------------ failures
+
+    def _add_failure(self, sig: Signature, first_idx: int, run: int, directory: str, size: int, lines: int) -> None:
+        self.conn.execute("INSERT INTO failures (signature, kind, code, phase, site, first_idx, first_run, dir, "
+                          "size_before, lines_before) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          (sig.key, sig.kind, sig.code, sig.phase, sig.where, first_idx, run, directory, size, lines))
+
+    def reduced(self, key: str, size: int, lines: int, seconds: float, status: str) -> None:
+        self.conn.execute("UPDATE failures SET size_after = ?, lines_after = ?, reduce_s = ?, reduce_status = ? "
+                          "WHERE signature = ?", (size, lines, round(seconds, 2), status, key))
+
+    def failures(self) -> list[FailureRow]:
+        counts = dict(self.conn.execute("SELECT signature, count(*) FROM programs WHERE signature IS NOT NULL "
+                                        "GROUP BY signature").fetchall())
+        out = []
+        for r in self.conn.execute("SELECT signature, kind, code, phase, site, first_idx, first_run, dir, size_before, "
+                                   "size_after, lines_before, lines_after, reduce_s, reduce_status FROM failures "
+                                   "ORDER BY first_run, first_idx"):
+            out.append(FailureRow(Signature(r[1], r[2], r[3], r[4]), r[0], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
+                                  r[12], r[13], int(counts.get(r[0], 0))))
+        return out
+
+    def known(self, key: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM failures WHERE signature = ?", (key,)).fetchone() is not None

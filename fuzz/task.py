@@ -1,0 +1,184 @@
+"""One campaign program, as a Dask task: generate it from its seed (or replay its choices), check
+it with the oracle, and return a picklable record.
+
+Programs are drawn by Hypothesis's own engine (`ConjectureData` with a seeded random source)
+from `mixed_programs`, the strategy the plain `fuzz` command uses. The choice sequence it
+records is the program's exact recipe: `ConjectureData.for_choices` replays it to the same
+program on any machine, which is what makes a campaign resumable and distributable, and it is
+what the journal stores as the program's "generator choices".
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from verimim.fuzz.signature import Signature, of_verdict
+
+Choice = int | bool | float | str | bytes
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every program of one campaign is checked with (stored in the journal's meta)."""
+
+    seed: int
+    verify: bool = True
+    defect_ratio: float = 0.25
+    gpu: bool = False
+    timeout_ms: int = 2000  # per Z3 query, as in the plain fuzz command
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seed": self.seed, "verify": self.verify, "defect_ratio": self.defect_ratio, "gpu": self.gpu,
+                "timeout_ms": self.timeout_ms}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The journal row of one checked program (also what a worker sends back)."""
+
+    index: int
+    seed: int
+    choices: tuple[Choice, ...]
+    defect: str | None
+    features: tuple[str, ...]
+    ops: int
+    kernels: int
+    launches: int
+    size: int                     # characters of the program text
+    verdict: str                  # "ok", or the failure kind (spec, diff, ..., hang, crash)
+    signature: Signature | None
+    message: str = ""
+    times: tuple[tuple[str, float], ...] = ()      # seconds per stage (generate, oracle stages)
+    phases: tuple[tuple[str, str], ...] = ()       # (phase, status) of the pipeline
+    text: str = ""                # kept only for failures: the reproducer
+    args: tuple[str, ...] = ()
+    expected: tuple[str, ...] = ()
+    worker: str = ""
+    seconds: float = 0.0
+    finished: float = field(default_factory=time.time)
+
+
+def program_seed(campaign_seed: int, index: int) -> int:
+    """The seed of program `index`: independent of which worker checks it and in which order."""
+    h = hashlib.sha256(f"verimim-fuzz:{campaign_seed}:{index}".encode()).digest()
+    return int.from_bytes(h[:8], "big")
+
+
+def generate(seed: int | None = None, choices: tuple[Choice, ...] | None = None,
+             defect_ratio: float = 0.25) -> tuple[Any, tuple[Choice, ...]]:
+    """(GeneratedProgram, its choice sequence) from a seed, or replayed from choices."""
+    from hypothesis.internal.conjecture.data import ConjectureData
+
+    from verimim.fuzz.strategies import mixed_programs
+
+    if choices is not None:
+        data = ConjectureData.for_choices(choices)
+    else:
+        data = ConjectureData(random=random.Random(seed))
+    prog = data.draw(mixed_programs(defect_ratio))
+    data.freeze()
+    return prog, tuple(data.choices)
+
+
+def _stats(prog: Any) -> dict[str, Any]:
+    return {"defect": prog.defect, "features": tuple(sorted(prog.features_used)), "ops": prog.ops,
+            "kernels": prog.stat("kernels"), "launches": prog.stat("launches"), "size": len(prog.text),
+            "args": tuple(prog.args), "expected": tuple(sorted(prog.expected_codes))}
+
+
+def check_index(settings: Settings, index: int) -> Checked:
+    """Generate and check program `index` of the campaign (runs on a worker, on a big stack)."""
+    from verimim.driver import run_with_big_stack
+
+    worker = _worker_name()  # here: the worker is known on its task thread only
+    return run_with_big_stack(lambda: _check(settings, index, worker))
+
+
+def _check(settings: Settings, index: int, worker: str) -> Checked:
+    from verimim.fuzz.strategies import check_generated
+
+    t0 = time.perf_counter()
+    seed = program_seed(settings.seed, index)
+    prog, choices = generate(seed, defect_ratio=settings.defect_ratio)
+    t_gen = time.perf_counter() - t0
+    v = check_generated(prog, verify=settings.verify, timeout_ms=settings.timeout_ms, gpu=settings.gpu)
+    sig = of_verdict(v)
+    return Checked(index, seed, choices, verdict="ok" if v.ok else v.kind, signature=sig,
+                   message=v.message.splitlines()[0][:500] if v.message else "",
+                   times=(("generate", round(t_gen, 4)), *v.times.items()), phases=tuple(v.phases),
+                   text=prog.text if sig else "", worker=worker,
+                   seconds=round(time.perf_counter() - t0, 4), **_stats(prog))
+
+
+def lost(settings: Settings, index: int, kind: str, message: str, worker: str, seconds: float) -> Checked:
+    """The record of a program whose check never came back (`hang` or `crash`): regenerated here,
+    on the campaign's side, from its seed, so that it keeps its reproducer."""
+    from verimim.driver import run_with_big_stack
+
+    seed = program_seed(settings.seed, index)
+    prog, choices = run_with_big_stack(lambda: generate(seed, defect_ratio=settings.defect_ratio))
+    return Checked(index, seed, choices, verdict=kind, signature=Signature(kind), message=message[:500],
+                   text=prog.text, worker=worker, seconds=round(seconds, 4), **_stats(prog))
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except (ImportError, ValueError):
+        return "local"
+
+
+def choices_json(choices: tuple[Choice, ...]) -> str:
+    """Choices as JSON (bytes and floats tagged, so that they come back as what they were)."""
+    def enc(c: Choice) -> Any:
+        if isinstance(c, bytes):
+            return {"b": c.hex()}
+        if isinstance(c, float):
+            return {"f": c.hex()}
+        return c
+    return json.dumps([enc(c) for c in choices])
+
+
+def choices_from_json(text: str) -> tuple[Choice, ...]:
+    def dec(c: Any) -> Choice:
+        if isinstance(c, dict):
+            return bytes.fromhex(c["b"]) if "b" in c else float.fromhex(c["f"])
+        return c  # type: ignore[no-any-return]
+    return tuple(dec(c) for c in json.loads(text))
+
+
+def reduce_index(settings: Settings, choices: tuple[Choice, ...], signature: Signature,
+                 budget_s: float) -> Any:
+    """Reduce a failing program (replayed from its choices) to a smaller one with the same
+    signature (runs on a worker); returns a `verimim.fuzz.reduce.Reduction`."""
+    from verimim.driver import run_with_big_stack
+
+    return run_with_big_stack(lambda: _reduce(settings, choices, signature, budget_s))
+
+
+def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signature, budget_s: float) -> Any:
+    from dataclasses import replace
+
+    from verimim.fuzz.reduce import reduce_text
+    from verimim.fuzz.strategies import check_generated, render, reparse
+
+    prog, _ = generate(choices=choices, defect_ratio=settings.defect_ratio)
+
+    def keeps(text: str) -> bool:
+        v = check_generated(replace(prog, text=text, roundtrip_error=None), verify=settings.verify,
+                            timeout_ms=settings.timeout_ms, gpu=settings.gpu)
+        return of_verdict(v) == signature
+
+    def canon(text: str) -> str | None:
+        try:
+            return render(reparse(text))
+        except Exception:  # noqa: BLE001 — a candidate that does not elaborate is just not kept
+            return None
+
+    return reduce_text(prog.text, keeps, canon, budget_s)

@@ -1,0 +1,101 @@
+"""The campaign journal (verimim.fuzz.journal): created in an empty directory, reopened with its
+settings, programs journaled once, gaps first on resume; directories and files that are not
+campaigns are refused without being written."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from verimim.diagnostics import UsageError
+from verimim.fuzz.journal import JOURNAL, Journal
+from verimim.fuzz.signature import Signature
+from verimim.fuzz.task import Checked, Settings, choices_from_json, choices_json
+
+
+def _row(index: int, sig: Signature | None = None) -> Checked:
+    return Checked(index, 1000 + index, (1, True, 3), defect=None, features=("gpu.launch",), ops=3, kernels=1,
+                   launches=1, size=100, verdict=sig.kind if sig else "ok", signature=sig, text="plugin core;\n")
+
+
+def test_new_campaign_and_reopen(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    j = Journal.open(d, Settings(seed=7, verify=False))
+    run = j.start_run(10.0, 2, None, "test")
+    assert j.record(run, _row(0)) and j.record(run, _row(2))
+    assert not j.record(run, _row(2)), "an index is journaled once"
+    j.close()
+    j = Journal.open(d, Settings(seed=99))  # an existing campaign keeps its own settings
+    assert j.settings.seed == 7 and not j.settings.verify
+    assert j.count() == 2 and j.count(run) == 2
+    todo = j.todo()
+    assert [next(todo) for _ in range(3)] == [1, 3, 4], "the gap left by a killed run comes first"
+    j.close()
+
+
+def test_failure_is_recorded_with_its_program(tmp_path: Path) -> None:
+    j = Journal.open(tmp_path, Settings(seed=1))
+    run = j.start_run(1.0, 1, None, "")
+    sig = Signature("internal", "E-INTERNAL", "gpu.split_apply", "KeyError@verimim.phases.split:f")
+    assert j.record(run, _row(0, sig), failure_dir=str(tmp_path / "failures" / sig.key))
+    assert j.record(run, _row(1, sig))
+    assert j.known(sig.key)
+    (f,) = j.failures()
+    assert f.signature == sig and f.count == 2 and f.first_idx == 0 and f.reduce_status is None
+    j.reduced(sig.key, 40, 3, 1.5, "fixpoint")
+    (f,) = j.failures()
+    assert (f.size_after, f.lines_after, f.reduce_status) == (40, 3, "fixpoint")
+
+
+def test_choices_round_trip() -> None:
+    cs = (0, 3, True, False, 2.5, b"\x00\xff", "s")
+    assert choices_from_json(choices_json(cs)) == cs
+    assert [type(c) for c in choices_from_json(choices_json(cs))] == [type(c) for c in cs]
+
+
+def test_signature_keys_are_distinct_and_stable() -> None:
+    a = Signature("spec", "E-SPEC", "gpu.remove_double_syncs")
+    b = Signature("spec", "E-SPEC", "gpu.split_apply")
+    assert a.key != b.key and a.key == Signature("spec", "E-SPEC", "gpu.remove_double_syncs").key
+    assert "/" not in Signature("internal", "E-INTERNAL", "x", "KeyError@a/b:c").key
+
+
+def test_non_empty_directory_is_not_a_campaign(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="not a fuzzing campaign"):
+        Journal.open(tmp_path, Settings(seed=1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("content", [b"this is not a database at all" * 100, b""])
+def test_corrupt_journal_is_refused_untouched(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / JOURNAL
+    path.write_bytes(content)
+    if not content:  # an empty file is an empty SQLite database: foreign, no meta table
+        with pytest.raises(UsageError):
+            Journal.open(tmp_path, Settings(seed=1))
+    else:
+        with pytest.raises(UsageError, match="not a verimim fuzzing journal"):
+            Journal.open(tmp_path, Settings(seed=1))
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == [JOURNAL]
+
+
+def test_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / JOURNAL
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT, value TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('format', 'someone-else')")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(UsageError, match="not a verimim fuzzing journal"):
+        Journal.open(tmp_path, Settings(seed=1))
+    assert path.read_bytes() == before
+
+
+def test_report_needs_an_existing_campaign(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not a fuzzing campaign"):
+        Journal.open(tmp_path / "nothing-here")
+    assert not (tmp_path / "nothing-here").exists()

@@ -56,11 +56,11 @@ def describe_steps(steps: tuple[Step, ...] | list[Step]) -> list[Any]:
 def _command_line(names: list[str]) -> list[Step]:
     """Phase names from the command line: upstream's names are read as in a Mim pipeline; a name
     nobody declares stays as it is, for the runner to reject (E-USAGE: a typo is not skipped)."""
-    from verimim.phases.vocabulary import ALIASES, NULLS, not_implemented
+    from verimim.phases.vocabulary import is_known
 
     out: list[Step] = []
     for n in names:
-        out.extend(step_of_name(n) if n in ALIASES or n in NULLS or not_implemented(n) else [n])
+        out.extend(step_of_name(n) if is_known(n) else [n])
     return out
 
 

@@ -54,3 +54,11 @@ def not_implemented(annex: str) -> str | None:
 def unknown_phase_reason(annex: str) -> str:
     return (f"`{annex}` is declared as a phase but verimim has no implementation of it; "
             f"the program is left as it is")
+
+
+def is_known(annex: str) -> bool:
+    """Whether a phase name (e.g. from the command line) means something to verimim: one of its
+    phases, an upstream alias or null phase, or an upstream phase it reports skipped."""
+    from verimim.phases.pipeline import PHASES
+
+    return annex in PHASES or annex in ALIASES or annex in NULLS or annex in _NOT_IMPLEMENTED

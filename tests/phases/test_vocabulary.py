@@ -79,6 +79,10 @@ def test_internal_cleanup_makes_prefixed_externals_internal() -> None:
 
 
 def test_command_line_reads_upstream_names_and_rejects_typos() -> None:
+    from verimim.phases.vocabulary import is_known
+
+    assert is_known("compile.eta_red_phase") and is_known("compile.cleanup") and is_known("compile.null_phase")
+    assert not is_known("nosuch.phase")
     world = _world("")
     run = run_pipeline(world, verify=False, host_phases=["compile.beta_red_phase", "compile.eta_red_phase"])
     host = [(p["name"], p["status"]) for p in run.phases if p.get("side") == "host"]

@@ -136,7 +136,7 @@ class ExprPrinter:
             if field is not None:
                 return field
             if isinstance(d.index, Lit):
-                return f"{self.postfix(d.tup)}#{d.index.value}"
+                return f"{self.postfix(d.tup)}#{self.index_lit(d.index)}"
             return f"{self.postfix(d.tup)}#{self.atom(d.index)}"
         return self.atom(d)
 
@@ -194,6 +194,13 @@ class ExprPrinter:
                 return f"{d.value}{suffix}"
             return f"{d.value}_{n}"
         return f"({d.value}:{self.atom(t)})"
+
+    def index_lit(self, d: Lit) -> str:
+        """An extract's literal index, always with its size (`x#1_2`): a plain `1` is a `Nat`."""
+        t = d.ops[0]
+        if isinstance(t, IdxT) and isinstance(t.size, Lit):
+            return f"{d.value}_{t.size.value}"
+        return self.lit(d)
 
     def _bvar(self, index: int) -> str:
         if index >= len(self.binders):

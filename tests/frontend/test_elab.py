@@ -201,7 +201,7 @@ def test_with_streams_checks_the_dependent_function_type() -> None:
 def test_dependent_sigma_and_pi() -> None:
     p = P("lam mk (n: Nat, i: Idx n): [m: Nat, Idx m] = (n, i);\n"
           "let v = mk (4, 3_4);\n"
-          "lam get (x: [m: Nat, Idx m]): Idx (x#0) = x#1;\n"
+          "lam get (x: [m: Nat, Idx m]): Idx (x#0_2) = x#1_2;\n"
           "let g = get (5, 2_5);\n")
     w = p.world
     assert p["v"] is w.tuple([w.lit_nat(4), w.lit_idx(4, 3)])
@@ -249,7 +249,7 @@ def test_anx_types_are_interchangeable_with_their_unfolding() -> None:
     ("core.ncmp.l (2, 3)", ("bool", 1)),
     ("(10, 20)#tt", ("nat", 20)),
     ("(10, 20)#(core.ncmp.g (2, 3))", ("nat", 10)),
-    ("‹4; 7›#2", ("nat", 7)),
+    ("‹4; 7›#2_4", ("nat", 7)),
     ("core.wrap.add 0 (200I8, 100I8)", ("idx", 256, 44)),
     ("core.select (ff, 1I8, 2I8)", ("idx", 256, 2)),
 ])
@@ -413,7 +413,9 @@ def test_fun_type_is_cn_of_arg_and_return() -> None:
     ("let x: I8 = 300I32;", "300I32", "expected `I8`, found `I32`"),
     ("let y = core.nat.add (1, 2, 3);", "(1, 2, 3)", "found a tuple of 3"),
     ("let x = 3;\nlet y = x 4;", "x 4", "not a function"),
-    ("let t = (1, 2);\nlet y = t#5;", "5;", "out of range"),
+    ("let t = (1, 2);\nlet y = t#5;", "5;", "is not of Idx type but of type `Nat`"),
+    ("let t = (1, 2);\nlet y = t#1;", "1;", "write `1_2`"),
+    ("let t = (1, 2, 3);\nlet y = t#1_2;", "1_2;", "has 3 elements"),
     ("let (a, b) = (1, 2, 3);", "(a, b)", "the pattern has 2 elements"),
     ("lam f (m: mem.M 0, p: gpu.GlobalPtr I32): mem.M 0 = mem.store (m, p, 1I32);", "p, 1I32",
      "found `mem.Ptr (I32, 1)`"),

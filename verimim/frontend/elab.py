@@ -499,12 +499,13 @@ class Elaborator:
             if names and ix.parts[0] in names:
                 return w.lit_idx(len(names), names.index(ix.parts[0]))
         if isinstance(ix, ast.NumLit) and ix.bits is None and ix.size is None and ix.ascribed is None:
-            if isinstance(arity, Lit):
-                if ix.value >= arity.value:
-                    raise TypeError_(f"index {ix.value} out of range for `{show(tt)}` "
-                                     f"of {arity.value} elements", ix.loc)
-                return w.lit_idx(arity.value, ix.value)
-            return self.checked_lit(ix, w.idx(arity), ix.value)
+            # A plain `1` is a `Nat` (as upstream, which rejects it): an index is an `Idx n`.
+            n = arity.value if isinstance(arity, Lit) else None
+            hint = f"; write `{ix.value}_{n}`" if n is not None and ix.value < n else ""
+            raise TypeError_(f"index `{ix.value}` is not of Idx type but of type `Nat`{hint}", ix.loc)
+        if isinstance(ix, ast.NumLit) and isinstance(arity, Lit) and ix.size is not None and ix.size != arity.value:
+            raise TypeError_(f"index `{ix.value}_{ix.size}` is an `Idx {ix.size}`, but `{show(tt)}` has "
+                             f"{arity.value} elements (an `Idx {arity.value}` is expected)", ix.loc)
         return self.check(ix, w.index_type(arity), scope)
 
     def infer_Insert(self, e: ast.Insert, scope: Scope) -> Def:

@@ -73,13 +73,7 @@ class Journal:
         `settings` are those of a new campaign; an existing one keeps its own."""
         d = Path(directory)
         path = d / JOURNAL
-        if d.exists() and not d.is_dir():
-            raise UsageError(f"campaign directory `{d}` is a file, not a directory")
-        if not path.exists():
-            if d.exists() and any(d.iterdir()):
-                raise UsageError(f"`{d}` is not a fuzzing campaign: it is not empty and holds no {JOURNAL}")
-            if settings is None:
-                raise UsageError(f"`{d}` is not a fuzzing campaign: no {JOURNAL}")
+        if not Journal.probe(d, create=settings is not None):
             d.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, isolation_level=None)
             conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
@@ -89,6 +83,22 @@ class Journal:
             return Journal._ready(d, conn)
         conn = Journal._validate(path)
         return Journal._ready(d, conn)
+
+    @staticmethod
+    def probe(d: Path, create: bool = True) -> bool:
+        """True when `d` holds a campaign, False when one may be created there (it is absent
+        or empty); UsageError for anything else. Writes nothing."""
+        path = d / JOURNAL
+        if d.exists() and not d.is_dir():
+            raise UsageError(f"campaign directory `{d}` is a file, not a directory")
+        if path.exists():
+            Journal._validate(path).close()
+            return True
+        if d.exists() and any(d.iterdir()):
+            raise UsageError(f"`{d}` is not a fuzzing campaign: it is not empty and holds no {JOURNAL}")
+        if not create:
+            raise UsageError(f"`{d}` is not a fuzzing campaign: no {JOURNAL}")
+        return False
 
     @staticmethod
     def _validate(path: Path) -> sqlite3.Connection:

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verimim.diagnostics import Loc, VerimimError
-from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Sigma, Tuple
+from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Tuple
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, layout_of
+from verimim.interp.entry import main_form
 from verimim.plug.c_lib import c_name
 from verimim.runtime.c_host import CFunctions, emit_call
 from verimim.runtime.cps import CpsCompiler
@@ -114,35 +115,33 @@ class _HostCompiler(CpsCompiler):
         self.kernel_infos = kernels
         self.kernel_ids: list[str] = []
         self.c_functions = CFunctions(ctx)
+        self.main_ret_type: Def = ctx.world.nat()  # main's result type, set by compile_main
 
     # ------------------------------------------------------------------ entry
 
     def compile_main(self) -> None:
-        ctx, ir, main, w = self.hctx, self.ir, self.kernel, self.w
+        ctx, ir, main = self.hctx, self.ir, self.kernel
         if main.body is None:
             raise unsupported("`main` without a body", main.loc)
-        dom = main.pi.dom
-        if not isinstance(dom, Sigma) or len(dom.ops) != 2:
-            raise unsupported(f"`main` of type `{_show(main.pi)}`", main.loc)
-        arg_t = w.shift(dom.ops[0], -1)
+        form = main_form(main)  # any of upstream's forms (verimim.interp.entry)
+        self.main_ret_type = form.ret_type
         fn = ir.Function(ctx.module, ir.FunctionType(ctx.i32, [ctx.i32, ctx.ptr]), ENTRY)
         self.fn = fn
         entry = fn.append_basic_block("entry")
         self.entry_builder = ir.IRBuilder(entry)
-        argc, argv = fn.args
-        if isinstance(arg_t, Sigma) and len(arg_t.ops) == 3:
-            arg_v: Any = (None, argc, P(argv, 8, 0))
-        else:
-            arg_v = None
+        leaves = list(fn.args) if form.takes_args else []
+        arg_v = ctx.build(form.dom, iter(leaves), iter([RET]))
         body_bb = fn.append_basic_block("main")
-        self.run_body((arg_v, RET), body_bb)
+        self.run_body(arg_v, body_bb)
         self.entry_builder.position_at_end(entry)
         self.entry_builder.branch(body_bb)
 
     def _return(self, av: Any, loc: Loc | None) -> None:
-        if not (isinstance(av, tuple) and len(av) == 2) or getattr(av[1], "type", None) != self.hctx.i32:
+        out: list[Any] = []
+        self.hctx.flatten(self.main_ret_type, av, out, loc)
+        if len(out) != 1 or getattr(out[0], "type", None) != self.hctx.i32:
             raise unsupported("a return from `main` without an I32 result", loc)
-        self.builder.ret(av[1])
+        self.builder.ret(out[0])
 
     def _special_jump(self, callee: Def, arg: Def, loc: Loc | None) -> bool:
         if isinstance(callee, Axiom) and c_name(callee) is not None:

@@ -114,6 +114,7 @@ SCHEMAS: dict[str, Schema] = {
         "pipeline": _NOBJ,
         "z3": _NOBJ,
         "reproducer": _NSTR,
+        "summary": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
     }),
     "run": _command("verimim run --json", {
         "target": {"enum": ["interp", "gpu"]},
@@ -142,6 +143,27 @@ SCHEMAS: dict[str, Schema] = {
         "coverage": {"type": "object", "additionalProperties": {"type": "integer"}},
         "defects": _ANY_NULLABLE,
         "seconds": _NUM,
+        # with --campaign DIR (fuzz/campaign.py): this run of that campaign
+        "campaign": _NSTR,
+        "run": _nullable({"type": "integer", "minimum": 1}),
+        "verdicts": _nullable({"type": "object", "additionalProperties": {"type": "integer"}}),
+        "journal_programs": _nullable({"type": "integer", "minimum": 0}),
+        "new_failures": _nullable({"type": "integer", "minimum": 0}),
+        "cluster": _NSTR,
+    }),
+    # `verimim fuzz report DIR --json`: DIR/report.json (fuzz/report.py)
+    "fuzz-report": _command("verimim fuzz report --json", {
+        "campaign": _NSTR,
+        "programs": {"type": "integer", "minimum": 0},
+        "runs": {"type": "array", "items": {"type": "object"}},
+        "throughput": {"type": "array", "items": {"type": "object"}},
+        "coverage": {"type": "object"},
+        "phases": {"type": "object"},
+        "verdicts": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "failures": {"type": "array", "items": {"type": "object"}},
+        "comparison": _NOBJ,
+        "settings": _NOBJ,
+        "report": _NSTR,
     }),
     "explain": _command("verimim explain --json", {"code": _NSTR, "text": _NSTR}),
 }

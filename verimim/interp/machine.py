@@ -13,11 +13,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from verimim.diagnostics import Diagnostic, Loc
+from verimim.diagnostics import Diagnostic, Loc, VerimimError
+from verimim.interp import entry
 from verimim.interp.compile import SUSPEND, Code, Compiler, Env
 from verimim.interp.memory import Memory
 from verimim.interp.values import (
-    Closure, FuelExhausted, Halt, KernelReturn, Partial, RuntimeFault, Token, Value,
+    Closure, FuelExhausted, Halt, KernelReturn, Partial, RuntimeFault, Value,
 )
 from verimim.ir.defs import (
     App, Arr, Axiom, Def, Extract, Lam, Lit, MutLam, Pack, Sigma, Var,
@@ -356,30 +357,27 @@ class Machine:
     # ------------------------------------------------------------------ programs
 
     def run_main(self, main: MutLam, args: list[str]) -> int:
-        """Run `main` with C's argc/argv and return its I32 result as a signed integer."""
+        """Run `main` (in any of its forms: verimim.interp.entry) with C's argc/argv and return
+        its I32 result as a signed integer."""
         from verimim.plug import gpu_interp, mem_interp
 
-        w = self.world
         th = Thread("host")
-        dom = main.pi.dom
-        arg_t = w.shift(dom.ops[0], -1) if isinstance(dom, Sigma) and len(dom.ops) == 2 else None
-        if arg_t is None:
-            raise RuntimeFault("E-TYPE", "`main` must be `fun main (m0: mem.M 0, argc: I32, argv: …): [mem.M 0, I32]`", main.loc)
-        if isinstance(arg_t, Sigma) and len(arg_t.ops) == 3:
-            argv = mem_interp.make_argv(self, args)
-            main_arg: Value = (Token(0), (len(args)) % 2**32, argv)
-        else:
-            main_arg = Token(0)
-        th.next = (Closure(main, {}), (main_arg, Halt()))
+        try:
+            form = entry.main_form(main)
+        except VerimimError as e:
+            raise RuntimeFault(e.code, e.message, e.loc) from None
+        leaves: list[Value] = [len(args) % 2**32, mem_interp.make_argv(self, args)] if form.takes_args else []
+        th.next = (Closure(main, {}), entry.build(form.dom, iter(leaves), Halt()))
         status = self.run_thread(th)
         if status != "done":
             raise RuntimeFault("E-BARRIER-DIVERGENCE", "a barrier outside of any kernel", None)
-        result = th.result
-        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], int)):
-            raise RuntimeFault("E-TYPE", f"`main` returned {result!r}, not [mem.M 0, I32]", main.loc)
+        out: list[Value] = []
+        entry.flatten(form.ret_type, th.result, out)
+        if len(out) != 1 or not isinstance(out[0], int):
+            raise RuntimeFault("E-TYPE", f"`main` returned {th.result!r}, not `{show(form.ret_type)}`", main.loc)
         gpu_interp.at_exit(self, main)
         mem_interp.at_exit(self, main)
-        v = result[1] % 2**32
+        v = out[0] % 2**32
         return v - 2**32 if v >= 2**31 else v
 
 

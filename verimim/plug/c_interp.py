@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from verimim.diagnostics import Loc, Related, VerimimError
+from verimim.interp import entry
 from verimim.interp.memory import Ptr
-from verimim.interp.values import RuntimeFault, Token, Value
-from verimim.ir.defs import App, Arr, Axiom, Def, Lit, Sigma
+from verimim.interp.values import RuntimeFault, Value
+from verimim.ir.defs import App, Axiom
 from verimim.plug import c_format, mem_interp
-from verimim.plug.c_lib import CCall, CInt, c_call, c_name, type_leaves, widen
+from verimim.plug.c_lib import CCall, CInt, c_call, c_name, widen
 
 if TYPE_CHECKING:
     from verimim.interp.machine import Machine, Thread
@@ -288,7 +289,7 @@ def jump(m: Machine, th: Thread, ax: Axiom, arg: Value, site: App | None) -> tup
         parts, k = [], arg
     leaves: list[Value] = []
     for t, v in zip(decl.arg_types, parts):
-        _flatten(t, v, leaves)
+        entry.flatten(t, v, leaves)
     args: list[Value] = []
     for j, v in enumerate(leaves):
         ct = decl.proto.params[j] if j < len(decl.proto.params) else None
@@ -296,30 +297,7 @@ def jump(m: Machine, th: Thread, ax: Axiom, arg: Value, site: App | None) -> tup
             v = widen(v, decl.arg_leaves[j].bits, ct)
         args.append(v)
     result = SEMANTICS[decl.proto.name](Call(m, th, site, decl), args)
-    return k, _build(decl.ret_type, result, decl)
-
-
-def _flatten(t: Def, v: Value, out: list[Value]) -> None:
-    if isinstance(t, Sigma):
-        for f, x in zip(t.ops, v):
-            _flatten(f, x, out)
-    elif isinstance(t, Arr):
-        for x in v:
-            _flatten(t.body, x, out)
-    elif isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.M":
-        return
-    else:
-        out.append(v)
-
-
-def _build(t: Def, result: Value, decl: CCall) -> Value:
-    if isinstance(t, Sigma):
-        return tuple(_build(f, result, decl) for f in t.ops)
-    if isinstance(t, Arr) and isinstance(t.shape, Lit):
-        return tuple(_build(t.body, result, decl) for _ in range(t.shape.value))
-    if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.M":
-        return Token(t.arg.value if isinstance(t.arg, Lit) else 0)
-    leaves = type_leaves(t, decl.axiom)
-    if leaves and leaves[0].kind == "int" and isinstance(result, int):
-        return result % (1 << leaves[0].bits)  # the declared width: the low bits of C's result
-    return result
+    out = decl.ret_leaf
+    if out is not None and out.kind == "int":
+        result %= 1 << out.bits  # the declared width: the low bits of C's result
+    return k, entry.build(decl.ret_type, iter([result]))

@@ -147,7 +147,7 @@ def _mismatch(ax: Axiom, what: str, proto: CProto, site: Loc | None) -> VerimimE
                         f"{what}", ax.loc, tuple(related))
 
 
-def type_leaves(t: Def, ax: Axiom) -> list[Leaf] | None:
+def type_leaves(t: Def) -> list[Leaf] | None:
     """The data leaves of a declared type (memory tokens have none); None: not a C type."""
     if isinstance(t, NatT):
         return [Leaf("int", 64)]
@@ -171,20 +171,19 @@ def type_leaves(t: Def, ax: Axiom) -> list[Leaf] | None:
         for f in t.ops:
             if f.bvd:
                 return None  # a dependent field: no C type
-            sub = type_leaves(f, ax)
+            sub = type_leaves(f)
             if sub is None:
                 return None
             out += sub
         return out
     if isinstance(t, Arr) and isinstance(t.shape, Lit) and not t.body.bvd:
-        sub = type_leaves(t.body, ax)
+        sub = type_leaves(t.body)
         return None if sub is None else sub * t.shape.value
     return None
 
 
-def split_domain(ax: Axiom) -> tuple[tuple[Def, ...], Def] | None:
-    """`Cn [A…, Cn R]` → ((A…), R); None when the axiom's type is not of that form."""
-    pi = ax.ops[0]
+def split_cn(pi: Def) -> tuple[tuple[Def, ...], Def] | None:
+    """`Cn [A…, Cn R]` → ((A…), R); None when `pi` is not of that form."""
     if not isinstance(pi, Pi):
         return None
     dom = pi.dom
@@ -214,13 +213,13 @@ def c_call(ax: Axiom, site: Loc | None = None) -> CCall:
     proto = PROTOS.get(name)
     if proto is None:
         raise unsupported(name, ax, site)
-    parts = split_domain(ax)
+    parts = split_cn(ax.ops[0])
     if parts is None:
         raise _mismatch(ax, f"its type `{show(ax.ops[0])}` does not end in a return continuation", proto, site)
     arg_types, ret_type = parts
     leaves: list[Leaf] = []
     for t in arg_types:
-        sub = type_leaves(t, ax)
+        sub = type_leaves(t)
         if sub is None:
             raise _mismatch(ax, f"`{show(t)}` is not a C argument type", proto, site)
         leaves += sub
@@ -230,7 +229,7 @@ def c_call(ax: Axiom, site: Loc | None = None) -> CCall:
                         f"{n if not proto.variadic else f'at least {n}'}", proto, site)
     for j, (leaf, ct) in enumerate(zip(leaves, proto.params)):
         _fits(ax, leaf, ct, f"argument {j + 1}", proto, site)
-    ret = type_leaves(ret_type, ax)
+    ret = type_leaves(ret_type)
     if ret is None or len(ret) > 1:
         raise _mismatch(ax, f"the result `{show(ret_type)}` is not one C value", proto, site)
     ret_leaf = ret[0] if ret else None

@@ -1,0 +1,288 @@
+"""`verimim fuzz --campaign DIR`: a resumable, deduplicating, reducing campaign on Dask.
+
+The campaign side submits program indices to the cluster (never more than it has free
+threads, so a worker holds one program at a time), journals each result the moment it comes
+back, and for a signature seen for the first time writes `DIR/failures/<signature>/`
+(original.mim, failure.json, reproduce.sh) and submits its reduction (reduced.mim when done).
+
+A program whose result does not come back within `program_timeout` is journaled as `hang`
+(its worker restarted, which ends the stuck check); one whose worker process died is
+journaled as `crash`. Either way its reproducer is regenerated from its seed here, and the
+campaign goes on.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verimim.fuzz.cluster import Cluster, connect
+from verimim.fuzz.journal import Journal
+from verimim.fuzz.signature import Signature
+from verimim.fuzz.task import Checked, Settings, check_index, choices_from_json, lost, reduce_index
+
+DEFAULT_PROGRAM_TIMEOUT = 300.0
+DEFAULT_REDUCE_BUDGET = 60.0
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What `fuzz --campaign --json` prints: the plain fuzz keys, for this run, plus the campaign's."""
+
+    campaign: str
+    run: int
+    programs: int
+    seconds: float
+    failures: list[dict[str, Any]]
+    coverage: dict[str, int]
+    defects: dict[str, int]
+    verdicts: dict[str, int]
+    journal_programs: int
+    new_failures: int
+    cluster: str
+
+    @property
+    def per_second(self) -> float:
+        return self.programs / self.seconds if self.seconds > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"programs": self.programs, "per_second": round(self.per_second, 3), "failures": self.failures,
+                "coverage": dict(sorted(self.coverage.items())), "defects": dict(sorted(self.defects.items())),
+                "seconds": round(self.seconds, 2), "ok": not self.failures, "campaign": self.campaign,
+                "run": self.run, "verdicts": dict(sorted(self.verdicts.items())),
+                "journal_programs": self.journal_programs, "new_failures": self.new_failures,
+                "cluster": self.cluster}
+
+
+@dataclass
+class _Job:
+    kind: str  # "check" or "reduce"
+    index: int
+    started: float
+    key: str = ""  # the failure's signature key, for a reduction
+
+
+@dataclass
+class _Run:
+    journal: Journal
+    settings: Settings
+    run: int
+    cluster: Cluster
+    program_timeout: float
+    reduce_budget: float
+    checked: int = 0
+    coverage: Counter[str] = field(default_factory=Counter)
+    defects: Counter[str] = field(default_factory=Counter)
+    verdicts: Counter[str] = field(default_factory=Counter)
+    failures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    new: int = 0
+
+
+def run(directory: str | Path, budget_s: float, *, seed: int | None = None, verify: bool = True,
+        gpu: bool = False, workers: int | None = None, scheduler: str | None = None,
+        preload: tuple[str, ...] = (), processes: bool = True,
+        program_timeout: float = DEFAULT_PROGRAM_TIMEOUT, reduce_budget: float = DEFAULT_REDUCE_BUDGET,
+        max_programs: int | None = None, command: str = "",
+        progress: Callable[[int, float, int], None] | None = None) -> RunSummary:
+    """Run (or resume) the campaign in `directory` for `budget_s` seconds of new submissions."""
+    import random
+
+    new_settings = Settings(seed if seed is not None else random.getrandbits(32), verify, gpu=gpu)
+    Journal.probe(Path(directory))  # a directory that is not a campaign: refused before a cluster starts
+    cluster = connect(workers, scheduler, preload, processes)  # one that does not answer: before we write
+    try:
+        journal = Journal.open(directory, new_settings)
+    except BaseException:
+        cluster.close()
+        raise
+    try:
+        settings = journal.settings
+        try:
+            r = _Run(journal, settings, journal.start_run(budget_s, cluster.slots(), scheduler, command), cluster,
+                     program_timeout, reduce_budget)
+            start = time.monotonic()
+            _loop(r, start, budget_s, max_programs, progress)
+            journal.end_run(r.run)
+            seconds = time.monotonic() - start
+        finally:
+            cluster.close()
+        return RunSummary(str(directory), r.run, r.checked, seconds, list(r.failures.values()), dict(r.coverage),
+                          dict(r.defects), dict(r.verdicts), journal.count(), r.new, cluster.description)
+    finally:
+        journal.close()
+
+
+def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
+          progress: Callable[[int, float, int], None] | None) -> None:
+    from distributed import wait
+
+    client = r.cluster.client
+    todo = r.journal.todo()
+    inflight: dict[Any, _Job] = {}
+    submitted = 0
+    # Failures of earlier runs whose reduction never finished (killed): reduce them now.
+    for f in r.journal.failures():
+        if f.reduce_status is None and f.signature.kind not in ("hang", "crash"):
+            _submit_reduction(r, inflight, f.key, f.first_idx, f.signature)
+    slots, slots_at = r.cluster.slots(), time.monotonic()
+    while True:
+        now = time.monotonic()
+        if now - slots_at > 5:  # workers come and go (restarts, a joined cluster growing)
+            slots, slots_at = r.cluster.slots(), now
+        accepting = now - start < budget_s and (max_programs is None or submitted < max_programs)
+        while accepting and len(inflight) < slots and (max_programs is None or submitted < max_programs):
+            index = next(todo)
+            fut = client.submit(check_index, r.settings, index, key=f"verimim-fuzz-{r.run}-{index}", pure=False)
+            inflight[fut] = _Job("check", index, time.monotonic())
+            submitted += 1
+        if not inflight:
+            return
+        try:
+            done, _ = wait(list(inflight), timeout=0.5, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        for fut in done:
+            job = inflight.pop(fut)
+            _finished(r, inflight, fut, job)
+            if progress is not None:
+                progress(r.checked, time.monotonic() - start, len(r.failures))
+        now = time.monotonic()
+        for fut, job in list(inflight.items()):
+            limit = r.program_timeout + (r.reduce_budget if job.kind == "reduce" else 0.0)
+            if now - job.started > limit and fut.status == "pending":
+                del inflight[fut]
+                fut.cancel()
+                restarted = r.cluster.restart_worker_of(str(fut.key))
+                note = "" if restarted else " (its worker could not be restarted)"
+                if job.kind == "check":
+                    _journal(r, inflight, lost(r.settings, job.index, "hang", f"no result after {limit:.0f} s{note}",
+                                               "", now - job.started))
+                else:
+                    r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "hang")
+
+
+def _finished(r: _Run, inflight: dict[Any, _Job], fut: Any, job: _Job) -> None:
+    try:
+        result = fut.result()
+        error = None
+    except Exception as e:  # noqa: BLE001 — KilledWorker (a dead worker) or an error of the task itself
+        result, error = None, e
+    if job.kind == "reduce":
+        _reduced(r, job, result, error)
+        return
+    if error is not None:
+        kind = "crash"
+        _journal(r, inflight, lost(r.settings, job.index, kind, f"{type(error).__name__}: {error}", "",
+                                   time.monotonic() - job.started))
+        return
+    _journal(r, inflight, result)
+
+
+def _journal(r: _Run, inflight: dict[Any, _Job], c: Checked) -> None:
+    sig = c.signature
+    new_dir = None
+    if sig is not None and not r.journal.known(sig.key):
+        new_dir = _write_failure(r, c, sig)
+    if not r.journal.record(r.run, c, new_dir):
+        return  # journaled by an earlier run already (a resubmitted gap that had finished after all)
+    r.checked += 1
+    r.coverage.update(c.features)
+    r.verdicts[c.verdict] += 1
+    if c.defect:
+        r.defects[c.defect] += 1
+    if sig is None:
+        return
+    d = r.journal.dir / "failures" / sig.key
+    entry = r.failures.setdefault(sig.key, {"kind": sig.kind, "file": str(d / "original.mim"),
+                                            "message": c.message, "signature": sig.to_json(),
+                                            "new": new_dir is not None, "count": 0, "index": c.index})
+    entry["count"] += 1
+    if new_dir is not None:
+        r.new += 1
+        if sig.kind not in ("hang", "crash"):  # re-running those in the reducer would hang or crash it
+            _submit_reduction(r, inflight, sig.key, c.index, sig)
+        else:
+            r.journal.reduced(sig.key, c.size, c.text.count("\n") + 1, 0.0, f"not reduced ({sig.kind})")
+
+
+def _write_failure(r: _Run, c: Checked, sig: Signature) -> str:
+    d = r.journal.dir / "failures" / sig.key
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "original.mim").write_text(reproducer(c.text, c.args, c.expected, c.features), encoding="utf-8")
+    cmd = reproduce_command(sig, "original.mim", c.args)
+    (d / "reproduce.sh").write_text(f"#!/bin/sh\n# {sig.kind}: {c.message}\ncd \"$(dirname \"$0\")\"\n{cmd}\n",
+                                    encoding="utf-8")
+    (d / "reproduce.sh").chmod(0o755)
+    (d / "failure.json").write_text(json.dumps({
+        "signature": sig.to_json(), "key": sig.key, "index": c.index, "seed": str(c.seed), "defect": c.defect,
+        "message": c.message, "command": cmd, "args": list(c.args), "size": c.size,
+        "choices_of": f"journal.sqlite, programs.idx = {c.index}"}, indent=2), encoding="utf-8")
+    return str(d)
+
+
+def _submit_reduction(r: _Run, inflight: dict[Any, _Job], key: str, index: int, sig: Signature) -> None:
+    row = r.journal.program(index)
+    if row is None:
+        return
+    fut = r.cluster.client.submit(reduce_index, r.settings, choices_from_json(row["choices"]), sig, r.reduce_budget,
+                                  key=f"verimim-reduce-{r.run}-{key}", pure=False)
+    inflight[fut] = _Job("reduce", index, time.monotonic(), key)
+
+
+def _reduced(r: _Run, job: _Job, red: Any, error: BaseException | None) -> None:
+    d = r.journal.dir / "failures" / job.key
+    if error is not None or red is None:
+        r.journal.reduced(job.key, *_sizes_of(r, job.key), time.monotonic() - job.started,
+                          f"reducer failed: {type(error).__name__}: {error}"[:300])
+        return
+    meta = json.loads((d / "failure.json").read_text(encoding="utf-8")) if (d / "failure.json").exists() else {}
+    args = tuple(meta.get("args", ()))
+    expected = _expected_of(d)
+    (d / "reduced.mim").write_text(reproducer(red.text, args, expected, ()), encoding="utf-8")
+    sig = Signature.from_json(meta.get("signature", {"kind": ""}))
+    with open(d / "reproduce.sh", "a", encoding="utf-8") as f:
+        f.write(f"# the reduced program ({red.size_before} -> {red.size_after} characters):\n"
+                f"{reproduce_command(sig, 'reduced.mim', args)}\n")
+    r.journal.reduced(job.key, red.size_after, red.lines_after, red.seconds, red.status)
+
+
+def _sizes_of(r: _Run, key: str) -> tuple[int, int]:
+    for f in r.journal.failures():
+        if f.key == key:
+            return f.size_before or 0, f.lines_before or 0
+    return 0, 0
+
+
+def _expected_of(d: Path) -> tuple[str, ...]:
+    p = d / "original.mim"
+    if not p.exists():
+        return ()
+    return tuple(ln.split(":", 1)[1].strip() for ln in p.read_text(encoding="utf-8").splitlines()
+                 if ln.startswith("// EXPECT-ERROR:"))
+
+
+def reproducer(text: str, args: tuple[str, ...], expected: tuple[str, ...], features: tuple[str, ...]) -> str:
+    """A `.mim` file with the annotations tests/programs reads (as GeneratedProgram.write)."""
+    lines = [f"// generated by verimim fuzz; features: {', '.join(sorted(features))}" if features
+             else "// reduced by verimim fuzz"]
+    if args:
+        lines.append(f"// ARGS: {' '.join(args)}")
+    lines += [f"// EXPECT-ERROR: {c}" for c in sorted(expected)]
+    return "\n".join(lines) + "\n" + text
+
+
+def reproduce_command(sig: Signature, file: str, args: tuple[str, ...]) -> str:
+    """The verimim command that shows a failure of this signature."""
+    a = "".join(f" {shlex.quote(x)}" for x in args)
+    if sig.kind == "diff":
+        return f"verimim check {file} && verimim diff {file}{a}"
+    if sig.phase in ("interp", "schedules"):
+        return f"verimim check {file} && verimim run {file}{a}"
+    if sig.kind in ("hang", "crash", "roundtrip"):
+        return f"verimim dump {file} && verimim check {file} && verimim diff {file}{a}"
+    return f"verimim check {file}"

@@ -1,0 +1,99 @@
+"""Where a campaign's programs are checked: a Dask cluster, local or joined.
+
+`--workers N` starts a `LocalCluster` of N single-threaded worker processes (each under a
+nanny, which starts a new process when one dies); `--scheduler tcp://HOST:PORT` joins a cluster
+started elsewhere (`dask scheduler`, `dask worker` — see README, Fuzzing campaigns).
+
+Two scheduler settings make failures attributable to one program: `worker-saturation` 1.0
+(a worker is given a task only when a thread is free, so a worker holds one program at a time)
+and `allowed-failures` 0 (the first worker death marks the program it ran as `KilledWorker`
+instead of re-running it on the next worker, and the next). They apply to the clusters we
+start; a joined cluster keeps its own (README says how to set them).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from verimim.diagnostics import UsageError
+
+LOCAL_CONFIG = {
+    "distributed.scheduler.worker-saturation": 1.0,
+    "distributed.scheduler.allowed-failures": 0,
+    "distributed.admin.tick.limit": "60s",  # a long Z3 query is no reason to warn every tick
+}
+
+
+@dataclass
+class Cluster:
+    client: Any
+    description: str
+    close: Callable[[], None] = field(default=lambda: None)
+
+    def slots(self) -> int:
+        """Threads of the workers now connected (at least one, so that a run waits for one)."""
+        try:
+            return max(1, sum(self.client.nthreads().values()))
+        except Exception:  # noqa: BLE001 — the scheduler is restarting a worker: try again later
+            return 1
+
+    def restart_worker_of(self, key: str) -> bool:
+        """Restart the worker running task `key` (a hung program); False where that is impossible
+        (no nanny: a worker someone started with --no-nanny, or an in-process cluster)."""
+        try:
+            for addr, keys in self.client.processing().items():
+                if key in keys:
+                    self.client.restart_workers([addr], timeout=60)
+                    return True
+        except Exception as e:  # noqa: BLE001 — reported, the campaign goes on
+            logging.getLogger("verimim.fuzz").warning("could not restart the worker of %s: %s", key, e)
+        return False
+
+
+def connect(workers: int | None = None, scheduler: str | None = None, preload: tuple[str, ...] = (),
+            processes: bool = True) -> Cluster:
+    """A client of a new local cluster (`workers`, default the machine's cores) or of `scheduler`."""
+    try:
+        import dask
+        from distributed import Client, LocalCluster
+    except ImportError as e:  # a declared dependency; say so instead of a traceback
+        raise UsageError(f"fuzzing campaigns need dask.distributed ({e}); pip install 'dask[distributed]'") from None
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError, ValueError) as e:
+            raise UsageError(f"the Dask scheduler {scheduler} does not answer: {e}") from None
+        if preload:
+            client.register_plugin(_preload_plugin(preload))
+        return Cluster(client, f"scheduler {scheduler}", client.close)
+    n = workers if workers is not None else (os.cpu_count() or 1)
+    with dask.config.set(LOCAL_CONFIG):
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
+                               silence_logs=logging.ERROR, preload=list(preload) or None)
+        client = Client(cluster)
+
+    def close() -> None:
+        client.close()
+        cluster.close()
+
+    return Cluster(client, f"LocalCluster of {n} worker{'s' if n != 1 else ''}", close)
+
+
+def _preload_plugin(modules: tuple[str, ...]) -> Any:
+    """Import the preload modules on every worker of a joined cluster (our own LocalCluster
+    passes them to its workers directly)."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class Preload(WorkerPlugin):  # type: ignore[misc]
+        name = "verimim-fuzz-preload"
+
+        def setup(self, worker: Any) -> None:
+            import importlib
+
+            for m in modules:
+                importlib.import_module(m)
+
+    return Preload()

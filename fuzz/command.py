@@ -1,0 +1,59 @@
+"""The campaign side of `verimim fuzz` (spec/CLI.md): `fuzz --campaign DIR` and `fuzz report DIR`.
+
+The click definitions stay in verimim/cli.py with the other commands; what they print and
+their exit codes are here, next to the campaign they describe. A bad campaign directory, a
+foreign or corrupt journal, a scheduler that does not answer: `UsageError`, which the command
+line turns into exit 2 with the message (nothing in the directory is written before that).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from verimim.diagnostics import EXIT_INTERNAL, EXIT_OK
+
+
+def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, gpu: bool, workers: int | None,
+             scheduler: str | None, preload: tuple[str, ...], program_timeout: float, reduce_budget: float,
+             as_json: bool, complete: Callable[[dict[str, Any]], dict[str, Any]],
+             progress: Callable[[int, float, int], None] | None = None) -> int:
+    """Run or resume the campaign; print the run's summary; return the exit code."""
+    from verimim.fuzz.campaign import run
+
+    summary = run(directory, budget, seed=seed, verify=verify, gpu=gpu, workers=workers, scheduler=scheduler,
+                  preload=preload, program_timeout=program_timeout, reduce_budget=reduce_budget,
+                  command=" ".join(sys.argv), progress=progress)
+    obj = summary.to_json()
+    for f in summary.failures:
+        tag = "new" if f["new"] else "known"
+        click.echo(f"failure[{f['kind']}] ({tag}, {f['count']}x): {f['message']}\n  in {f['file'].rsplit('/', 1)[0]}/ "
+                   f"(reproduce.sh)", err=True)
+    if as_json:
+        obj.update(file=None, diagnostics=[])
+        click.echo(json.dumps(complete(obj), ensure_ascii=False))
+    else:
+        click.echo(f"{summary.programs} programs in {summary.seconds:.1f} s ({summary.per_second:.2f}/s) on "
+                   f"{summary.cluster}, {len(summary.failures)} failures ({summary.new_failures} new); "
+                   f"the journal holds {summary.journal_programs} programs", err=True)
+        click.echo(f"  verdicts: {', '.join(f'{k} {v}' for k, v in sorted(summary.verdicts.items()))}", err=True)
+        click.echo(f"  report: verimim fuzz report {directory}", err=True)
+    return EXIT_INTERNAL if summary.failures else EXIT_OK
+
+
+def report(directory: str, as_json: bool, complete: Callable[[dict[str, Any]], dict[str, Any]]) -> int:
+    """Write DIR/report.html and DIR/report.json; print the summary (all of it with --json)."""
+    from verimim.fuzz.report import write_report
+
+    summary, html_path, json_path = write_report(directory)
+    if as_json:
+        obj = dict(summary, file=None, ok=True, diagnostics=[])
+        click.echo(json.dumps(complete(obj), ensure_ascii=False))
+    else:
+        click.echo(f"{summary['programs']} programs in {len(summary['runs'])} runs, "
+                   f"{len(summary['failures'])} distinct failures", err=True)
+        click.echo(f"wrote {html_path}\nwrote {json_path}", err=True)
+    return EXIT_OK

@@ -1,0 +1,154 @@
+"""`verimim fuzz report DIR`: DIR/report.json (the summary) and DIR/report.html (one
+self-contained page: inline SVG plots and tables, no script, nothing fetched).
+
+What it shows: programs per second over time (each run a line), coverage of every seed
+operation (the operations of the core, mem, gpu and buffer plugins; never generated ones
+first, in red), every phase by verdict status, every oracle verdict, the failure table
+(signature, count, reproducer, sizes before and after reduction), and the latest run compared
+with the one before it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from verimim.fuzz.journal import Journal
+
+STATUSES = ("proved", "bounded", "validated", "refuted", "unknown", "skipped", "rejected")  # spec/CLI.md
+VERDICTS = ("ok", "spec", "diff", "internal", "false-positive", "missed-defect", "roundtrip", "hang", "crash")
+_SEED_PLUGINS = ("core", "mem", "gpu", "buffer")
+
+
+def seed_operations() -> list[str]:
+    """Every operation the seed plugins declare (axioms that are not types, phases or passes)."""
+    from verimim.fuzz.strategies import fresh_world
+    from verimim.ir.defs import Axiom
+    from verimim.phases.pipeline import PHASES
+
+    w = fresh_world()
+    out = []
+    for name, d in w.annexes.items():
+        if not isinstance(d, Axiom) or name.split(".")[0] not in _SEED_PLUGINS or name in PHASES:
+            continue
+        t = str(getattr(d, "_type", "") or "")
+        if t in ("<TypeU *>",) or t.endswith("→ *>") or name.endswith(("_repl", "_phases")):
+            continue  # a type constructor or a phase, not an operation of programs
+        out.append(name)
+    return sorted(out)
+
+
+def summarize(journal: Journal) -> dict[str, Any]:
+    progs = journal.programs()
+    runs = journal.runs()
+    ops = seed_operations()
+    features: Counter[str] = Counter()
+    phases: dict[str, Counter[str]] = {}
+    from verimim.phases.pipeline import PHASES
+
+    for name in sorted(PHASES):
+        phases[name] = Counter()
+    verdicts: Counter[str] = Counter({v: 0 for v in VERDICTS})
+    for p in progs:
+        features.update(json.loads(p["features"]))
+        verdicts[p["verdict"]] += 1
+        for name, status in json.loads(p["phases"] or "[]"):
+            phases.setdefault(name.split("[")[0], Counter())[status] += 1
+    run_rows = [_run_row(r, [p for p in progs if p["run"] == r["id"]]) for r in runs]
+    failures = []
+    for f in journal.failures():
+        d = Path(f.dir)
+        meta = _read_json(d / "failure.json")
+        failures.append({
+            "signature": f.key, **f.signature.to_json(), "count": f.count, "first_index": f.first_idx,
+            "first_run": f.first_run, "message": meta.get("message", ""), "dir": str(d),
+            "original": str(d / "original.mim"), "reduced": str(d / "reduced.mim") if (d / "reduced.mim").exists() else None,
+            "command": meta.get("command", ""), "size_before": f.size_before, "size_after": f.size_after,
+            "lines_before": f.lines_before, "lines_after": f.lines_after, "reduce_s": f.reduce_s,
+            "reduce_status": f.reduce_status,
+        })
+    coverage = {"operations": {op: features.get(op, 0) for op in ops},
+                "features": {k: v for k, v in sorted(features.items()) if k not in ops}}
+    return {
+        "campaign": str(journal.dir), "programs": len(progs), "runs": run_rows,
+        "throughput": [pt for r in runs for pt in _throughput(r, [p for p in progs if p["run"] == r["id"]])],
+        "coverage": coverage,
+        "phases": {k: {s: v.get(s, 0) for s in STATUSES} for k, v in phases.items()},
+        "verdicts": dict(verdicts), "failures": failures, "comparison": _compare(run_rows, progs),
+        "settings": journal.settings.to_json(),
+    }
+
+
+def _run_row(r: dict[str, Any], progs: list[dict[str, Any]]) -> dict[str, Any]:
+    ended = r["ended"] or (max((p["finished"] for p in progs), default=r["started"]))
+    seconds = max(ended - r["started"], 1e-9)
+    sigs = Counter(p["signature"] for p in progs if p["signature"])
+    return {"id": r["id"], "started": _iso(r["started"]), "ended": _iso(ended) if ended else None,
+            "complete": r["ended"] is not None, "budget": r["budget"], "workers": r["workers"],
+            "scheduler": r["scheduler"], "programs": len(progs), "seconds": round(seconds, 1),
+            "per_second": round(len(progs) / seconds, 3), "per_second_per_worker":
+            round(len(progs) / seconds / max(r["workers"] or 1, 1), 3),
+            "failures": dict(sigs), "verdicts": dict(Counter(p["verdict"] for p in progs))}
+
+
+def _throughput(r: dict[str, Any], progs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Programs per second in about 20 equal intervals of the run (at least 5 s each)."""
+    if not progs:
+        return []
+    t0 = r["started"]
+    end = max(p["finished"] for p in progs)
+    width = max(5.0, (end - t0) / 20)
+    buckets: Counter[int] = Counter(int((p["finished"] - t0) // width) for p in progs)
+    return [{"run": r["id"], "t": round((b + 1) * width, 1), "per_second": round(buckets.get(b, 0) / width, 3)}
+            for b in range(max(buckets) + 1)]
+
+
+def _compare(runs: list[dict[str, Any]], progs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The latest run against the one before it (the previous night's)."""
+    if len(runs) < 2:
+        return None
+    prev, last = runs[-2], runs[-1]
+
+    def covered(run_id: int) -> set[str]:
+        return {f for p in progs if p["run"] == run_id for f in json.loads(p["features"])}
+
+    c_prev, c_last = covered(prev["id"]), covered(last["id"])
+    seen_before = {p["signature"] for p in progs if p["signature"] and p["run"] < last["id"]}
+    return {"previous": prev["id"], "latest": last["id"],
+            "programs": [prev["programs"], last["programs"]],
+            "per_second": [prev["per_second"], last["per_second"]],
+            "failures": [sum(prev["failures"].values()), sum(last["failures"].values())],
+            "new_signatures": sorted(set(last["failures"]) - seen_before),
+            "gone_signatures": sorted(set(prev["failures"]) - set(last["failures"])),
+            "newly_covered": sorted(c_last - c_prev), "no_longer_covered": sorted(c_prev - c_last)}
+
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _read_json(p: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(p.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return {}
+
+
+def write_report(directory: str | Path) -> tuple[dict[str, Any], Path, Path]:
+    """Write report.json and report.html into the campaign directory (nothing else is touched)."""
+    journal = Journal.open(directory)
+    try:
+        summary = summarize(journal)
+    finally:
+        journal.close()
+    d = Path(directory)
+    html_path, json_path = d / "report.html", d / "report.json"
+    summary["report"] = str(html_path)
+    json_path.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    from verimim.fuzz.report_html import render_html
+
+    html_path.write_text(render_html(summary), encoding="utf-8")
+    return summary, html_path, json_path
+

@@ -1,0 +1,120 @@
+"""`verimim fuzz --campaign DIR` on a Dask LocalCluster of real worker processes: killed with
+SIGKILL while running, resumed, nothing journaled is lost and every program is counted once;
+`fuzz --json` keeps its keys; `fuzz report` counts the whole journal and compares the runs;
+bad directories and schedulers are refused with exit 2."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+VERIMIM = [sys.executable, "-m", "verimim.cli"]
+
+
+def _journaled(d: Path) -> list[int]:
+    try:
+        conn = sqlite3.connect(f"file:{d / 'journal.sqlite'}?mode=ro", uri=True)
+        try:
+            return [r[0] for r in conn.execute("SELECT idx FROM programs ORDER BY idx")]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return []
+
+
+def _valid(command: str, obj: dict[str, object]) -> None:
+    import jsonschema
+
+    from verimim import schemas
+
+    jsonschema.validate(obj, schemas.SCHEMAS[command])
+
+
+def _fuzz(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*VERIMIM, "fuzz", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_killed_campaign_resumes_and_counts_every_program_once(tmp_path: Path) -> None:
+    d = tmp_path / "campaign"
+    proc = subprocess.Popen([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "600", "--workers", "2",
+                             "--no-verify", "--seed", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while len(_journaled(d)) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    before = _journaled(d)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert len(before) >= 3, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+    after_kill = _journaled(d)
+    assert set(before) <= set(after_kill)
+
+    out = _fuzz("--campaign", str(d), "--budget", "8", "--workers", "1", "--no-verify", "--json")
+    assert out.returncode in (0, 3), out.stderr[-2000:]
+    obj = json.loads(out.stdout)
+    for key in ("programs", "per_second", "failures", "coverage", "defects", "seconds", "ok"):
+        assert key in obj
+    _valid("fuzz", obj)
+    final = _journaled(d)
+    assert len(final) == len(set(final)) == obj["journal_programs"]
+    assert set(after_kill) <= set(final), "nothing journaled before the kill is lost"
+    assert obj["programs"] == len(final) - len(after_kill), "--json counts this run's programs"
+    gaps = set(range(max(after_kill) + 1)) - set(after_kill)
+    if obj["programs"] >= len(gaps):
+        assert gaps <= set(final), "programs in flight at the kill are checked on resume"
+    assert obj["ok"] == (out.returncode == 0) and obj["campaign"] == str(d) and obj["run"] == 2
+
+    rep = subprocess.run([*VERIMIM, "fuzz", "report", str(d), "--json"], capture_output=True, text=True, timeout=120)
+    assert rep.returncode == 0, rep.stderr[-2000:]
+    summary = json.loads(rep.stdout)
+    _valid("fuzz-report", summary)
+    assert summary["programs"] == len(final)
+    assert [r["programs"] for r in summary["runs"]] == [len(after_kill), obj["programs"]]
+    assert summary["runs"][0]["complete"] is False and summary["runs"][1]["complete"] is True
+    assert summary["comparison"]["programs"] == [len(after_kill), obj["programs"]]
+    assert sum(summary["verdicts"].values()) == len(final)
+    ops = summary["coverage"]["operations"]
+    assert "gpu.launch" in ops and "gpu.sync_work_items" in ops and ops["gpu.launch"] > 0
+    assert json.loads((d / "report.json").read_text())["programs"] == len(final)
+    page = (d / "report.html").read_text()
+    assert "<svg id='throughput'" in page and "<polyline class='run'" in page and "<table id='coverage'>" in page
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", ""), "self-contained"
+
+
+def test_campaign_directory_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("do not touch")
+    out = _fuzz("--campaign", str(tmp_path), "--budget", "1", "--json", timeout=60)
+    assert out.returncode == 2
+    obj = json.loads(out.stdout)
+    assert obj["ok"] is False and obj["diagnostics"][0]["code"] == "E-USAGE"
+    assert str(tmp_path) in obj["diagnostics"][0]["message"]
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+    rep = subprocess.run([*VERIMIM, "fuzz", "report", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert rep.returncode == 2 and "not a fuzzing campaign" in rep.stderr
+
+
+def test_scheduler_that_does_not_answer_is_refused(tmp_path: Path) -> None:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    out = _fuzz("--campaign", str(tmp_path / "c"), "--scheduler", f"tcp://127.0.0.1:{port}", "--budget", "1",
+                "--json", timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert f"tcp://127.0.0.1:{port}" in json.loads(out.stdout)["diagnostics"][0]["message"]
+    assert not (tmp_path / "c").exists(), "nothing is written for a campaign that could not start"
+
+
+@pytest.mark.parametrize("args", [["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:1"]])
+def test_cluster_options_need_a_campaign(args: list[str]) -> None:
+    out = _fuzz(*args, "--budget", "1", "--json", timeout=60)
+    assert out.returncode == 2 and "--campaign" in json.loads(out.stdout)["diagnostics"][0]["message"]

@@ -8,8 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.plug.c_programs import cfun, program, string
 from verimim import driver
+from verimim.plug import c_interp
 
 HELLO = program(cfun("puts") + cfun("print_i32"), string("s", b"hello")
                 + "    ret (mem, r) = %c.puts $ (mem, s);\n"
@@ -54,12 +57,24 @@ def test_program_without_c_calls_has_empty_stdout(tmp_path: Path) -> None:
     assert rep.data["stdout"] == "" and rep.data["result"] == 3
 
 
-def test_diff_compares_output(tmp_path: Path) -> None:
+def test_diff_compares_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "hello.mim"
     f.write_text(HELLO)
     rep = driver.diff(str(f), [], [], use_gpu=False)
     assert rep.ok, [d.render() for d in rep.diagnostics]
-    assert rep.data["stdout"] == "hello\n-5"
+    # A target that prints something else with the same result and memory is a disagreement.
+    runs = [0]
+    real = c_interp.SEMANTICS["puts"]
+
+    def puts_differently_after_the_first_run(c: c_interp.Call, a: list[object]) -> object:
+        runs[0] += 1
+        if runs[0] > 1:
+            c.write(b"!")
+        return real(c, a)
+    monkeypatch.setitem(c_interp.SEMANTICS, "puts", puts_differently_after_the_first_run)
+    rep = driver.diff(str(f), [], [], use_gpu=False)
+    diffs = [d.message for d in rep.diagnostics if d.code == "E-DIFF"]
+    assert diffs and all("with other output" in m for m in diffs)
 
 
 def test_diff_does_not_compare_clock_dependent_output(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from verimim.ir.analysis import apps_with_head, free_muts, postorder, scan_mut as _scan
-from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Sigma, Var
+from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Pi, Sigma, Var
 from verimim.ir.world import World
 from verimim.printer import ExprPrinter
 from verimim.syntax import ast
@@ -272,6 +272,33 @@ def _decl_values(d: ast.Decl, unit: Unit) -> Iterator[tuple[ast.Decl, str, Def]]
         yield d, nm, v
 
 
+def c_declarations(dumper: Dumper, roots: list[MutLam]) -> list[str]:
+    """`ccon NAME [D];` for every C function (the axiom `c.NAME : Cn D`, verimim.plug.c_lib)
+    that the mutables below `roots` call: `cfun NAME [A]: R` is `Cn [A, Cn R]`, the same type."""
+    found: dict[str, Axiom] = {}
+    seen: set[int] = set()
+    stack: list[Def] = list(roots)
+    while stack:
+        d = stack.pop()
+        if d.gid in seen:
+            continue
+        seen.add(d.gid)
+        if isinstance(d, MutLam):
+            if d.body is not None and not d.annex:
+                stack.append(d.body)
+        elif isinstance(d, Axiom):
+            if d.annex.startswith("c."):
+                found[d.annex[2:]] = d
+        else:
+            stack.extend(d.ops)
+    out = []
+    for name in sorted(found):
+        pi = found[name].ops[0]
+        dom = dumper.printer.expr(pi.ops[0]) if isinstance(pi, Pi) else "[]"
+        out.append(f"ccon {name} {dom if dom.startswith('[') else f'[{dom}]'};")
+    return out
+
+
 def dump_unit(world: World, unit: Unit) -> str:
     dumper = Dumper(world)
     out: list[str] = []
@@ -281,6 +308,8 @@ def dump_unit(world: World, unit: Unit) -> str:
         out.append("")
     decls = list(_unit_decls(unit))
     roots = [v for _, _, v in decls if isinstance(v, MutLam)]
+    c_decls = c_declarations(dumper, roots)
+    out += c_decls + ([""] if c_decls else [])
     for _, nm, v in decls:
         if isinstance(v, MutLam):
             dumper.mut_names[v.gid] = dumper.unique(nm)
@@ -348,6 +377,8 @@ def dump_world(world: World, header: list[str]) -> str:
     dumper = Dumper(world)
     out = list(header) + ([""] if header else [])
     roots = [world.externals[n] for n in sorted(world.externals)]
+    c_decls = c_declarations(dumper, roots)
+    out += c_decls + ([""] if c_decls else [])
     for m in roots:
         dumper.mut_names[m.gid] = dumper.unique(m.name or "main")
     extra_top = dumper.plan(roots)

@@ -160,7 +160,8 @@ class ExprPrinter:
             sym = "⊤" if isinstance(d, Top) else "⊥"
             return f"{sym}:{self.atom(d.ops[0])}"
         if isinstance(d, Axiom):
-            return d.annex
+            # A C function (`ccon`/`cfun`, the axiom `c.NAME`: verimim.plug.c_lib) is named as declared.
+            return d.annex[2:] if d.annex.startswith("c.") else d.annex
         if isinstance(d, MutLam):
             return self.mut_name(d)
         if isinstance(d, Param):

@@ -117,7 +117,14 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
     entry: dict[str, Any] = {"name": name, "status": "", "time_s": 0.0, "detail": "", "counterexample": None}
     if side:
         entry["side"] = side
-    if res.skipped:
+    if res.skipped and run.verify:
+        from verimim.smt.spec_skips import check_skip  # a phase that did nothing must show why
+
+        out = check_skip(res)
+        entry.update(status=out.status, detail=out.detail)
+        if out.status == "refuted":
+            run.diagnostics.append(Diagnostic("E-SPEC", f"`{name}` violates its specification: {out.detail}", None))
+    elif res.skipped:
         entry.update(status="skipped", detail=res.skipped)
     elif res.rejected:
         entry.update(status="rejected", detail="; ".join(d.message for d in res.diagnostics[:3]))

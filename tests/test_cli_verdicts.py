@@ -87,8 +87,9 @@ def test_check_summary_when_all_proved_and_strict_passes() -> None:
     path = EXAMPLES / "simple_kernel.mim"
     p = verimim("check", str(path), "--strict")
     assert p.returncode == 0, p.stderr
-    (line,) = p.stderr.strip().splitlines()
+    line = p.stderr.strip().splitlines()[-1]
     assert line.startswith(f"{path}: ok: ") and "proved" in line and "unknown" not in line
+    assert "E-UNPROVED" not in p.stderr and ": unknown" not in p.stderr
 
 
 def test_rejected_program_prints_summary_after_its_diagnostics() -> None:

@@ -5,9 +5,12 @@ usage error is turned into exit 2 and, with `--json`, into the JSON object on st
 """
 from __future__ import annotations
 
+import difflib
 import json
 import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -15,6 +18,8 @@ import click
 from verimim import driver, explain, sarif, schemas, verdicts
 from verimim.diagnostics import EXIT_USAGE, Diagnostic
 from verimim.driver import Report
+from verimim.interp.machine import DEFAULT_MAX_WORK_ITEMS
+from verimim.progress import progress
 from verimim.render import COLOR_CHOICES, ColorChoice, render_all, use_color
 
 FORMATS = ("text", "json", "sarif")
@@ -133,14 +138,44 @@ def _phase_list(text: str | None) -> list[str] | None:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
+def _known_phases(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--host-phases / --device-phases: every name one that means something to verimim (the
+    plan's own test, verimim.phases.vocabulary), checked before any work."""
+    from verimim.phases.pipeline import PHASES
+    from verimim.phases.vocabulary import is_known
+
+    for name in _phase_list(value) or []:
+        if not is_known(name):
+            near = difflib.get_close_matches(name, list(PHASES), n=1)
+            hint = f"; did you mean `{near[0]}`?" if near else f"; known: {', '.join(sorted(PHASES))}"
+            raise click.BadParameter(f"unknown phase `{name}`{hint}", ctx, param)
+    return value
+
+
+def _writable_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--emit-smt2 DIR: created and written to once before any work, so that an unwritable place
+    is a usage error (exit 2) and not an internal error halfway through the pipeline."""
+    if value is None:
+        return None
+    try:
+        Path(value).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=value):
+            pass
+    except OSError as e:
+        raise click.BadParameter(f"cannot write into `{value}`: {e.strerror or e}", ctx, param) from None
+    return value
+
+
 @cli.command()
 @click.argument("file", required=False)
 @click.option("--timeout", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
               help="seconds per Z3 query (a time-out is `unknown`, never `proved`)")
-@click.option("--emit-smt2", type=click.Path(file_okay=False), default=None,
+@click.option("--emit-smt2", type=click.Path(file_okay=False), default=None, callback=_writable_dir,
               help="write every Z3 query as SMT-LIB 2 into this directory")
-@click.option("--host-phases", default=None, help="comma-separated phases run on the host World after split_apply")
-@click.option("--device-phases", default=None, help="comma-separated phases run on the device World")
+@click.option("--host-phases", default=None, callback=_known_phases,
+              help="comma-separated phases run on the host World after split_apply")
+@click.option("--device-phases", default=None, callback=_known_phases,
+              help="comma-separated phases run on the device World")
 @click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default=None,
               help="a Mim file whose `_compile` / `host_specific_phases` / `device_specific_phases` "
                    "replace the program's pipeline")
@@ -180,16 +215,20 @@ def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]
               help="seed of the order in which work-items run between barriers (0: in order)")
 @click.option("--host", type=click.Choice(["native", "interp"]), default="native", show_default=True,
               help="with --target gpu: host code compiled (llvmlite JIT) or interpreted")
+@click.option("--max-work-items", type=click.IntRange(min=1), default=DEFAULT_MAX_WORK_ITEMS, show_default=True,
+              help="the most work-items of one launch the interpreter runs (about a minute); a bigger "
+                   "launch is refused before it starts (E-FUEL)")
 @common
 def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int | None, schedule: int,
-        host: str, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+        host: str, max_work_items: int, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
     """Execute main of FILE (default: the embedded demo) with ARGS as argv[1..]."""
     path = resolve_file(file)
     if target is None:
         from verimim.runtime.cuda import device_available
 
         target = "gpu" if device_available() else "interp"
-    report = driver.run(path, list(include), list(args), fuel=fuel, seed=schedule, target=target, host=host)
+    report = driver.run(path, list(include), list(args), fuel=fuel, seed=schedule, target=target, host=host,
+                        max_work_items=max_work_items)
     if report.ok:
         report.data.setdefault("summary", f"{path}: main returned {report.data.get('result')}")
     emit(report, as_json, debug)
@@ -285,22 +324,8 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | Non
                        scheduler=scheduler, preload=preload, program_timeout=program_timeout,
                        reduce_budget=reduce_budget, as_json=as_json, debug=debug)
 
-    try:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-        from rich.console import Console
-
-        bar: Any = Progress(TextColumn("fuzzing"), BarColumn(), TextColumn("{task.fields[n]} programs, "
-                            "{task.fields[f]} failures"), TimeElapsedColumn(), console=Console(stderr=True),
-                            transient=True)
-    except ImportError:  # rich is a declared dependency; stay usable without it
-        bar = None
-    if bar is not None:
-        with bar:
-            task = bar.add_task("fuzz", total=budget, n=0, f=0)
-            res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu,
-                               progress=lambda n, t, f: bar.update(task, completed=min(t, budget), n=n, f=f))
-    else:
-        res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu)
+    with progress("fuzzing", budget) as update:
+        res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu, progress=update)
     obj = {"programs": res.programs, "per_second": round(res.per_second, 3), "failures": res.failures,
            "coverage": dict(sorted(res.coverage.items())), "defects": res.defects,
            "seconds": round(res.seconds, 2), "ok": not res.failures}
@@ -324,24 +349,9 @@ def _fuzz_campaign(directory: str, budget: float, *, as_json: bool, debug: bool,
     from verimim.fuzz import command
 
     try:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar: Any = Progress(TextColumn("fuzzing"), BarColumn(), TextColumn("{task.fields[n]} programs, "
-                            "{task.fields[f]} failures"), TimeElapsedColumn(), console=Console(stderr=True),
-                            transient=True)
-    except ImportError:  # rich is a declared dependency; stay usable without it
-        bar = None
-    try:
-        if bar is not None:
-            with bar:
-                task = bar.add_task("fuzz", total=budget, n=0, f=0)
-                code = command.campaign(directory, budget, as_json=as_json, complete=lambda o: schemas.complete("fuzz", o),
-                                        progress=lambda n, t, f: bar.update(task, completed=min(t, budget), n=n, f=f),
-                                        **options)
-        else:
+        with progress("fuzzing", budget) as update:
             code = command.campaign(directory, budget, as_json=as_json, complete=lambda o: schemas.complete("fuzz", o),
-                                    **options)
+                                    progress=update, **options)
     except UsageError as e:
         _usage_error(e.message, as_json, "fuzz")
     sys.exit(code)

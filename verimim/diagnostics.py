@@ -164,3 +164,35 @@ def exit_code_for(diags: list[Diagnostic]) -> int:
     if any(d.code == "E-USAGE" for d in errors):
         return EXIT_USAGE
     return EXIT_USER
+
+
+# How many of the innermost frames of a RecursionError are searched for a source location.
+_RECURSION_FRAMES = 5000
+
+
+def _loc_in(value: object) -> Loc | None:
+    try:
+        loc = value if isinstance(value, Loc) else getattr(value, "loc", None)
+    except Exception:  # a property of some local that fails: no location there
+        return None
+    return loc if isinstance(loc, Loc) and loc.line else None
+
+
+def recursion_diagnostic(exc: RecursionError) -> Diagnostic:
+    """Python's recursion limit, reached while verimim walked a program: `E-UNSUPPORTED` at the
+    innermost source location the recursion was working on (the program is nested more deeply
+    than verimim can follow there), or `E-INTERNAL` when no frame knows one — then it is not the
+    program's nesting verimim can point to, and verimim takes the blame."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames[-_RECURSION_FRAMES:]):
+        for value in frame.f_locals.values():
+            loc = _loc_in(value)
+            if loc is not None:
+                return Diagnostic("E-UNSUPPORTED", "the program is nested too deeply here for verimim "
+                                  "to process (Python's recursion limit was reached)", loc)
+    return Diagnostic("E-INTERNAL", "internal error: recursion limit reached with no source location "
+                      "in reach", None)

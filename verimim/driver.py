@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from verimim.diagnostics import Diagnostic, UsageError, VerimimError, exit_code_for
-from verimim.frontend.loader import Unit, load_program
+from verimim.diagnostics import Diagnostic, UsageError, VerimimError, exit_code_for, recursion_diagnostic
+from verimim.frontend.loader import Unit
 from verimim.ir.world import World
 
 T = TypeVar("T")
@@ -82,9 +82,10 @@ def guarded(report: Report, fn: Callable[[], None]) -> Report:
         run_with_big_stack(fn)
     except VerimimError as e:
         report.diagnostics.append(e.diagnostic())
-    except RecursionError:
-        report.diagnostics.append(Diagnostic(
-            "E-UNSUPPORTED", "the program is nested too deeply for verimim to process", None))
+    except RecursionError as e:
+        report.diagnostics.append(recursion_diagnostic(e))
+        if report.diagnostics[-1].code == "E-INTERNAL":
+            report.traceback = traceback.format_exc(limit=-40)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # an internal error: reported, never shown as a bare traceback
@@ -94,7 +95,11 @@ def guarded(report: Report, fn: Callable[[], None]) -> Report:
 
 
 def load(path: str, include: list[str]) -> tuple[World, Unit]:
-    return load_program(path, include)
+    # verimim.source: a byte-order mark accepted, encoding errors at line:col, imports kept
+    # inside their search directories.
+    from verimim.source import load_source
+
+    return load_source(path, include)
 
 
 def _pipeline_file(pipeline: str | None, include: list[str]) -> Any:
@@ -160,20 +165,23 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
 
 def run(path: str, include: list[str], args: list[str], fuel: int | None = None, seed: int = 0,
         target: str = "interp", host: str = "native", host_phases: list[str] | None = None,
-        device_phases: list[str] | None = None, pipeline: str | None = None) -> Report:
+        device_phases: list[str] | None = None, pipeline: str | None = None,
+        max_work_items: int | None = None) -> Report:
     """Compile and execute `main`: on the reference interpreter, or on the GPU with the host code
     compiled natively (`host="native"`, through llvmlite's JIT) or interpreted (`host="interp"`).
     The interpreter runs the source program (its `pipeline` is null); the GPU runs what the
     program's plan produces, the plan that `check` proves."""
-    from verimim.interp.machine import DEFAULT_FUEL, Machine, find_main
+    from verimim.interp.machine import DEFAULT_FUEL, DEFAULT_MAX_WORK_ITEMS, Machine, find_main
+    from verimim.plug.gpu_interp import LaunchTooLarge
 
     report = Report(path)
     report.data["target"] = target
+    limit = max_work_items or DEFAULT_MAX_WORK_ITEMS
     report.data["pipeline"] = None
 
     def body() -> None:
         world, unit = load(path, include)
-        machine = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed)
+        machine = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit)
         backend = None
         if target == "gpu":
             from verimim.runtime.cuda import device_available
@@ -182,8 +190,14 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
                 raise UsageError("--target gpu: no CUDA device (or no cuda-python) is available here")
             # The GPU detects no undefined behaviour: the reference interpreter runs first, and a
             # program with an error diagnostic has no defined result to run on the GPU.
-            oracle = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed)
-            report.data["interp_result"] = oracle.run_main(find_main(world), [path, *args])
+            oracle = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit)
+            try:
+                report.data["interp_result"] = oracle.run_main(find_main(world), [path, *args])
+            except LaunchTooLarge as e:
+                # Too big to interpret first: the GPU runs it unchecked, and says so.
+                report.diagnostics.append(Diagnostic(
+                    "W-UNCHECKED", f"not run on the interpreter first, so undefined behaviour goes "
+                    f"unnoticed: {e.message}", e.loc, "warning"))
             report.diagnostics.extend(oracle.warnings)
             report.data["host"] = host
             plan = plan_for(world, include, host_phases, device_phases, pipeline)

@@ -123,18 +123,21 @@ SCHEMAS: dict[str, Schema] = {
         "interp_result": _nullable({"type": "integer"}),
         "stdout": _NSTR,
         "steps": _nullable({"type": "integer", "minimum": 0}),
+        "pipeline": _NOBJ,  # the plan the GPU ran (null on the interpreter: the source runs)
     }),
     "diff": _command("verimim diff --json", {
         "result": _nullable({"type": "integer"}),
         "targets": {"type": "object"},
         "skipped": _NSTR,
         "reproducer": _NSTR,
+        "pipeline": _NOBJ,
     }),
     "dump": _command("verimim dump --json", {"output": _NSTR}),
     "compile": _command("verimim compile --json", {
         "outputs": _nullable({"type": "object", "properties": {"host": _STR, "device": _STR},
                               "required": ["host", "device"]}),
         "kernels": _nullable({"type": "array", "items": _STR}),
+        "pipeline": _NOBJ,
     }),
     "fuzz": _command("verimim fuzz --json", {
         "programs": {"type": "integer", "minimum": 0},

@@ -29,6 +29,10 @@ from verimim.plug.c_lib import C_PREFIX
 from verimim.printer import show
 
 DEFAULT_FUEL = 50_000_000
+# The most work-items one launch may have on the interpreter. Measured: the interpreter runs about
+# 2,000 work-items of a one-store kernel per second (5 KB each), so 2**17 take about a minute and
+# under a gigabyte; a bigger launch is refused up front, pointing to --target gpu.
+DEFAULT_MAX_WORK_ITEMS = 1 << 17
 
 
 @dataclass
@@ -54,10 +58,11 @@ class Thread:
 
 class Machine:
     def __init__(self, world: World, fuel: int = DEFAULT_FUEL, seed: int = 0,
-                 device: World | None = None) -> None:
+                 device: World | None = None, max_work_items: int = DEFAULT_MAX_WORK_ITEMS) -> None:
         self.world = world
         self.device = device  # after split_apply: the World holding the kernels' bodies
         self.fuel = fuel
+        self.max_work_items = max_work_items  # per launch, refused before it starts (gpu_interp)
         self.steps = 0
         self.rng = random.Random(seed)
         self.seed = seed
@@ -152,7 +157,8 @@ class Machine:
                     return "barrier"
             self.steps += n
             if self.steps > self.fuel:
-                raise FuelExhausted(self.fuel, None)
+                # Located at the jump that ends this body: in a runaway loop, the loop's back edge.
+                raise FuelExhausted(self.fuel, getattr(code.root, "loc", None))
             assert code.callee is not None
             th.next = (code.callee(fr, env), code.result(fr, env))
             th.jump = code.root

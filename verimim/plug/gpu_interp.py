@@ -277,6 +277,13 @@ class LaunchState:
         record(m, self.stream, block, off, off + size, write, loc, "a kernel access")
 
 
+class LaunchTooLarge(RuntimeFault):
+    """A launch with more work-items than `Machine.max_work_items` (E-FUEL), refused up front."""
+
+    def __init__(self, message: str, loc: Loc | None) -> None:
+        super().__init__("E-FUEL", message, loc)
+
+
 def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     from verimim.interp.machine import Thread as MThread
 
@@ -289,6 +296,12 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
         raise RuntimeFault("E-UNSUPPORTED", "a kernel launching a kernel", loc)
     if not isinstance(kernel, Closure):
         raise RuntimeFault("E-UNSUPPORTED", f"launching {kernel!r}, not a continuation", loc)
+    if n_groups * n_items > m.max_work_items:
+        # Refused before any work-item runs: the interpreter's cost grows with the work-items
+        # (time and memory), and such a launch would run for many minutes before any answer.
+        raise LaunchTooLarge(f"this launch has {n_groups} × {n_items} = {n_groups * n_items} work-items, "
+                             f"more than the interpreter runs ({m.max_work_items}, about a minute; raise it "
+                             f"with --max-work-items) — run it on a GPU with --target gpu", loc)
     if h == DEFAULT_STREAM:
         complete_all(m)
     st = state(m)

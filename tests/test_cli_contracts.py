@@ -1,0 +1,226 @@
+"""The contract breaks of issue 14, each fixed and kept fixed: environment errors exit 2, option
+values checked before any work, recursion limits located, encodings at line:col, a byte-order
+mark accepted, imports kept inside their folders, E-FUEL located, launches too big for the
+interpreter refused up front, fuzz progress when stderr is not a terminal."""
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROGRAMS
+from tests.test_cli import verimim
+from verimim import driver
+from verimim.diagnostics import Loc, ParseError, recursion_diagnostic
+from verimim.progress import plain_progress
+from verimim.source import decode_source
+
+DEMO = str(driver.DEMO_PROGRAM)
+
+_KERNEL = """plugin core;
+plugin mem;
+plugin gpu;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx {g}, item_id: Idx {i}, (), out: gpu.GlobalPtr «{g}; «{i}; I32»»,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let m1 = mem.store (m1, mem.lea (mem.lea (out, group_id), item_id), core.bitcast I32 item_id);
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = gpu.alloc.block «{g}; «{i}; I32»» m1;
+    ret (m0, m1, m4) = gpu.launch ({g}, {i}, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, argc);
+"""
+
+
+def _launch(tmp_path: Path, groups: int, items: int) -> str:
+    f = tmp_path / f"launch_{groups}_{items}.mim"
+    f.write_text(_KERNEL.format(g=groups, i=items), encoding="utf-8")
+    return str(f)
+
+
+# ---------------------------------------------------------------- option values and environment
+
+def test_emit_smt2_into_an_unwritable_place_is_exit_2(tmp_path: Path) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("", encoding="utf-8")
+    p = verimim("check", DEMO, "--emit-smt2", str(blocker / "sub"), "--json")
+    assert p.returncode == 2, p.stderr
+    obj = json.loads(p.stdout)
+    assert obj["diagnostics"][0]["code"] == "E-USAGE" and obj["phases"] is None  # nothing ran
+
+
+def test_emit_smt2_directory_is_created(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "dir"
+    assert verimim("check", DEMO, "--emit-smt2", str(out)).returncode == 0
+    assert list(out.glob("*.smt2"))
+
+
+def test_unknown_device_phase_rejected_before_the_pipeline() -> None:
+    start = time.monotonic()
+    p = verimim("check", DEMO, "--device-phases", "gpu.nosuch", "--json")
+    assert p.returncode == 2
+    obj = json.loads(p.stdout)
+    assert "gpu.nosuch" in obj["diagnostics"][0]["message"] and obj["phases"] is None
+    near = json.loads(verimim("check", DEMO, "--host-phases", "gpu.remove_double_sync", "--json").stdout)
+    assert "did you mean `gpu.remove_double_syncs`" in near["diagnostics"][0]["message"]
+    assert time.monotonic() - start < 60
+
+
+def test_known_device_phase_is_accepted() -> None:
+    assert verimim("check", DEMO, "--device-phases", "gpu.remove_double_syncs").returncode == 0
+
+
+# ---------------------------------------------------------------- recursion limits
+
+def _recurse_with_loc(depth: int) -> None:
+    loc = Loc("deep.mim", 7, 3)  # noqa: F841  (found by recursion_diagnostic in the frame)
+    _recurse_with_loc(depth + 1)
+
+
+def _recurse_without_loc(depth: int) -> None:
+    _recurse_without_loc(depth + 1)
+
+
+def test_recursion_limit_is_located_where_a_frame_knows_the_place() -> None:
+    with pytest.raises(RecursionError) as info:
+        _recurse_with_loc(0)
+    d = recursion_diagnostic(info.value)
+    assert d.code == "E-UNSUPPORTED" and d.loc == Loc("deep.mim", 7, 3)
+
+
+def test_recursion_limit_without_place_is_verimims_fault() -> None:
+    with pytest.raises(RecursionError) as info:
+        _recurse_without_loc(0)
+    d = recursion_diagnostic(info.value)
+    assert d.code == "E-INTERNAL" and d.loc is None
+
+
+def test_driver_reports_a_located_recursion_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    def deep_load(path: str, include: list[str]) -> None:
+        import sys
+
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(2000)  # reach the limit quickly, on the driver's thread
+        try:
+            _recurse_with_loc(0)
+        finally:
+            sys.setrecursionlimit(old)
+
+    monkeypatch.setattr(driver, "load", deep_load)
+    report = driver.check(DEMO, [])
+    (d,) = report.diagnostics
+    assert d.code == "E-UNSUPPORTED" and d.loc is not None and d.loc.line == 7 and report.exit_code == 1
+
+
+# ---------------------------------------------------------------- encodings
+
+def test_non_utf8_byte_is_reported_at_line_and_column(tmp_path: Path) -> None:
+    f = tmp_path / "latin1.mim"
+    f.write_bytes("plugin core;\n// café ".encode() + b"\xe9t\xe9\nlet y = 1;\n")
+    p = verimim("check", str(f), "--json")
+    assert p.returncode == 1
+    (d,) = json.loads(p.stdout)["diagnostics"]
+    assert d["code"] == "E-PARSE" and (d["line"], d["col"]) == (2, 9) and "0xe9" in d["message"]
+
+
+def test_decode_source_columns_count_characters() -> None:
+    with pytest.raises(ParseError) as info:
+        decode_source("«ab»\n€€".encode() + b"\xff", "x.mim")  # € is three bytes, one column
+    assert info.value.loc == Loc("x.mim", 2, 3)
+
+
+def test_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    f = tmp_path / "bom.mim"
+    f.write_bytes(b"\xef\xbb\xbf" + driver.DEMO_PROGRAM.read_bytes())
+    p = verimim("check", str(f))
+    assert p.returncode == 0, p.stderr
+    assert decode_source(b"\xef\xbb\xbfplugin core;", "x") == "plugin core;"
+
+
+# ---------------------------------------------------------------- imports stay inside -I
+
+def test_symlink_out_of_an_include_folder_is_refused(tmp_path: Path) -> None:
+    inc, outside = tmp_path / "inc", tmp_path / "outside"
+    inc.mkdir()
+    outside.mkdir()
+    (outside / "mylib.mim").write_text("plugin core;\naxm widget: Nat → Nat;\n", encoding="utf-8")
+    (inc / "mylib.mim").symlink_to(outside / "mylib.mim")
+    prog = tmp_path / "prog.mim"
+    prog.write_text("plugin mylib;\nlet y = mylib.widget 3;\n", encoding="utf-8")
+    p = verimim("check", str(prog), "-I", str(inc), "--json")
+    assert p.returncode == 1
+    (d,) = json.loads(p.stdout)["diagnostics"]
+    assert d["code"] == "E-IMPORT" and d["line"] == 1 and "outside" in d["message"]
+    assert verimim("check", str(prog), "-I", str(outside)).returncode == 0
+
+
+def test_symlink_inside_an_include_folder_is_followed(tmp_path: Path) -> None:
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "real.mim").write_text("plugin core;\naxm widget: Nat → Nat;\n", encoding="utf-8")
+    (inc / "mylib.mim").symlink_to(inc / "real.mim")
+    prog = tmp_path / "prog.mim"
+    prog.write_text("plugin mylib;\nlet y = mylib.widget 3;\n", encoding="utf-8")
+    p = verimim("check", str(prog), "-I", str(inc))
+    assert p.returncode == 0, p.stderr
+
+
+# ---------------------------------------------------------------- run's limits
+
+def test_fuel_is_located_at_the_loop() -> None:
+    path = PROGRAMS / "runtime_errors" / "fuel_infinite_loop.mim"
+    p = verimim("run", str(path), "--fuel", "10000", "--target", "interp", "--json")
+    assert p.returncode == 1
+    (d,) = json.loads(p.stdout)["diagnostics"]
+    loop_line = next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                     if "spin (m0, core.nat.add" in line)
+    assert d["code"] == "E-FUEL" and d["line"] == loop_line
+
+
+def test_huge_launch_is_refused_up_front(tmp_path: Path) -> None:
+    start = time.monotonic()
+    p = verimim("run", _launch(tmp_path, 65536, 1024), "--target", "interp", "--json")
+    assert time.monotonic() - start < 60
+    assert p.returncode == 1
+    (d,) = json.loads(p.stdout)["diagnostics"]
+    assert d["code"] == "E-FUEL" and "67108864 work-items" in d["message"] and "--target gpu" in d["message"]
+    assert d["line"] == 15
+
+
+def test_max_work_items_is_the_limit(tmp_path: Path) -> None:
+    path = _launch(tmp_path, 2, 4)
+    refused = verimim("run", path, "--target", "interp", "--max-work-items", "7", "--json")
+    assert refused.returncode == 1 and "2 × 4 = 8 work-items" in refused.stdout
+    ran = verimim("run", path, "--target", "interp", "--max-work-items", "8", "--json")
+    assert ran.returncode == 0 and json.loads(ran.stdout)["result"] == 1
+    assert verimim("run", path, "--max-work-items", "0").returncode == 2
+
+
+# ---------------------------------------------------------------- fuzz progress
+
+def test_plain_progress_prints_lines_at_intervals() -> None:
+    out = io.StringIO()
+    now = [0.0]
+    with plain_progress("fuzzing", 60, out, interval=10, clock=lambda: now[0]) as update:
+        for t in range(0, 35, 5):
+            now[0] = float(t)
+            update(t, float(t), 0)
+    lines = out.getvalue().splitlines()
+    assert lines == ["fuzzing: 10 s of 60 s, 10 programs, 0 failures",
+                     "fuzzing: 20 s of 60 s, 20 programs, 0 failures",
+                     "fuzzing: 30 s of 60 s, 30 programs, 0 failures",
+                     "fuzzing: 30 s of 60 s, 30 programs, 0 failures (done)"]
+
+
+def test_fuzz_prints_progress_when_not_a_terminal(tmp_path: Path) -> None:
+    p = verimim("fuzz", "--budget", "1", "--seed", "3", "--no-verify", "--out", str(tmp_path))
+    assert "fuzzing: " in p.stderr and "(done)" in p.stderr

@@ -1,0 +1,63 @@
+"""Progress of long work on stderr, terminal or not.
+
+On a terminal: a rich progress bar that disappears when the work ends. Otherwise (CI logs, a
+pipe, `2> file`) rich shows nothing at all, so plain lines are printed instead, one every
+`interval` seconds and one at the end — a long campaign in a log is never silent.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import TextIO
+
+Progress = Callable[[int, float, int], None]  # (programs so far, seconds so far, failures so far)
+
+PLAIN_INTERVAL_S = 10.0
+
+
+def plain_line(what: str, n: int, seconds: float, failures: int, budget: float) -> str:
+    return f"{what}: {seconds:.0f} s of {budget:.0f} s, {n} programs, {failures} failures"
+
+
+@contextmanager
+def plain_progress(what: str, budget: float, stream: TextIO,
+                   interval: float = PLAIN_INTERVAL_S,
+                   clock: Callable[[], float] = time.monotonic) -> Iterator[Progress]:
+    last: list[float] = [clock()]
+    state: list[tuple[int, float, int]] = [(0, 0.0, 0)]
+
+    def update(n: int, t: float, f: int) -> None:
+        state[0] = (n, t, f)
+        now = clock()
+        if now - last[0] >= interval:
+            last[0] = now
+            stream.write(plain_line(what, n, t, f, budget) + "\n")
+            stream.flush()
+
+    yield update
+    n, t, f = state[0]
+    stream.write(plain_line(what, n, t, f, budget) + " (done)\n")
+    stream.flush()
+
+
+@contextmanager
+def bar_progress(what: str, budget: float) -> Iterator[Progress]:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+
+    bar = Bar(TextColumn(what), BarColumn(), TextColumn("{task.fields[n]} programs, {task.fields[f]} failures"),
+              TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    with bar:
+        task = bar.add_task(what, total=budget, n=0, f=0)
+        yield lambda n, t, f: bar.update(task, completed=min(t, budget), n=n, f=f)
+
+
+def progress(what: str, budget: float, stream: TextIO | None = None) -> AbstractContextManager[Progress]:
+    """The progress display for `budget` seconds of work: a bar on a terminal, lines otherwise."""
+    out = sys.stderr if stream is None else stream
+    isatty = getattr(out, "isatty", None)
+    if isatty is not None and isatty():
+        return bar_progress(what, budget)
+    return plain_progress(what, budget, out)

@@ -51,3 +51,22 @@ def test_doc_example(where: str, text: str, tmp_path: Path) -> None:
     assert run["ok"] and run["result"] == int(ann["EXPECT"]), f"{where}: {run}"
     if "EXPECT-WARNING" in ann:
         assert ann["EXPECT-WARNING"] in codes
+
+
+def test_docs_build_without_warnings(tmp_path: Path) -> None:
+    # mkdocs.yml sets strict: a broken link or anchor, or a page left out of the nav, fails.
+    mkdocs = pytest.importorskip("mkdocs.commands.build")
+    from mkdocs.config import load_config
+
+    config = load_config(str(ROOT / "mkdocs.yml"), site_dir=str(tmp_path / "site"))
+    mkdocs.build(config)
+    assert (tmp_path / "site" / "diagnostics" / "index.html").is_file()
+    assert (tmp_path / "site" / "schemas" / "check.schema.json").is_file()
+
+
+def test_docs_pages_are_all_in_the_nav() -> None:
+    import yaml
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    listed = {page for entry in nav for page in entry.values()}
+    assert listed == {p.name for p in (ROOT / "docs").glob("*.md")}

@@ -224,3 +224,14 @@ def test_plain_progress_prints_lines_at_intervals() -> None:
 def test_fuzz_prints_progress_when_not_a_terminal(tmp_path: Path) -> None:
     p = verimim("fuzz", "--budget", "1", "--seed", "3", "--no-verify", "--out", str(tmp_path))
     assert "fuzzing: " in p.stderr and "(done)" in p.stderr
+
+
+# ---------------------------------------------------------------- notes carry no error codes
+
+def test_diff_of_undefined_behaviour_says_why_in_a_note_of_the_error() -> None:
+    path = PROGRAMS / "runtime_errors" / "use_after_free.mim"
+    p = verimim("diff", str(path), "--no-gpu", "--json")
+    assert p.returncode == 1
+    (d,) = json.loads(p.stdout)["diagnostics"]  # one error, no separate note repeating its code
+    assert d["code"] == "E-USE-AFTER-FREE" and d["severity"] == "error"
+    assert any("not compared on other targets" in r["message"] for r in d["related"])

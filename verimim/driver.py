@@ -9,11 +9,11 @@ from __future__ import annotations
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from verimim.diagnostics import Diagnostic, UsageError, VerimimError, exit_code_for, recursion_diagnostic
+from verimim.diagnostics import Diagnostic, Related, UsageError, VerimimError, exit_code_for, recursion_diagnostic
 from verimim.frontend.loader import Unit
 from verimim.ir.world import World
 
@@ -196,8 +196,8 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             except LaunchTooLarge as e:
                 # Too big to interpret first: the GPU runs it unchecked, and says so.
                 report.diagnostics.append(Diagnostic(
-                    "W-UNCHECKED", f"not run on the interpreter first, so undefined behaviour goes "
-                    f"unnoticed: {e.message}", e.loc, "warning"))
+                    "W-UNCHECKED", f"not run on the interpreter first: this launch has {e.size}, more than "
+                    f"--max-work-items ({e.limit}); undefined behaviour in it goes unnoticed", e.loc, "warning"))
             report.diagnostics.extend(oracle.warnings)
             report.data["host"] = host
             plan = plan_for(world, include, host_phases, device_phases, pipeline)
@@ -309,10 +309,10 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             ref = observe(ref_machine, world)
         except RuntimeFault as e:
             # Undefined behaviour: the user's program is at fault (exit 1) and there is nothing to
-            # compare, which the note says.
-            report.diagnostics.append(e.diagnostic())
-            report.diagnostics.append(Diagnostic(e.code, "not compared on other targets: the program has "
-                                                 "no defined result", e.loc, "note"))
+            # compare, which a note of the error says (a separate note would repeat its code).
+            d = e.diagnostic()
+            note = Related("not compared on other targets: the program has no defined result", None)
+            report.diagnostics.append(replace(d, related=(*d.related, note)))
             report.data["skipped"] = e.code
             return
         targets["interp"] = ref[0]

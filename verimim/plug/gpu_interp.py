@@ -280,8 +280,12 @@ class LaunchState:
 class LaunchTooLarge(RuntimeFault):
     """A launch with more work-items than `Machine.max_work_items` (E-FUEL), refused up front."""
 
-    def __init__(self, message: str, loc: Loc | None) -> None:
-        super().__init__("E-FUEL", message, loc)
+    def __init__(self, n_groups: int, n_items: int, limit: int, loc: Loc | None) -> None:
+        self.size = f"{n_groups} × {n_items} = {n_groups * n_items} work-items"
+        self.limit = limit
+        super().__init__("E-FUEL", f"this launch has {self.size}, more than the interpreter runs ({limit}, "
+                         f"about a minute; raise it with --max-work-items) — run it on a GPU with "
+                         f"--target gpu", loc)
 
 
 def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
@@ -299,9 +303,7 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
     if n_groups * n_items > m.max_work_items:
         # Refused before any work-item runs: the interpreter's cost grows with the work-items
         # (time and memory), and such a launch would run for many minutes before any answer.
-        raise LaunchTooLarge(f"this launch has {n_groups} × {n_items} = {n_groups * n_items} work-items, "
-                             f"more than the interpreter runs ({m.max_work_items}, about a minute; raise it "
-                             f"with --max-work-items) — run it on a GPU with --target gpu", loc)
+        raise LaunchTooLarge(n_groups, n_items, m.max_work_items, loc)
     if h == DEFAULT_STREAM:
         complete_all(m)
     st = state(m)

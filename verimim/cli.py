@@ -390,7 +390,8 @@ def explain_cmd(code: str | None, as_json: bool, debug: bool, include: tuple[str
             return
         text = page.text
     if as_json:
-        obj = {"file": None, "ok": True, "diagnostics": [], "code": code.upper() if code else None, "text": text}
+        obj: dict[str, Any] = {"file": None, "ok": True, "diagnostics": [], "code": code.upper() if code else None,
+                               "text": text}
         click.echo(json.dumps(schemas.complete("explain", obj), ensure_ascii=False))
     else:
         click.echo(text)

@@ -34,7 +34,7 @@ from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt.symbolic import Explorer
 
-DEFAULT_LOOP_BOUND = 64  # entries of one continuation on one path before the path is cut
+DEFAULT_LOOP_BOUND = 16  # entries of one continuation on one path before the path is cut
 
 
 class Unsupported(Exception):
@@ -191,6 +191,12 @@ class Evaluator:
     entries: dict[int, int] = field(default_factory=dict)
     fresh_vars: list[z3.ExprRef] = field(default_factory=list)
     cut_at: str = ""  # the continuation whose unrolling bound cut the path
+    # Loop summaries (`kernel_loops.LoopSummaries`): a loop header's first entry runs "any
+    # iteration" under an inductive invariant; re-entering it ends the path ("loop").
+    loops: Any = None
+    abstracted: set[int] = field(default_factory=set)
+    stop_at: int | None = None  # exploring a loop body: the header whose re-entry ends the path
+    backedge: Any = None  # … and the parameter it was re-entered with
     _counter: int = 0
 
     # -------------------------------------------------------------- fresh values
@@ -248,6 +254,17 @@ class Evaluator:
             return s.why
 
     def enter(self, m: MutLam, arg: Any) -> None:
+        first = self.entries.get(m.gid, 0) == 0
+        if self.stop_at == m.gid and not first:
+            self.backedge = arg
+            raise _Stop("backedge", m.name)
+        if m.gid in self.abstracted:
+            raise _Stop("loop", m.name)
+        if self.loops is not None and first and m.gid != self.stop_at and self.loops.is_header(m):
+            h = self.loops.summarize(self, m, arg)
+            if h is not None:
+                arg = h
+                self.abstracted.add(m.gid)
         n = self.entries.get(m.gid, 0) + 1
         if n > self.loop_bound:
             raise _Stop("bound", m.name)

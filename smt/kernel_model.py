@@ -14,6 +14,7 @@ pointer loaded from memory points anywhere (fresh variables), which is sound.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from verimim.ir.analysis import Scopes
 from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, MutLam, Pack, Sigma, Tuple
 from verimim.printer import show
 from verimim.smt import bv
+from verimim.smt.kernel_loops import LoopSummaries, path_facts
 from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_eval import (
     OBJ_BITS, OFF_BITS, DEFAULT_LOOP_BOUND, Evaluator, Op, Ptr, RETURN, Tok, Unsupported, as_ptr, int_width, lea,
@@ -47,6 +49,9 @@ class Access:
     value: tuple[z3.ExprRef, ...]  # the stored value's leaves (empty for a read)
     epoch: int
     label: str
+    # The path's condition when the access happens: paths that share a prefix share its
+    # accesses, so a query pairs each access once, not once per path through it.
+    cond: z3.BoolRef = z3.BoolVal(True)
 
     @property
     def loc(self) -> Loc | None:
@@ -67,7 +72,9 @@ class KPath:
     condition: z3.BoolRef
     accesses: tuple[Access, ...]
     barriers: tuple[Barrier, ...]
-    status: str  # "done" | "ub" (stops at undefined behaviour) | "bound" (cut by the unrolling bound)
+    # "done" | "ub" (stops at undefined behaviour) | "bound" (cut by the unrolling bound) |
+    # "loop" (one iteration of a summarized loop, ended at its back edge)
+    status: str
     cut_at: str
     fresh: tuple[z3.ExprRef, ...]  # the path's memory values and loaded pointers (per work-item)
 
@@ -93,6 +100,16 @@ class KernelPaths:
     paths: list[KPath]
     bound: int
     feasibility_queries: int = 0
+    invariants: dict[str, str] = field(default_factory=dict)  # summarized loop → its invariant
+
+    def accesses(self) -> list[Access]:
+        """Every access of every path, each once (equal site, epoch, condition and address)."""
+        seen: dict[tuple[int, ...], Access] = {}
+        for p in self.paths:
+            for a in p.accesses:
+                key = (a.site.gid, a.epoch, a.cond.get_id(), a.off.get_id(), a.obj.get_id(), int(a.write))
+                seen.setdefault(key, a)
+        return list(seen.values())
 
 
 @dataclass
@@ -167,8 +184,10 @@ def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: 
     if p.space not in (1, 3):
         return  # local memory is private, constant memory read-only
     epoch = tok.epoch if isinstance(tok, Tok) else 0
+    pc = path_facts(ev.explorer, decisions_only=True)
     tr.accesses.append(Access(d, value is not None, p.space, p.obj, p.off, size_of(t, "an access"),
-                              tuple(leaves(value)) if value is not None else (), epoch, p.label))
+                              tuple(leaves(value)) if value is not None else (), epoch, p.label,
+                              z3.And(*pc) if pc else z3.BoolVal(True)))
 
 
 def _handlers(tr: _Trace) -> dict[str, Op]:
@@ -211,15 +230,25 @@ def _handlers(tr: _Trace) -> dict[str, Op]:
             "mem.mslot": Op(2, slot), "mem.lea": Op(2, lea), "gpu.sync_work_items": Op(1, sync)}
 
 
-def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND) -> KernelPaths:
-    """Every path of one generic work-item of `kernel` (Unsupported for what it cannot model)."""
+def _scratch_handlers() -> tuple[dict[str, Op], Callable[[], bool]]:
+    """Handlers recording into a trace of their own (a loop body's exploration), and whether
+    that trace reached a barrier."""
+    tr = _Trace()
+    return _handlers(tr), lambda: bool(tr.barriers)
+
+
+def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND,
+                   summarize_loops: bool = False) -> KernelPaths:
+    """Every path of one generic work-item of `kernel` (Unsupported for what it cannot model);
+    with `summarize_loops`, loops run as "any iteration" under inferred invariants."""
     inp = kernel_inputs(kernel)
     explorer = Explorer(assumptions=_ranges(inp), timeout_ms=timeout_ms, max_paths=MAX_PATHS)
     scopes = Scopes()
+    loops = LoopSummaries(_scratch_handlers, timeout_ms) if summarize_loops else None
 
     def one() -> KPath:
         tr = _Trace()
-        ev = Evaluator(explorer, scopes, _handlers(tr), loop_bound=loop_bound)
+        ev = Evaluator(explorer, scopes, _handlers(tr), loop_bound=loop_bound, loops=loops)
         smem: Any = Ptr(3, z3.BitVecVal(DYN_SHARED_OBJ, OBJ_BITS), z3.BitVecVal(0, OFF_BITS),
                         "the dynamic shared block") if inp.dyn_shared else ()
         arg = (Tok(1), Tok(3), Tok(4), Tok(5), inp.group, inp.item, smem, inp.args, RETURN)
@@ -238,7 +267,8 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
         assert p.outcome is not None
         o = p.outcome
         paths.append(KPath(p.condition(), o.accesses, o.barriers, o.status, o.cut_at, o.fresh))
-    return KernelPaths(kernel, inp, paths, loop_bound, explorer.feasibility_queries)
+    return KernelPaths(kernel, inp, paths, loop_bound, explorer.feasibility_queries,
+                       dict(loops.notes) if loops is not None else {})
 
 
 def int_value(model: z3.ModelRef, e: z3.ExprRef) -> int:

@@ -82,10 +82,8 @@ def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem], distinct
 
 @dataclass(frozen=True)
 class Conflict:
-    """One candidate: access a of work-item 1 (on path p) against access b of work-item 2."""
+    """One candidate: access a of work-item 1 against access b of work-item 2."""
 
-    p: int
-    q: int
     a: Access
     b: Access
     harmful: z3.BoolRef
@@ -108,26 +106,23 @@ def conflicts(kp: KernelPaths, w1: WorkItem, w2: WorkItem, *, ignore_barriers: b
     """Every pair of accesses that may conflict. The keyword switches are the verifier's own
     wrong variants (tests show that each one misses a race the real check finds)."""
     out: list[Conflict] = []
-    paths = kp.paths
-    for pi, p in enumerate(paths):
-        for qi in range(pi, len(paths)):
-            q = paths[qi]
-            pc = z3.And(w1(p.condition), w2(q.condition))
-            for a in p.accesses:
-                for b in q.accesses:
-                    if a.space != b.space or not (a.write or b.write):
-                        continue
-                    if writes_only and not (a.write and b.write):
-                        continue
-                    same_interval = ignore_barriers or a.epoch == b.epoch
-                    if a.space == 3 or same_group_only:
-                        if not same_interval:
-                            continue
-                        groups = w1.group == w2.group
-                    else:  # global memory: no barrier orders work-items of different groups
-                        groups = z3.BoolVal(True) if same_interval else w1.group != w2.group
-                    harmful, ww = _overlap(a, b, w1, w2)
-                    out.append(Conflict(pi, qi, a, b, z3.And(pc, groups, harmful), z3.And(pc, groups, ww)))
+    accs = kp.accesses()
+    for ai, a in enumerate(accs):
+        for b in accs[ai:]:  # (b, a) is (a, b) with the work-items' names swapped
+            if a.space != b.space or not (a.write or b.write):
+                continue
+            if writes_only and not (a.write and b.write):
+                continue
+            same_interval = ignore_barriers or a.epoch == b.epoch
+            if a.space == 3 or same_group_only:
+                if not same_interval:
+                    continue
+                groups = w1.group == w2.group
+            else:  # global memory: no barrier orders work-items of different groups
+                groups = z3.BoolVal(True) if same_interval else w1.group != w2.group
+            harmful, ww = _overlap(a, b, w1, w2)
+            pc = z3.And(w1(a.cond), w2(b.cond))
+            out.append(Conflict(a, b, z3.And(pc, groups, harmful), z3.And(pc, groups, ww)))
     return out
 
 

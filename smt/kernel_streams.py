@@ -325,11 +325,8 @@ def _ranges_overlap(p: Ptr, ps: int, q: Ptr, qs: int) -> z3.BoolRef:
 
 
 def _launch_ranges(kp: KernelPaths, w: WorkItem, other: Callable[[Ptr, int, bool], z3.BoolRef]) -> z3.BoolRef:
-    terms = []
-    for p in kp.paths:
-        acc = [other(Ptr(1, w(a.obj), w(a.off), a.label), a.size, a.write) for a in p.accesses if a.space == 1]
-        if acc:
-            terms.append(z3.And(w(p.condition), z3.Or(*acc)))
+    terms = [z3.And(w(a.cond), other(Ptr(1, w(a.obj), w(a.off), a.label), a.size, a.write))
+             for a in kp.accesses() if a.space == 1]
     return z3.Or(*terms) if terms else z3.BoolVal(False)
 
 
@@ -348,14 +345,10 @@ def conflict_formula(c: Candidate, kernels: dict[str, KernelPaths]) -> z3.BoolRe
         kn, ko = kernels[new.kernel], kernels[old.kernel]
         w1, f1 = _bind(kn, 1, new.args, new.sizes)
         w2, f2 = _bind(ko, 2, old.args, old.sizes)
-        terms = []
-        for p in kn.paths:
-            for q in ko.paths:
-                pairs = [_ranges_overlap(Ptr(1, w1(a.obj), w1(a.off), ""), a.size, Ptr(1, w2(b.obj), w2(b.off), ""), b.size)
-                         for a in p.accesses for b in q.accesses
-                         if a.space == 1 and b.space == 1 and (a.write or b.write)]
-                if pairs:
-                    terms.append(z3.And(w1(p.condition), w2(q.condition), z3.Or(*pairs)))
+        terms = [z3.And(w1(a.cond), w2(b.cond), _ranges_overlap(Ptr(1, w1(a.obj), w1(a.off), ""), a.size,
+                                                                Ptr(1, w2(b.obj), w2(b.off), ""), b.size))
+                 for a in kn.accesses() for b in ko.accesses()
+                 if a.space == 1 and b.space == 1 and (a.write or b.write)]
         return z3.And(*f1, *f2, z3.Or(*terms)) if terms else z3.BoolVal(False)
     launch = new if isinstance(new, LaunchOp) else old if isinstance(old, LaunchOp) else None
     plain = old if launch is new else new

@@ -48,6 +48,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     if program.device is None:
         return out
     explored: dict[str, KernelPaths | str] = {}
+    summarized: dict[str, KernelPaths | None] = {}
     by_site: dict[int, dict[str, Any]] = {}
     for site in launch_sites(program.host):
         t0 = time.perf_counter()
@@ -66,7 +67,14 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
             if isinstance(kp, str):
                 entry["detail"] = kp
             else:
-                _verify_launch(kp, site, program, ctx, file, entry, out.diagnostics)
+                if _bound_note(kp) and site.kernel not in summarized:
+                    # Unrolling was cut: try loop invariants instead (used only for proofs).
+                    try:
+                        summarized[site.kernel] = explore_kernel(kernel, min(ctx.timeout_ms, 2_000), loop_bound,
+                                                                 summarize_loops=True)
+                    except (Unsupported, z3.Z3Exception):
+                        summarized[site.kernel] = None
+                _verify_launch(kp, summarized.get(site.kernel), site, program, ctx, file, entry, out.diagnostics)
         entry["time_s"] = round(time.perf_counter() - t0, 4)
         out.entries.append(entry)
         by_site[site.app.gid] = entry
@@ -88,8 +96,8 @@ def _bound_note(kp: KernelPaths) -> str:
             f"(cut in {', '.join(f'`{c}`' for c in cut)}); proved up to that bound only")
 
 
-def _verify_launch(kp: KernelPaths, site: LaunchSite, program: Program, ctx: SpecContext, file: str,
-                   entry: dict[str, Any], diags: list[Diagnostic]) -> None:
+def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSite, program: Program,
+                   ctx: SpecContext, file: str, entry: dict[str, Any], diags: list[Diagnostic]) -> None:
     launch = bind_launch(program.host, site, kp.inputs)
     label = f"kernel {site.kernel} at {site.loc}"
     bounded = _bound_note(kp)
@@ -100,6 +108,22 @@ def _verify_launch(kp: KernelPaths, site: LaunchSite, program: Program, ctx: Spe
     races, benign = check_races(kp, launch, ctx, label)
     entry["divergence"] = _status(div, bounded)
     entry["races"] = _status(races, bounded)
+    if bounded and summary is not None and not _bound_note(summary):
+        # The cut paths found nothing: with the loops summarized by their invariants every
+        # iteration is covered, and a proof there is a proof (a refutation may be spurious).
+        s_launch = bind_launch(program.host, site, summary.inputs)
+        used = []
+        if entry["divergence"] == "bounded" and check_divergence(summary, s_launch, ctx, label + " (loop invariants)").status == "proved":
+            entry["divergence"] = "proved"
+            used.append("divergence")
+        if entry["races"] == "bounded" and check_races(summary, s_launch, ctx, label + " (loop invariants)")[0].status == "proved":
+            entry["races"] = "proved"
+            used.append("races")
+        if used:
+            inv = "; ".join(f"`{k}`: {v}" for k, v in summary.invariants.items())
+            notes.append(f"{' and '.join(used)} proved with loops summarized by inductive invariants ({inv})")
+        if len(used) == 2:
+            bounded = ""
     for v in (div, races):
         if v.detail and v.status == "unknown":
             notes.append(v.detail)
@@ -182,7 +206,7 @@ def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, fil
     cex: dict[str, Any] = {"work_items": wis, "kernel_args": _args(model, kp), "main_inputs": _main_inputs(model, launch),
                            "accesses": acc, "address": {"space": acc[0]["space"], "object": acc[0]["object"],
                                                         "byte_offset": acc[1]["byte_offset"]}}
-    terms = [w1(kp.paths[hit.p].condition), w2(kp.paths[hit.q].condition), w1(a.off), w2(b.off)]
+    terms = [w1(a.cond), w2(b.cond), w1(a.off), w2(b.off)]
     cex["run"] = _run_command(model, launch, file, ctx, None) if _memory_free(terms, kp, launch) else None
     who = lambda k: f"work-item {wis[k]['item']} of group {wis[k]['group']}"  # noqa: E731
     what = lambda x: "writes" if x["kind"] == "write" else "reads"  # noqa: E731

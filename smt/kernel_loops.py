@@ -1,0 +1,218 @@
+"""Loop invariants for the kernel verifier: candidates, checked inductively (Houdini).
+
+A loop whose trip count is not a constant (`k < n` with n an argument) cannot be unrolled to
+its end. Instead, at the loop header's first entry on a path, its parameters' integer parts are
+replaced by fresh variables h ("any iteration"), constrained by an inductive invariant I:
+
+1. candidates, from the entry values v and the loop itself: h = v, h ≥ v, h ≤ v (unsigned),
+   the comparisons of h with loop-independent terms found in the body's branch conditions
+   (the guard `k < n` gives k ≤ n and k < n), and h ≡ v (mod c) for a constant stride c;
+2. those that hold at entry (Z3, under the path's condition) and are preserved by every path of
+   the body back to the header (the body explored from h, assuming the surviving candidates,
+   Z3 asked for each back edge whether the new values satisfy each) survive — repeated until
+   none is dropped.
+
+The path then runs the body once from h (covering every iteration's accesses, since every
+iteration's state satisfies I) and stops at the back edge (status `loop`), or leaves the loop
+with h (covering the code after it). A loop whose body reaches a barrier, or whose body
+exploration is itself cut by the unrolling bound, is not summarized: it is unrolled as before.
+
+The kernel verifier uses these summaries only where unrolling was cut, and only their proofs:
+a refutation found through a summary could be an artefact of the invariant being too weak.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from verimim.ir.analysis import scan_mut
+from verimim.ir.defs import MutLam
+from verimim.smt.kernel_eval import Evaluator, Op
+from verimim.smt.symbolic import Explorer, SymbolicError
+
+MAX_BODY_PATHS = 64
+MAX_STRIDE = 1 << 16
+NESTED_NAMES = 1_000_000  # fresh-variable numbers of body explorations start here (no clash)
+
+HandlerFactory = Callable[[], tuple[dict[str, Op], Callable[[], bool]]]
+
+
+def path_facts(explorer: Explorer, decisions_only: bool = False) -> list[z3.BoolRef]:
+    """What the current path assumes: the explorer's assumptions and the branch decisions so far.
+    (The Explorer keeps the decisions of the running path in `_pc`.)"""
+    return list(explorer._pc) if decisions_only else list(explorer.assumptions) + list(explorer._pc)
+
+
+def _bv_leaves(v: Any, out: list[z3.BitVecRef]) -> None:
+    if isinstance(v, tuple):
+        for x in v:
+            _bv_leaves(x, out)
+    elif isinstance(v, z3.BitVecRef):
+        out.append(v)
+
+
+def _replace(v: Any, new: list[z3.ExprRef]) -> Any:
+    if isinstance(v, tuple):
+        return tuple(_replace(x, new) for x in v)
+    if isinstance(v, z3.BitVecRef):
+        return new.pop(0)
+    return v
+
+
+_CMPS = {z3.Z3_OP_ULT: (z3.ULT, z3.ULE), z3.Z3_OP_ULEQ: (z3.ULE, z3.ULE), z3.Z3_OP_UGT: (z3.UGT, z3.UGE),
+         z3.Z3_OP_UGEQ: (z3.UGE, z3.UGE), z3.Z3_OP_SLT: (lambda a, b: a < b, lambda a, b: a <= b),
+         z3.Z3_OP_SLEQ: (lambda a, b: a <= b, lambda a, b: a <= b),
+         z3.Z3_OP_SGT: (lambda a, b: a > b, lambda a, b: a >= b),
+         z3.Z3_OP_SGEQ: (lambda a, b: a >= b, lambda a, b: a >= b)}
+
+
+def _atoms(e: z3.ExprRef, out: list[z3.ExprRef]) -> None:
+    if z3.is_app(e) and e.decl().kind() in _CMPS:
+        out.append(e)
+        return
+    if z3.is_app(e):
+        for c in e.children():
+            _atoms(c, out)
+
+
+def _mentions(e: z3.ExprRef, names: set[str]) -> bool:
+    return any(str(v) in names for v in z3.z3util.get_vars(e))
+
+
+@dataclass
+class LoopSummaries:
+    """Summaries of loop headers for one kernel exploration; `notes` says what was used."""
+
+    make_handlers: HandlerFactory
+    timeout_ms: int = 2_000
+    notes: dict[str, str] = field(default_factory=dict)
+    _headers: dict[int, bool] = field(default_factory=dict)
+
+    def is_header(self, m: MutLam) -> bool:
+        """Whether m's body can reach m again (it heads a loop)."""
+        hit = self._headers.get(m.gid)
+        if hit is None:
+            seen: set[int] = set()
+            stack = list(scan_mut(m)[1])
+            hit = False
+            while stack:
+                x = stack.pop()
+                if x is m:
+                    hit = True
+                    break
+                if x.gid in seen:
+                    continue
+                seen.add(x.gid)
+                stack.extend(scan_mut(x)[1])
+            self._headers[m.gid] = hit
+        return hit
+
+    def _valid(self, facts: list[z3.BoolRef], claim: z3.BoolRef) -> bool:
+        s = z3.Solver()
+        s.set("timeout", self.timeout_ms)
+        s.add(*facts, z3.Not(claim))
+        return s.check() == z3.unsat
+
+    def summarize(self, ev: Evaluator, m: MutLam, init: Any) -> Any | None:
+        """The header's parameter for "any iteration" (its invariant assumed on the path), or
+        None when the loop is not summarized (then it is unrolled)."""
+        inits: list[z3.BitVecRef] = []
+        _bv_leaves(init, inits)
+        if not inits:
+            return None
+        hs = [ev.fresh_bv(v.size(), f"{m.name or 'loop'}_{j}") for j, v in enumerate(inits)]
+        h = _replace(init, list(hs))
+        facts = path_facts(ev.explorer)
+        body = self._explore_body(ev, m, h, facts)
+        if body is None:
+            return None
+        cands = self._candidates(hs, inits, body, facts)
+        back = [(c, a) for c, a in body]
+        changed = True
+        while changed and cands:
+            changed = False
+            inv = [c for c, _ in cands]
+            for cond, arg in back:
+                new: list[z3.BitVecRef] = []
+                _bv_leaves(arg, new)
+                if len(new) != len(hs):
+                    return None
+                sub = list(zip(hs, new))
+                for c, text in list(cands):
+                    if not self._valid(facts + inv + [cond], z3.substitute(c, *sub)):
+                        cands.remove((c, text))
+                        changed = True
+                if changed:
+                    break
+        inv = [c for c, _ in cands]
+        self.notes[m.name or "loop"] = ", ".join(t for _, t in cands) or "no invariant (any values)"
+        if inv:
+            ev.assume(z3.And(*inv))
+        return h
+
+    def _explore_body(self, ev: Evaluator, m: MutLam, h: Any,
+                      facts: list[z3.BoolRef]) -> list[tuple[z3.BoolRef, Any]] | None:
+        """(condition, parameter) of every path of the body back to the header; None if some
+        path reaches a barrier, is cut, or cannot be modelled."""
+        nested = Explorer(assumptions=facts, timeout_ms=self.timeout_ms, max_paths=MAX_BODY_PATHS)
+
+        def one() -> tuple[str, Any, bool]:
+            handlers, saw_barrier = self.make_handlers()
+            sub = Evaluator(nested, ev.scopes, handlers, values=ev.values, loop_bound=ev.loop_bound,
+                            memo=dict(ev.memo), frames=dict(ev.frames), entries=dict(ev.entries),
+                            loops=self, abstracted=set(ev.abstracted), stop_at=m.gid,
+                            _counter=ev._counter + NESTED_NAMES)
+            status = sub.run(m, h)
+            return status, sub.backedge, saw_barrier()
+
+        try:
+            paths = nested.run(one)
+        except SymbolicError:
+            return None
+        out = []
+        for p in paths:
+            if p.error is not None or p.outcome is None:
+                return None
+            status, arg, barrier = p.outcome
+            if barrier or status == "bound":
+                return None
+            if status == "backedge":
+                out.append((p.condition(), arg))
+        return out
+
+    def _candidates(self, hs: list[z3.BitVecRef], inits: list[z3.BitVecRef],
+                    body: list[tuple[z3.BoolRef, Any]], facts: list[z3.BoolRef]) -> list[tuple[z3.BoolRef, str]]:
+        names = {str(x) for x in hs}
+        out: list[tuple[z3.BoolRef, str]] = []
+        for j, (hj, vj) in enumerate(zip(hs, inits)):
+            out += [(hj == vj, f"{hj} = entry"), (z3.UGE(hj, vj), f"{hj} ≥ entry"), (z3.ULE(hj, vj), f"{hj} ≤ entry")]
+            atoms: list[z3.ExprRef] = []
+            for cond, arg in body:
+                _atoms(z3.simplify(cond), atoms)
+                new: list[z3.BitVecRef] = []
+                _bv_leaves(arg, new)
+                if j < len(new):
+                    step = z3.simplify(new[j] - hj)
+                    if z3.is_bv_value(step) and 1 < step.as_long() < MAX_STRIDE:
+                        c = step.as_long()
+                        out.append((z3.URem(hj - vj, c) == 0, f"{hj} ≡ entry (mod {c})"))
+            for a in atoms:
+                x, y = a.children()
+                strict, weak = _CMPS[a.decl().kind()]
+                if x.eq(hj) and not _mentions(y, names):
+                    out += [(weak(hj, y), f"{weak(hj, y)}"), (strict(hj, y), f"{strict(hj, y)}")]
+                elif y.eq(hj) and not _mentions(x, names):
+                    out += [(weak(x, hj), f"{weak(x, hj)}"), (strict(x, hj), f"{strict(x, hj)}")]
+        seen: set[int] = set()
+        kept = []
+        for c, text in out:
+            if c.get_id() in seen:
+                continue
+            seen.add(c.get_id())
+            entry = z3.substitute(c, *zip(hs, inits))
+            if self._valid(facts, entry):
+                kept.append((c, text))
+        return kept

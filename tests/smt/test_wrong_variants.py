@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import PROGRAMS
 from verimim.driver import load, run_with_big_stack
+from verimim.frontend.loader import load_text
 from verimim.ir.defs import App, Def, Lit, MutLam, Tuple
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program
@@ -23,6 +24,9 @@ from verimim.smt.solver import SpecContext
 from verimim.smt.specs import check_spec
 
 VALID = PROGRAMS / "valid"
+
+
+HEADER_GPU = "plugin core;\nplugin mem;\nplugin gpu;\nimport compile;\n"
 
 
 def program_before(path: Path, phase: str) -> Program:
@@ -178,17 +182,65 @@ class DropEverySync(RemoveDoubleSyncs):
         return _DropSyncs(world)
 
 
-@pytest.mark.parametrize("name,status", [("kernel_no_args.mim", "proved"), ("shared_reduce_barrier.mim", "bounded"),
-                                         ("barrier_uniform_branch.mim", "proved")])
-def test_remove_double_syncs_right_and_wrong(name: str, status: str) -> None:
+class _DropSyncsLogged(Rewriter):
+    """Drops every barrier and says so in the log (the claim the token proof examines)."""
+
+    def __init__(self, old: World, res: PhaseResult) -> None:
+        super().__init__(old)
+        self.res = res
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        if full_app(old, "gpu.sync_work_items", 1):
+            self.res.log["rewrites"].append((old, ops[1]))
+            return ops[1]
+        return None
+
+
+class ClaimEverySync(RemoveDoubleSyncs):
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        return _DropSyncsLogged(world, res)
+
+
+@pytest.mark.parametrize("name", ["kernel_no_args.mim", "shared_reduce_barrier.mim", "barrier_uniform_branch.mim"])
+def test_remove_double_syncs_right_and_wrong(name: str) -> None:
     prog = program_before(VALID / name, "gpu.remove_double_syncs")
-    # A kernel with a loop is compared on its unrolled paths only: `bounded`, with the bound.
+    # Linear tokens: proved for every path at once, loops included (no unrolling bound).
     got, detail, _ = verdict(apply(RemoveDoubleSyncs(), prog, "device"))
-    assert got == status, detail
-    assert ("unrolled up to 32" in detail) == (status == "bounded"), detail
-    status, detail, cex = verdict(apply(DropEverySync(), prog, "device"))
+    assert got == "proved" and "linear tokens" in detail, detail
+    # Dropping barriers without saying so: the output is not the input less the claimed ones.
+    status, detail, _ = verdict(apply(DropEverySync(), prog, "device"))
+    assert status == "refuted", detail
+    # Claiming every barrier: the token argument does not cover them, the path encoding refutes.
+    status, detail, cex = verdict(apply(ClaimEverySync(), prog, "device"))
     assert status == "refuted", detail
     assert cex["kernel"]
+
+
+def test_remove_double_syncs_falls_back_to_paths_when_tokens_are_reused() -> None:
+    from verimim.smt.spec_syncs import _nonlinear_token, _users
+
+    prog = program_before(VALID / "shared_reduce_barrier.mim", "gpu.remove_double_syncs")
+    dev = prog.device
+    assert dev is not None and _nonlinear_token(dev, _users(dev)) is None
+    reuse = (HEADER_GPU + """
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 1, item_id: Idx 2, smem: [], data: gpu.GlobalPtr I32,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let (_m, x) = mem.load (m1, data);
+    let b = mem.store (m1, data, core.wrap.add 0 (x, 1I32));
+    return (b, m3, m4, m5);
+
+fun extern main (m0: mem.M 0): [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = gpu.alloc.block I32 m1;
+    ret (m0, m1, m4) = gpu.launch (1, 2, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, 7I32);
+""")
+    world, _ = run_with_big_stack(lambda: load_text(reuse, "<reuse>"))
+    why = _nonlinear_token(world, _users(world))
+    assert why is not None and "users" in why, why
 
 
 # ----------------------------------------------------------------------------- split_apply
@@ -310,3 +362,14 @@ def test_every_phase_of_the_pipeline_has_a_specification() -> None:
 
     missing = [n for n in PHASES if n not in SPECS]
     assert missing == []
+
+
+def test_remove_double_syncs_proves_removed_barriers_by_tokens() -> None:
+    # The kernel syncs twice at its entry: both barriers separate nothing.
+    from tests.phases.test_program_pipeline import PROGRAM
+
+    world, _ = run_with_big_stack(lambda: load_text(PROGRAM.replace("PIPELINE", ""), "<double>"))
+    run = run_with_big_stack(lambda: run_pipeline(world, timeout_ms=10_000))
+    entry = next(p for p in run.phases if p["name"] == "gpu.remove_double_syncs")
+    assert entry["status"] == "proved" and entry["detail"].startswith("2 barrier(s) removed"), entry
+    assert entry["time_s"] < 1.0, entry

@@ -66,6 +66,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "alloc_copy": True,
     "buffers": True,         # buffer.Buf host buffers with gpu.buf_alloc_copy / buf_copy_to_host
     "args": True,            # program arguments (argc > 1)
+    "c_calls": True,         # C functions called on the host (`ccon`/`cfun`): what they print is compared
 }
 
 
@@ -602,7 +603,33 @@ class _HostGen:
             m0 = b.free(t, 0, m0, p)
         if self.defect != "missing_deinit":
             m0 = b.ap("gpu.auto_deinit" if self.auto else "gpu.deinit", b.tup(m0, self.s["m1"], self.s["m4"]))
-        self.cur.body = w.app(ret, b.tup(m0, self.result))
+        self.s["m0"] = m0
+        if f["c_calls"] and draw(st.integers(0, 2), label="c call") == 0:
+            self.c_call()
+        self.cur.body = w.app(ret, b.tup(self.s["m0"], self.result))
+
+    def c_call(self) -> None:
+        """A C function called with the result so far, declared as upstream declares them: `cfun`
+        (`Cn [[M, I32], Cn R]`) or `ccon` (`Cn [M, I32, Cn R]`); `putchar`'s value becomes the
+        result. The oracle compares what the program prints on every target."""
+        b, w = self.b, self.b.w
+        name, form = self.draw(st.sampled_from([("println_i32", "cfun"), ("print_integer", "ccon"),
+                                                 ("putchar", "cfun")]), label="c function")
+        ret_t = w.sigma([b.M0, b.I32]) if name == "putchar" else b.M0
+        dom = [w.sigma([b.M0, b.I32]), w.cn(ret_t)] if form == "cfun" else [b.M0, b.I32, w.cn(ret_t)]
+        ax = w.axiom("c." + name, w.cn(w.sigma(dom)))
+        w.c_functions[name] = ax
+        params = [("m0", b.M0), ("c", b.I32)] if name == "putchar" else [("m0", b.M0)]
+        k, ps = b.con("after_" + name, params)
+        m0 = self.s["m0"]
+        arg = b.tup(b.tup(m0, self.result), k) if form == "cfun" else b.tup(m0, self.result, k)
+        self.cur.body = w.app(ax, arg)
+        self.cur = k
+        self.s["m0"] = ps[0]
+        if name == "putchar":
+            self.result = ps[1]
+        b.features[f"c.{form}"] += 1
+        b.features[f"c.{name}"] += 1
 
     def host_buffer(self, n: int, init: bool) -> Def:
         b, w = self.b, self.b.w
@@ -1007,7 +1034,7 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
                 messages.setdefault(e.code, str(e))
                 return ("fault", e.code)
             errs = [d.code for d in m.warnings if d.severity == "error"]
-            return ("fault", errs[0]) if errs else ("ok", r)
+            return ("fault", errs[0]) if errs else ("ok", r, bytes(m.stdout))  # what C calls printed too
 
         results = [("source", s, interp(Program(world), s)) for s in range(schedules)]
         v.mark("interp")
@@ -1040,7 +1067,7 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
             m = Machine(world, fuel=2_000_000)
             install(m, backend)
             try:
-                got_gpu = ("ok", m.run_main(find_main(world), argv))
+                got_gpu = ("ok", m.run_main(find_main(world), argv), bytes(m.stdout))
             except (RuntimeFault, VerimimError) as e:
                 got_gpu = ("fault", e.code)
                 messages.setdefault(e.code, str(e))
@@ -1054,7 +1081,8 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
             from verimim.runtime.hostrt import run_native
 
             try:
-                got_native = ("ok", run_native(world, argv))
+                out = bytearray()
+                got_native = ("ok", run_native(world, argv, out=out), bytes(out))
             except VerimimError as e:
                 got_native = ("fault", e.code)
                 messages.setdefault(e.code, str(e))

@@ -70,8 +70,10 @@ def _nonlinear_token(world: World, users: dict[int, set[int]]) -> str | None:
         mine = users.get(d.gid, set())
         if _is_token_type(t) and len(mine) > 1:
             return f"a memory token with {len(mine)} users ({d.loc or '?'})"
-        if _holds_token(t) and len([u for u in mine if not isinstance(nodes.get(u), Extract)]) > 1:
-            return f"a value holding memory tokens with several users ({d.loc or '?'})"
+        # A value holding tokens is taken apart by projections only, or used whole exactly once
+        # (used whole and projected, its tokens would have two users).
+        if _holds_token(t) and len(mine) > 1 and any(not isinstance(nodes.get(u), Extract) for u in mine):
+            return f"a value holding memory tokens used whole and more than once ({d.loc or '?'})"
     return None
 
 

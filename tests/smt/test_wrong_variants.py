@@ -373,3 +373,32 @@ def test_remove_double_syncs_proves_removed_barriers_by_tokens() -> None:
     entry = next(p for p in run.phases if p["name"] == "gpu.remove_double_syncs")
     assert entry["status"] == "proved" and entry["detail"].startswith("2 barrier(s) removed"), entry
     assert entry["time_s"] < 1.0, entry
+
+
+def test_tokens_used_whole_and_projected_are_not_linear() -> None:
+    from verimim.smt.spec_syncs import _nonlinear_token, _users
+
+    text = HEADER_GPU + """
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 1, item_id: Idx 2, smem: [], data: gpu.GlobalPtr I32,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let s = gpu.sync_work_items (m1, m3);
+    let t = gpu.sync_work_items (s#0_2, s#1_2);
+    after s
+    where
+        con after (u: [gpu.GlobalM, gpu.SharedM]) =
+            let m = mem.store (u#0_2, data, 1I32);
+            return (m, t#1_2, m4, m5);
+    end;
+
+fun extern main (m0: mem.M 0): [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = gpu.alloc.block I32 m1;
+    ret (m0, m1, m4) = gpu.launch (1, 2, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, 7I32);
+"""
+    world, _ = run_with_big_stack(lambda: load_text(text, "<whole>"))
+    why = _nonlinear_token(world, _users(world))
+    assert why is not None and "used whole" in why, why

@@ -102,9 +102,12 @@ def _overlap(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> tuple[z3.BoolR
 
 
 def conflicts(kp: KernelPaths, w1: WorkItem, w2: WorkItem, *, ignore_barriers: bool = False,
-              same_group_only: bool = False, writes_only: bool = False) -> list[Conflict]:
-    """Every pair of accesses that may conflict. The keyword switches are the verifier's own
-    wrong variants (tests show that each one misses a race the real check finds)."""
+              same_group_only: bool = False, writes_only: bool = False,
+              across_groups_only: bool = False) -> list[Conflict]:
+    """Every pair of accesses that may conflict. `across_groups_only`: global memory between
+    groups, which no barrier orders (what is left to decide when barriers diverge). The other
+    switches are the verifier's own wrong variants (tests show that each one misses a race the
+    real check finds)."""
     out: list[Conflict] = []
     accs = kp.accesses()
     for ai, a in enumerate(accs):
@@ -114,7 +117,11 @@ def conflicts(kp: KernelPaths, w1: WorkItem, w2: WorkItem, *, ignore_barriers: b
             if writes_only and not (a.write and b.write):
                 continue
             same_interval = ignore_barriers or a.epoch == b.epoch
-            if a.space == 3 or same_group_only:
+            if across_groups_only:
+                if a.space != 1:
+                    continue
+                groups = w1.group != w2.group
+            elif a.space == 3 or same_group_only:
                 if not same_interval:
                     continue
                 groups = w1.group == w2.group

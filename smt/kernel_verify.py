@@ -105,7 +105,14 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
     if not launch.tied:
         notes.append("some arguments or launch sizes are not known on the host: verified for every value")
     div = check_divergence(kp, launch, ctx, label)
-    races, benign = check_races(kp, launch, ctx, label)
+    if div.status == "refuted":
+        # Diverging barriers leave barrier intervals undefined: only races between groups, which
+        # no barrier orders, are still decided.
+        races, benign = check_races(kp, launch, ctx, label, across_groups_only=True)
+        if races.status == "proved":
+            races = Verdict("unknown", "races within a group not decided: the barriers diverge")
+    else:
+        races, benign = check_races(kp, launch, ctx, label)
     entry["divergence"] = _status(div, bounded)
     entry["races"] = _status(races, bounded)
     if bounded and summary is not None and not _bound_note(summary):
@@ -125,7 +132,7 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
         if len(used) == 2:
             bounded = ""
     for v in (div, races):
-        if v.detail and v.status == "unknown":
+        if v.detail and v.status in ("unknown", "refuted"):
             notes.append(v.detail)
     if bounded and "refuted" not in (div.status, races.status):
         notes.append(bounded)

@@ -212,3 +212,26 @@ def test_reproducer_commands_reproduce() -> None:
             assert reproduces(path, cmd, code)
             seen += 1
     assert seen >= 3
+
+
+def test_diverging_barriers_leave_group_races_undecided(tmp_path: Path) -> None:
+    """With barriers that diverge, barrier intervals are undefined: no E-RACE is made up from
+    misaligned intervals (the run stops at the divergence), races within a group are unknown."""
+    body = """    let (m3, sh) = mem.slot (I32, 3) (m3, 0);
+    (skip, wait)#(core.icmp.e (item_id, 0_4)) (m1, m3)
+    where
+        con wait (m1: gpu.GlobalM, m3: gpu.SharedM) =
+            let (m1, m3) = gpu.sync_work_items (m1, m3);
+            skip (m1, m3);
+        con skip (m1: gpu.GlobalM, m3: gpu.SharedM) =
+            let (m1, m3) = gpu.sync_work_items (m1, m3);
+            let m3 = mem.store (m3, sh, core.bitcast I32 item_id);
+            let (m1, m3) = gpu.sync_work_items (m1, m3);
+            let (m3, v) = mem.load (m3, sh);
+            let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 16) ({T})), v);
+            return (m1, m3, m4, m5);
+    end;"""
+    entries, diags = verify(kp.write(tmp_path, "div", kp.program(body)))
+    assert entries[0]["divergence"] == "refuted" and entries[0]["races"] == "unknown"
+    assert codes(diags) == {"E-BARRIER-DIVERGENCE"}
+    assert "barriers diverge" in entries[0]["detail"]

@@ -16,7 +16,7 @@ from verimim.diagnostics import Loc, NameError_, Related, TypeError_
 from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
-    Arr, Bot, Def, Hole, IdxT, Lit, MutLam, NatT, Param, Pi, Sigma, TypeU, Univ,
+    Arr, Bot, Def, Hole, IdxT, Lit, MutLam, NatT, Param, Pi, Sigma, TypeU, Univ, Var,
 )
 from verimim.ir.world import IRError, World
 from verimim.printer import show
@@ -67,12 +67,27 @@ def needs_mutable(node: object) -> bool:
             return True
         if isinstance(x, ast.Lambda) and x.kind != "lam":
             return True
-        if isinstance(x, ast.DeclLam) and x.kind != "lam":
+        if isinstance(x, ast.DeclLam) and (x.kind != "lam" or x.extern or mentions_name(x.body, x.name)):
+            return True  # a nested mutable (continuation, recursive `lam`) captures our parameters
+        if isinstance(x, (ast.DeclRec, ast.DeclRecVal)):
             return True
         if isinstance(x, (tuple, list)):
             stack.extend(x)
         elif dataclasses.is_dataclass(x) and not isinstance(x, Loc):
             stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc")
+    return False
+
+
+def _mentions_var(d: Def) -> bool:
+    stack, seen = [d], set()
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Var):
+            return True
+        if x.gid in seen or isinstance(x, MutLam):
+            continue
+        seen.add(x.gid)
+        stack.extend(x.ops)
     return False
 
 
@@ -100,6 +115,10 @@ class Elaborator:
         self.deferred: list[Callable[[], None]] = []
         self.holes: list[tuple[Hole, Loc]] = []
         self.in_mod = 0  # inside `mod { … }`: every declaration is an annex
+        # Return types left out (`fun f (x: T) = …`, `lam extern g (…) = …`): solved by the
+        # body, checked when the module is done. (hole, where, what it is the return type of)
+        self.return_holes: list[tuple[Hole, Loc, str]] = []
+        self.inferred_muts: list[MutLam] = []
         self.decl_lazies: dict[int, list[Lazy]] = {}
 
     # ================================================================== errors and helpers
@@ -398,13 +417,13 @@ class Elaborator:
         return self.world.lit_idx(2**8, e.value)
 
     def infer_StrLit(self, e: ast.StrLit, scope: Scope) -> Def:
+        # As upstream: one I8 per character, no terminator added (`"ab\0"` writes its own NUL).
         w = self.world
-        return w.tuple([w.lit_idx(2**8, b) for b in e.value] + [w.lit_idx(2**8, 0)])
+        return w.tuple([w.lit_idx(2**8, b) for b in e.value])
 
     def infer_TopBot(self, e: ast.TopBot, scope: Scope) -> Def:
-        if e.type is None:
-            raise TypeError_(f"`{'⊤' if e.top else '⊥'}` needs a type here: write `{'⊤' if e.top else '⊥'}:T`", e.loc)
-        t = self.elab_type(e.type, scope)
+        # Without an ascription (and no expected type, see `check`) upstream's default is `*`.
+        t = self.world.star() if e.type is None else self.elab_type(e.type, scope)
         return self.world.top(t) if e.top else self.world.bot(t)
 
     # ------------------------------------------------------------------ names and builtins
@@ -523,8 +542,14 @@ class Elaborator:
     def infer_Pi(self, e: ast.Pi, scope: Scope) -> Def:
         w = self.world
         dom, leaves, sc = self._binder_dom(e.dom, scope)
-        codom = self.elab_type(e.codom, sc)
         names = tuple(nm for nm, _, path in leaves if len(path) <= 1) or None
+        if e.alias is not None:
+            # `[…] as x → e`: x is the whole domain value (BVar 0 once abstracted).
+            whole = w.param(w.zonk(dom), e.alias)
+            sc = sc.child()
+            sc.bind(e.alias, whole)
+            leaves = leaves + [(e.alias, whole, ())]
+        codom = self.elab_type(e.codom, sc)
         return w.pi(dom, self.abstract_leaves(w.zonk(codom), leaves), e.implicit, names=names)
 
     def _binder_dom(self, dom_e: ast.Expr, scope: Scope) -> tuple[Def, list[Leaf], Scope]:
@@ -719,9 +744,7 @@ class Elaborator:
                 raise TypeError_("a `con` has no return type (it never returns)", codom_e.loc)
             inner: Def = w.cn(last_t)
         elif kind == "fun":
-            if codom_e is None:
-                raise TypeError_("a `fun` needs a return type: write `fun f (…): T = …`", loc)
-            r = w.zonk(self.elab_type(codom_e, sc))
+            r = self.return_hole(loc) if codom_e is None else w.zonk(self.elab_type(codom_e, sc))
             sig.codom = r
             ret = w.cn(self.abstract_leaves(r, last_leaves, w.extract_n(w.bvar(0), 2, 0)))
             inner = w.cn(w.sigma([last_t, ret]))
@@ -733,7 +756,7 @@ class Elaborator:
             elif isinstance(expected, Pi) and len(domains) == 1:
                 r = None
             else:
-                raise TypeError_("a recursive or continuation-capturing `lam` needs a return type", loc)
+                r = self.return_hole(loc)
             body_v: Def | None = None
             if body is not None:
                 if r is not None:
@@ -1127,6 +1150,29 @@ class Elaborator:
         self.declare(module.decls, scope)
         self.force_all(module.decls)
         self.run_deferred()
+        self.settle_return_types()
+
+    def return_hole(self, loc: Loc) -> Hole:
+        """A left-out return type: a metavariable the body (or a use) solves."""
+        h = self.world.hole(self.world.star(), "return type")
+        h.loc = loc
+        self.return_holes.append((h, loc, "the function"))
+        return h
+
+    def settle_return_types(self) -> None:
+        """Every left-out return type must be solved by now, by a closed type (a type that
+        depends on the parameters has to be written); then the mutables' types are final."""
+        w = self.world
+        for h, loc, _ in self.return_holes:
+            if h.value is None:
+                raise TypeError_("cannot infer the return type; write it: `… (params): T = …`", loc)
+            if _mentions_var(w.zonk(h)):
+                raise TypeError_(f"the inferred return type `{show(w.zonk(h))}` depends on the "
+                                 f"parameters; write it: `… (params): T = …`", loc)
+        if self.return_holes:
+            for m in w.muts:
+                m.pi = w.zonk(m.pi)  # type: ignore[assignment]
+        self.return_holes.clear()
 
     def run_deferred(self) -> None:
         while self.deferred:

@@ -9,16 +9,22 @@ and `?Ts` to X's element types.
 """
 from __future__ import annotations
 
-from verimim.ir.defs import App, Arr, BVar, Def, Extract, Hole, IdxT, Lit, Pack, Sigma, Top, Tuple, TypeU
+from verimim.frontend.typelevel import unfold_lam_app
+from verimim.ir.defs import App, Arr, BVar, Def, Extract, Hole, IdxT, Lit, MutLam, Pack, Sigma, Top, Tuple, TypeU
 from verimim.ir.world import World
 
 Mismatch = tuple[Def, Def]
+
+# Unfoldings of type-level `lam` applications one Unifier may do: a recursion that does not
+# terminate (on a non-literal argument, unfolded in both operands) ends in a mismatch.
+UNFOLD_FUEL = 10_000
 
 
 class Unifier:
     def __init__(self, world: World) -> None:
         self.world = world
         self.trail: list[Hole] = []  # every hole solved, in order, so a failed attempt can be undone
+        self.fuel = UNFOLD_FUEL  # type-level function applications unfolded (verimim.frontend.typelevel)
 
     def undo(self, mark: int) -> None:
         """Forget the solutions found since `len(trail)` was `mark`."""
@@ -50,6 +56,11 @@ class Unifier:
             return self._sigma_arr(b, a, flipped=True)
         if isinstance(a, Tuple) and isinstance(b, Pack) or isinstance(a, Pack) and isinstance(b, Tuple):
             return self._tuple_pack(a, b)
+        if _lam_app(a) or _lam_app(b):
+            same_head = isinstance(a, App) and isinstance(b, App) and a.callee is b.callee
+            unfolded = None if same_head else self._unfold(a, b)
+            if unfolded is not None:
+                return unfolded[0]
         if type(a) is not type(b) or a.extra() != b.extra() or len(a.ops) != len(b.ops):
             return (a, b)
         if isinstance(a, (BVar,)):
@@ -60,6 +71,21 @@ class Unifier:
             sub = self.unify(x, y)
             if sub is not None:
                 return self._blame(a, b, sub)
+        return None
+
+    def _unfold(self, a: Def, b: Def) -> tuple[Mismatch | None] | None:
+        """Compare again after unfolding a type-level function application on either side
+        (bounded: `fuel` unfoldings per Unifier): (the comparison's result,), or None when
+        neither side unfolds."""
+        if self.fuel <= 0:
+            return None
+        for x, y, flipped in ((a, b, False), (b, a, True)):
+            step = unfold_lam_app(self.world, x)
+            if step is None:
+                continue
+            self.fuel -= 1
+            res = self.unify(y, step) if flipped else self.unify(step, y)
+            return (res if res is None else (a, b),)
         return None
 
     # ------------------------------------------------------------------ helpers
@@ -193,6 +219,10 @@ class Unifier:
             if sub is not None:
                 return sub
         return None
+
+
+def _lam_app(d: Def) -> bool:
+    return isinstance(d, App) and isinstance(d.callee, MutLam) and d.callee.kind == "lam"
 
 
 def is_type_of_one_value(world: World, t: Def) -> Def | None:

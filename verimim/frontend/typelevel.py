@@ -1,0 +1,52 @@
+"""Type-level computation: applications of recursive `lam`s unfolded where the checker needs
+their value (upstream's partial evaluation of `lam`s, whose filter defaults to `tt`).
+
+`lam PtrN (n: Nat, T: *): * = (PtrN (n - 1, Ptr0 T), T)#(n == 0)` is a mutable (it mentions
+itself), so `PtrN (4, I32)` stays an application until a type comparison needs to see through
+it: then the body is instantiated with the argument, which the World's normal forms fold (the
+branch on a literal condition picks one side). Each step unfolds one application, so recursion
+on a non-literal argument stops at the first branch it cannot decide.
+"""
+from __future__ import annotations
+
+from verimim.ir.defs import App, Def, MutLam, Var
+from verimim.ir.world import World
+
+
+def unfold_lam_app(world: World, d: Def) -> Def | None:
+    """`f a` with f a `lam` mutable whose body mentions no other mutable: its body with f's
+    variable replaced by a; None when `d` is not such an application."""
+    if not isinstance(d, App) or not isinstance(d.callee, MutLam):
+        return None
+    f = d.callee
+    if f.kind != "lam" or f.body is None or f.external:
+        return None
+    arg = d.arg
+    memo: dict[int, Def] = {}
+
+    def go(x: Def) -> Def | None:
+        hit = memo.get(x.gid)
+        if hit is not None:
+            return hit
+        if isinstance(x, Var):
+            res: Def | None = arg if x.mut is f else None
+            if res is None:
+                return None  # another mutable's variable: not a closed type-level function
+        elif isinstance(x, MutLam):
+            res = x if x is f else None  # a recursive call stays an application of f
+            if res is None:
+                return None
+        elif not x.ops:
+            res = x
+        else:
+            ops: list[Def] = []
+            for op in x.ops:
+                new = go(op)
+                if new is None:
+                    return None
+                ops.append(new)
+            res = x if all(a is b for a, b in zip(ops, x.ops)) else x.rebuild(world, tuple(ops))
+        memo[x.gid] = res
+        return res
+
+    return go(f.body)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from pathlib import Path
 
@@ -235,3 +236,19 @@ def test_diff_of_undefined_behaviour_says_why_in_a_note_of_the_error() -> None:
     (d,) = json.loads(p.stdout)["diagnostics"]  # one error, no separate note repeating its code
     assert d["code"] == "E-USE-AFTER-FREE" and d["severity"] == "error"
     assert any("not compared on other targets" in r["message"] for r in d["related"])
+
+
+# ---------------------------------------------------------------- check/run/diff progress
+
+def test_heartbeat_lines_during_long_work_only() -> None:
+    from verimim.progress import heartbeat
+
+    out = io.StringIO()
+    with heartbeat("verimim check p.mim", out, interval=0.05):
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert len(lines) >= 2 and all(re.fullmatch(r"verimim check p\.mim: still working, \d+ s", x) for x in lines)
+    quiet = io.StringIO()
+    with heartbeat("verimim check p.mim", quiet, interval=5):
+        pass
+    assert quiet.getvalue() == ""

@@ -19,7 +19,7 @@ from verimim import driver, explain, sarif, schemas, verdicts
 from verimim.diagnostics import EXIT_USAGE, Diagnostic
 from verimim.driver import Report
 from verimim.interp.machine import DEFAULT_MAX_WORK_ITEMS
-from verimim.progress import progress
+from verimim.progress import heartbeat, progress
 from verimim.render import COLOR_CHOICES, ColorChoice, render_all, use_color
 
 FORMATS = ("text", "json", "sarif")
@@ -188,9 +188,10 @@ def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]
           pipeline_file: str | None, strict: bool, quiet: bool) -> None:
     """Type-check FILE (default: the embedded demo), run the pipeline proving every phase."""
     path = resolve_file(file)
-    report = driver.check(path, list(include), timeout_ms=int(timeout * 1000), emit_smt2=emit_smt2,
-                          host_phases=_phase_list(host_phases), device_phases=_phase_list(device_phases),
-                          pipeline=pipeline_file)
+    with heartbeat(f"verimim check {path}"):
+        report = driver.check(path, list(include), timeout_ms=int(timeout * 1000), emit_smt2=emit_smt2,
+                              host_phases=_phase_list(host_phases), device_phases=_phase_list(device_phases),
+                              pipeline=pipeline_file)
     found = verdicts.from_report_data(path, report.data)
     if strict:
         report.diagnostics.extend(verdicts.strict_diagnostics(path, found))
@@ -227,8 +228,9 @@ def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int |
         from verimim.runtime.cuda import device_available
 
         target = "gpu" if device_available() else "interp"
-    report = driver.run(path, list(include), list(args), fuel=fuel, seed=schedule, target=target, host=host,
-                        max_work_items=max_work_items)
+    with heartbeat(f"verimim run {path}"):
+        report = driver.run(path, list(include), list(args), fuel=fuel, seed=schedule, target=target, host=host,
+                            max_work_items=max_work_items)
     if report.ok:
         report.data.setdefault("summary", f"{path}: main returned {report.data.get('result')}")
     emit(report, as_json, debug)
@@ -244,7 +246,8 @@ def diff(file: str | None, args: tuple[str, ...], fuel: int | None, use_gpu: boo
          debug: bool, include: tuple[str, ...]) -> None:
     """Run FILE on every target (interpreter before/after each phase, GPU) and compare."""
     path = resolve_file(file)
-    report = driver.diff(path, list(include), list(args), fuel=fuel, use_gpu=use_gpu)
+    with heartbeat(f"verimim diff {path}"):
+        report = driver.diff(path, list(include), list(args), fuel=fuel, use_gpu=use_gpu)
     if report.ok:
         n = len(report.data.get("targets", {}))
         report.data.setdefault("summary", f"{path}: {n} targets agree" if n else f"{path}: not compared")

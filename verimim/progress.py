@@ -1,12 +1,15 @@
 """Progress of long work on stderr, terminal or not.
 
-On a terminal: a rich progress bar that disappears when the work ends. Otherwise (CI logs, a
-pipe, `2> file`) rich shows nothing at all, so plain lines are printed instead, one every
-`interval` seconds and one at the end — a long campaign in a log is never silent.
+Fuzzing, whose budget is known: on a terminal, a rich progress bar that disappears when the work
+ends; otherwise (CI logs, a pipe, `2> file`) rich shows nothing at all, so plain lines are
+printed instead, one every `interval` seconds and one at the end. `check`, `run` and `diff`,
+whose length is not known: a `heartbeat` line every `interval` seconds while they work, none
+for work shorter than that. No long command is silent.
 """
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -61,3 +64,24 @@ def progress(what: str, budget: float, stream: TextIO | None = None) -> Abstract
     if isatty is not None and isatty():
         return bar_progress(what, budget)
     return plain_progress(what, budget, out)
+
+
+@contextmanager
+def heartbeat(what: str, stream: TextIO | None = None, interval: float = PLAIN_INTERVAL_S) -> Iterator[None]:
+    """`what: still working, 20 s` on stderr every `interval` seconds until the block ends."""
+    out = sys.stderr if stream is None else stream
+    done = threading.Event()
+    start = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(interval):
+            out.write(f"{what}: still working, {time.monotonic() - start:.0f} s\n")
+            out.flush()
+
+    thread = threading.Thread(target=beat, name="verimim-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -45,9 +45,17 @@ class WorkItem:
     group: z3.BitVecRef
     item: z3.BitVecRef
     subst: tuple[tuple[z3.ExprRef, z3.ExprRef], ...]
+    # Each term is renamed once: a query pairs every access with every other one.
+    _memo: dict[int, z3.ExprRef] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __call__(self, e: z3.ExprRef) -> z3.ExprRef:
-        return z3.substitute(e, *self.subst) if self.subst else e
+        if not self.subst:
+            return e
+        k = e.get_id()
+        hit = self._memo.get(k)
+        if hit is None:
+            hit = self._memo[k] = z3.substitute(e, *self.subst)
+        return hit
 
 
 def work_item(kp: KernelPaths, k: int, paths: list[KPath]) -> WorkItem:

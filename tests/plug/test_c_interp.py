@@ -147,6 +147,12 @@ def test_malloc_free_go_through_the_heap() -> None:
     assert fault(stack)[0].code == "E-BAD-FREE"
 
 
+def test_malloc_beyond_what_the_interpreter_holds_is_unsupported() -> None:
+    src = program(cfun("malloc"), "    ret (mem, p) = %c.malloc $ (mem, 18446744073709551615);\n    return (mem, 0I32);\n")
+    e, _ = fault(src)
+    assert e.code == "E-UNSUPPORTED" and "18446744073709551615 bytes" in e.message
+
+
 # ------------------------------------------------------------------ printf
 
 

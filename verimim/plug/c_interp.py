@@ -161,7 +161,14 @@ def _printf(c: Call, a: list[Value]) -> Value:
     return len(out)
 
 
+MAX_MALLOC = 1 << 30  # bytes the interpreter backs with real memory in one allocation
+
+
 def _malloc(c: Call, a: list[Value]) -> Value:
+    if a[0] > MAX_MALLOC:
+        # C's malloc may return NULL here, or succeed: the interpreter models neither honestly.
+        raise c.fault("E-UNSUPPORTED", f"an allocation of {a[0]} bytes, more than the interpreter "
+                      f"holds in one block ({MAX_MALLOC})")
     block = c.m.memory.alloc(0, a[0], "heap", c.loc, _label(c, "malloc"))
     return Ptr(block, 0)
 

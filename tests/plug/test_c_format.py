@@ -83,6 +83,18 @@ def test_star_width_and_precision_match_libc() -> None:
         assert render(fmt, args, _read) == _c_snprintf(fmt, args), fmt
 
 
+def test_huge_fields_are_refused() -> None:
+    i32 = Leaf("int", 32)
+    for fmt, args in [(b"%999999999d", [(i32, 1)]), (b"%*d", [(i32, 2**31 - 1), (i32, 1)]),
+                      (b"%.99999999d", [(i32, 1)])]:
+        try:
+            render(fmt, args, _read)
+        except FormatError as e:
+            assert e.code == "E-UNSUPPORTED", fmt
+        else:
+            raise AssertionError(fmt)
+
+
 def test_unmodelled_conversions_are_refused() -> None:
     for fmt in (b"%f", b"%g", b"%p", b"%n", b"%a", b"%ls", b"%lc", b"%05s", b"%+s", b"%#i", b"%5%", b"%q", b"%"):
         try:

@@ -20,6 +20,7 @@ from verimim.plug.c_lib import Leaf, signed
 FLAGS = b"-+ 0#"
 LENGTHS = {b"hh": 8, b"h": 16, b"l": 64, b"ll": 64, b"z": 64, b"j": 64, b"t": 64, b"": 32}
 INT_CONVS = "diuoxX"
+MAX_FIELD = 1 << 20  # widths and precisions beyond this are refused, not printed into memory
 
 
 class FormatError(Exception):
@@ -203,6 +204,8 @@ def render(fmt: bytes, args: list[tuple[Leaf, object]], read_string: Callable[[o
         if precision == -1:
             p = signed(a.integer(f"the `*` precision of {what}", 32), 32)
             precision = p if p >= 0 else None  # a negative precision is taken as omitted
+        if max(width or 0, precision or 0) > MAX_FIELD:
+            raise FormatError("E-UNSUPPORTED", f"{what} with a field of more than {MAX_FIELD} bytes")
         if spec.conv in INT_CONVS:
             bits = 64 if LENGTHS[spec.length] == 64 else 32
             out += format_int(spec, a.integer(what, bits), bits, width, left, precision)

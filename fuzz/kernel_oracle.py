@@ -49,6 +49,7 @@ class OracleResult:
     check: KernelVerdicts | None = None
     run_codes: set[str] = field(default_factory=set)
     time_s: float = 0.0
+    check_s: float = 0.0  # of which check's kernel verification (the pipeline included)
 
     def fail(self, kind: str, message: str) -> OracleResult:
         self.ok, self.kind, self.message = False, kind, message
@@ -110,6 +111,7 @@ def compare(path: str, args_list: list[list[str]], race_free: bool | None = None
     res = OracleResult()
     try:
         res.check = verdicts = kernel_verdicts(path, timeout_ms)
+        res.check_s = time.perf_counter() - t0
         for args in args_list:
             got = run_codes(path, args, schedules)
             res.run_codes |= got
@@ -151,6 +153,8 @@ class CampaignStats:
     failures: list[str] = field(default_factory=list)
     time_s: float = 0.0
     by_defect: Counter[str] = field(default_factory=Counter)
+    slowest: tuple[float, str] = (0.0, "")  # seconds of check + runs, and the program
+    check_s: list[float] = field(default_factory=list)  # check's kernel part per program
 
 
 def campaign(budget_s: float, seed: int = 0, workdir: str | None = None) -> CampaignStats:
@@ -160,7 +164,6 @@ def campaign(budget_s: float, seed: int = 0, workdir: str | None = None) -> Camp
 
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
-    from hypothesis import strategies as st
 
     from verimim.fuzz.strategies import programs
 
@@ -171,38 +174,45 @@ def campaign(budget_s: float, seed: int = 0, workdir: str | None = None) -> Camp
     class _Over(Exception):
         pass
 
-    kinds: list[str | None] = [None, "race", None, "divergence"]  # half of them race-free
-
-    @hseed(seed)
-    @settings(database=None, deadline=None, max_examples=10 ** 6, suppress_health_check=list(HealthCheck),
-              phases=[Phase.generate])
-    @given(st.data())
-    def one(data: Any) -> None:
-        if time.monotonic() - start > budget_s:
-            raise _Over()
-        defect = kinds[stats.programs % len(kinds)]
-        prog = data.draw(programs(defect=defect))
+    def _one(prog: Any, defect: str | None) -> None:
         path = prog.write(out, f"p{stats.programs}")
         stats.programs += 1
         stats.by_defect[defect or "none"] += 1
-        res = compare(str(path), [list(prog.args)], race_free=defect is None and not prog.expected_codes)
+        race_free = defect is None and not prog.expected_codes
+        res = compare(str(path), [list(prog.args)], race_free=race_free)
+        if res.time_s > stats.slowest[0]:
+            stats.slowest = (res.time_s, str(path))
+        stats.check_s.append(res.check_s)
         if res.check is not None:
             stats.kernels += len(res.check.entries)
             stats.statuses.update(res.check.statuses())
             if any(res.check.refutes(c) for c in KERNEL_CODES):
                 stats.refuted_programs += 1
-        if defect is None and not prog.expected_codes:
-            stats.race_free_programs += 1
+        stats.race_free_programs += race_free
         if not res.ok:
-            if res.kind == "false-alarm":
-                stats.false_alarms += 1
+            stats.false_alarms += res.kind == "false-alarm"
             stats.failures.append(f"{path}: {res.kind}: {res.message[:300]}")
         else:
             path.unlink()
 
-    try:
-        one()
-    except _Over:
-        pass
+    # Half of the budget on race-free programs, a quarter each on injected races and divergence;
+    # one Hypothesis run per kind (a draw must not depend on state outside the test).
+    shares: list[tuple[str | None, float]] = [(None, 0.5), ("race", 0.25), ("divergence", 0.25)]
+    for defect, share in shares:
+        until = time.monotonic() + budget_s * share
+
+        @hseed(seed)
+        @settings(database=None, deadline=None, max_examples=10 ** 6, suppress_health_check=list(HealthCheck),
+                  phases=[Phase.generate])
+        @given(programs(defect=defect))
+        def one(prog: Any) -> None:
+            if time.monotonic() > until:
+                raise _Over()
+            _one(prog, defect)
+
+        try:
+            one()
+        except _Over:
+            pass
     stats.time_s = time.monotonic() - start
     return stats

@@ -305,10 +305,11 @@ def dump(file: str | None, dot: bool, after: str | None, pipeline_file: str | No
 def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | None, target: str, no_verify: bool,
          campaign_dir: str | None, workers: int | None, scheduler: str | None, preload: tuple[str, ...],
          program_timeout: float, reduce_budget: float, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
-    """Generate random GPU programs and check them for BUDGET seconds (see README, Fuzzing);
+    """Generate random GPU programs and check them for BUDGET seconds (docs/fuzzing.md);
     `fuzz report DIR` reports on a campaign."""
     if ctx.invoked_subcommand is not None:
         return
+    as_json = as_json or _format[0] == "json"
     from verimim.fuzz.strategies import run_campaign
 
     gpu = target == "gpu"

@@ -20,7 +20,7 @@ def _call(name: str, args: str, result: str = "r", ret: str = "(mem, r)") -> str
 def test_atoi_parses_like_glibc() -> None:
     for text, want in [(b"42", 42), (b"  -17xyz", -17), (b"+8", 8), (b"abc", 0), (b"", 0),
                        (b"\t\n 9 9", 9), (b"- 5", 0), (b"2147483648", -2147483648),
-                       (b"99999999999999999999", -1)]:
+                       (b"99999999999999999999", -1), (b"-" + b"9" * 5000, 0), (b"0000000000000000000042", 42)]:
         src = program(cfun("atoi"), string("s", text) + _call("atoi", "s") + "    return (mem, r);\n")
         assert run(src)[0] == want, text
 

@@ -22,7 +22,7 @@ from verimim.interp.memory import Ptr
 from verimim.interp.values import RuntimeFault, Value
 from verimim.ir.defs import App, Axiom
 from verimim.plug import c_format, mem_interp
-from verimim.plug.c_lib import CCall, CInt, c_call, c_name, widen
+from verimim.plug.c_lib import CCall, CInt, c_call, c_name, signed, widen
 
 if TYPE_CHECKING:
     from verimim.interp.machine import Machine, Thread
@@ -107,8 +107,8 @@ class Call:
 Semantics = Callable[[Call, list[Value]], Value]
 
 
-def _signed(v: int, bits: int = 32) -> int:
-    return v - (1 << bits) if v >> (bits - 1) else v
+def _signed(v: int) -> int:
+    return signed(v, 32)
 
 
 def _atoi(c: Call, a: list[Value]) -> Value:
@@ -128,9 +128,10 @@ def _atoi(c: Call, a: list[Value]) -> Value:
     s = c.scan(a[0], "the string", more)
     s = s.lstrip(b" \t\n\v\f\r")
     neg = s[:1] == b"-"
-    digits = s.lstrip(b"+-")
-    v = int(digits) if digits else 0
-    v = max(-(1 << 63), min((1 << 63) - 1, -v if neg else v))  # strtol saturates at LONG_MIN/MAX
+    digits = s.lstrip(b"+-").lstrip(b"0")
+    # strtol saturates at LONG_MIN/LONG_MAX (more than 19 digits always does: no huge int parsed)
+    v = int(digits) if 0 < len(digits) <= 19 else (1 << 63 if digits else 0)
+    v = max(-(1 << 63), min((1 << 63) - 1, -v if neg else v))
     return v % (1 << 32)
 
 

@@ -252,3 +252,15 @@ def test_heartbeat_lines_during_long_work_only() -> None:
     with heartbeat("verimim check p.mim", quiet, interval=5):
         pass
     assert quiet.getvalue() == ""
+
+
+def test_non_utf8_import_is_reported_in_the_imported_file(tmp_path: Path) -> None:
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "mylib.mim").write_bytes(b"plugin core;\naxm widget: Nat \xe2\x86\x92 Nat; // \xff\n")
+    prog = tmp_path / "prog.mim"
+    prog.write_text("plugin mylib;\nlet y = mylib.widget 3;\n", encoding="utf-8")
+    p = verimim("check", str(prog), "-I", str(inc), "--json")
+    assert p.returncode == 1
+    (d,) = json.loads(p.stdout)["diagnostics"]
+    assert d["code"] == "E-PARSE" and d["file"] == str(inc / "mylib.mim") and (d["line"], d["col"]) == (2, 27)

@@ -58,6 +58,12 @@ class SourceLoader(Loader):
         if not inside(found, found.parent):
             raise ImportError_(f"plugin `{name}` resolves to `{os.path.realpath(found)}`, outside the "
                                f"search directory `{found.parent}` (a symbolic link): not read", loc)
+        # The base Loader decodes an imported file strictly; a bad byte is reported here, at its
+        # line:col in that file, instead of surfacing as an internal decoding error.
+        try:
+            decode_source(found.read_bytes(), str(found))
+        except OSError as e:
+            raise ImportError_(f"plugin `{name}`: cannot read `{found}`: {e.strerror or e}", loc) from None
         return found
 
     def load_file(self, path: str) -> Unit:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import re
 from importlib import resources
+from pathlib import Path
 
 import jsonschema
 import pytest
 
 from tests.conftest import PROGRAMS, ROOT, SHARED
+from tests.plug.c_programs import cfun, program
 from tests.test_cli import verimim
 from verimim import explain, sarif
 from verimim.diagnostics import Diagnostic, Loc, Related
@@ -122,3 +124,17 @@ def test_cli_format_sarif_validates(args: list[str]) -> None:
     assert len(run["results"]) >= (1 if p.returncode else 0)
     if p.returncode == 1:
         assert run["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] >= 1
+
+
+# A program that prints "hi" through C's putchar.
+HELLO = program(cfun("putchar"), "    ret (mem, a) = %c.putchar $ (mem, 104I32);\n"
+                "    ret (mem, b) = %c.putchar $ (mem, 105I32);\n    return (mem, 0I32);\n")
+
+
+def test_sarif_stdout_is_only_the_log_even_when_the_program_prints(tmp_path: Path) -> None:
+    prog = tmp_path / "hello.mim"
+    prog.write_text(HELLO, encoding="utf-8")
+    text = verimim("run", str(prog), "--target", "interp")
+    assert text.returncode == 0 and "hi" in text.stdout, text.stderr
+    p = verimim("run", str(prog), "--target", "interp", "--format", "sarif")
+    _sarif_validator().validate(json.loads(p.stdout))  # nothing but the log on stdout

@@ -37,8 +37,8 @@ _common = [
                  help="stdout: text, one JSON object (as --json) or a SARIF 2.1.0 log of the diagnostics"),
 ]
 
-# --color is the same for every command and only the printing needs it: a callback records it
-# instead of threading it through every command's signature.
+# --color and --format are the same for every command and only the printing needs them: their
+# callbacks record them instead of threading them through every command's signature.
 _color: list[ColorChoice] = ["auto"]
 
 
@@ -103,7 +103,7 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
         click.echo(json.dumps(log, ensure_ascii=False, indent=1))
     if report.data.get("summary"):  # human text: stderr, with --json too
         click.echo(report.data["summary"], err=True)
-    if not as_json and report.data.get("stdout"):
+    if not as_json and not as_sarif and report.data.get("stdout"):  # stdout carries one log
         # What the program printed comes first on stdout, then main's result on its own line.
         out = report.data["stdout"]
         sys.stdout.write(out if out.endswith("\n") else out + "\n")

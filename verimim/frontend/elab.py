@@ -118,7 +118,7 @@ class Elaborator:
         # Return types left out (`fun f (x: T) = …`, `lam extern g (…) = …`): solved by the
         # body, checked when the module is done. (hole, where, what it is the return type of)
         self.return_holes: list[tuple[Hole, Loc, str]] = []
-        self.inferred_muts: list[MutLam] = []
+        self.group_members: set[int] = set()  # ids of the declarations in `… and …` groups
         self.decl_lazies: dict[int, list[Lazy]] = {}
 
     # ================================================================== errors and helpers
@@ -668,11 +668,14 @@ class Elaborator:
             k = w.mut_lam(w.cn(k_t.dom), self.ret_name(e.pattern), "con")
             k.loc = e.loc
             k.param_names = self.pattern_names(e.pattern)
+            made.append(k)
             return w.app(w.zonk(callee), w.tuple([w.zonk(arg), k]))
 
+        # The continuation is kept aside: the call may β-reduce (an immutable callee), so the
+        # jump need not be `callee (arg, k)` any more.
+        made: list[MutLam] = []
         jump = self.statement(call)
-        k = jump.arg.ops[1]  # type: ignore[attr-defined]
-        assert isinstance(k, MutLam)
+        k = made[0]
         sc = scope.child()
         self.bind_pattern(e.pattern, w.var(k), k.pi.dom, sc)
         k.body = self.statement(lambda: self.check(e.body, self.bot(), sc))
@@ -857,6 +860,9 @@ class Elaborator:
         self.check_redeclarations(decls)
         for d in decls:
             if isinstance(d, ast.DeclRec):
+                if len(d.decls) > 1:
+                    # Members of a group may call each other: none can be a closed `Lam`.
+                    self.group_members.update(id(m) for m in d.decls)
                 self.declare(d.decls, scope)
             elif isinstance(d, ast.DeclLam):
                 self.declare_lam(d, scope)
@@ -1029,7 +1035,7 @@ class Elaborator:
     def elab_decl_lam(self, d: ast.DeclLam, scope: Scope, annex: str | None) -> Def:
         w = self.world
         immutable = d.kind == "lam" and d.body is not None and not needs_mutable(d.body) \
-            and not mentions_name(d.body, d.name) and not d.extern
+            and not mentions_name(d.body, d.name) and not d.extern and id(d) not in self.group_members
         if immutable:
             sig = self.signature("lam", d.domains, d.codom, scope, d.loc, body=d.body)
             value = sig.immutable

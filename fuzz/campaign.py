@@ -21,13 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verimim.diagnostics import UsageError
 from verimim.fuzz.cluster import Cluster, connect
 from verimim.fuzz.journal import Journal
+from verimim.fuzz.reduce import size
 from verimim.fuzz.signature import Signature
 from verimim.fuzz.task import Checked, Settings, check_index, choices_from_json, lost, reduce_index
 
 DEFAULT_PROGRAM_TIMEOUT = 300.0
 DEFAULT_REDUCE_BUDGET = 60.0
+NO_WORKER_TIMEOUT = 300.0  # a joined cluster without any worker for this long: give up
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,17 @@ class RunSummary:
 class _Job:
     kind: str  # "check" or "reduce"
     index: int
-    started: float
+    submitted: float
     key: str = ""  # the failure's signature key, for a reduction
+    running: float | None = None  # when its worker was first seen processing it
+    worker: str = ""
+    attempt: int = 0
+    choices: tuple[Any, ...] = ()  # a reduction's program
+    signature: Signature | None = None
+
+    @property
+    def started(self) -> float:
+        return self.running if self.running is not None else self.submitted
 
 
 @dataclass
@@ -81,6 +93,7 @@ class _Run:
     verdicts: Counter[str] = field(default_factory=Counter)
     failures: dict[str, dict[str, Any]] = field(default_factory=dict)
     new: int = 0
+    pending: list[_Job] = field(default_factory=list)
 
 
 def run(directory: str | Path, budget_s: float, *, seed: int | None = None, verify: bool = True,
@@ -121,27 +134,43 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
           progress: Callable[[int, float, int], None] | None) -> None:
     from distributed import wait
 
-    client = r.cluster.client
     todo = r.journal.todo()
     inflight: dict[Any, _Job] = {}
     submitted = 0
+    pending = r.pending  # jobs waiting for a free worker: reductions, and programs to place again
     # Failures of earlier runs whose reduction never finished (killed): reduce them now.
     for f in r.journal.failures():
         if f.reduce_status is None and f.signature.kind not in ("hang", "crash"):
-            _submit_reduction(r, inflight, f.key, f.first_idx, f.signature)
-    slots, slots_at = r.cluster.slots(), time.monotonic()
+            _queue_reduction(r, pending, f.key, f.first_idx)
+    view, view_at = _View.of(r.cluster), time.monotonic()
+    lonely: float | None = None  # since when no worker is connected
     while True:
         now = time.monotonic()
-        if now - slots_at > 5:  # workers come and go (restarts, a joined cluster growing)
-            slots, slots_at = r.cluster.slots(), now
+        if now - view_at > 1.0:
+            view, view_at = _View.of(r.cluster), now
+            _check_placement(r, inflight, pending, view, now)
         accepting = now - start < budget_s and (max_programs is None or submitted < max_programs)
-        while accepting and len(inflight) < slots and (max_programs is None or submitted < max_programs):
-            index = next(todo)
-            fut = client.submit(check_index, r.settings, index, key=f"verimim-fuzz-{r.run}-{index}", pure=False)
-            inflight[fut] = _Job("check", index, time.monotonic())
-            submitted += 1
-        if not inflight:
+        for worker in view.free(inflight):
+            if pending:
+                job = pending.pop(0)
+            elif accepting and (max_programs is None or submitted < max_programs):
+                job = _Job("check", next(todo), now)
+                submitted += 1
+            else:
+                break
+            _submit(r, inflight, job, worker)
+        if not inflight and not pending and not accepting:
             return
+        if not inflight:
+            if view.nthreads:
+                lonely = None
+            elif lonely is None:
+                lonely = now
+            elif now - lonely > NO_WORKER_TIMEOUT:
+                raise UsageError(f"no Dask worker connected to {r.cluster.description} for "
+                                 f"{NO_WORKER_TIMEOUT:.0f} s")
+            time.sleep(0.5)  # no worker free (all restarting): wait for one
+            continue
         try:
             done, _ = wait(list(inflight), timeout=0.5, return_when="FIRST_COMPLETED")
         except TimeoutError:
@@ -151,19 +180,72 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
             _finished(r, inflight, fut, job)
             if progress is not None:
                 progress(r.checked, time.monotonic() - start, len(r.failures))
-        now = time.monotonic()
-        for fut, job in list(inflight.items()):
-            limit = r.program_timeout + (r.reduce_budget if job.kind == "reduce" else 0.0)
-            if now - job.started > limit and fut.status == "pending":
-                del inflight[fut]
-                fut.cancel()
-                restarted = r.cluster.restart_worker_of(str(fut.key))
-                note = "" if restarted else " (its worker could not be restarted)"
-                if job.kind == "check":
-                    _journal(r, inflight, lost(r.settings, job.index, "hang", f"no result after {limit:.0f} s{note}",
-                                               "", now - job.started))
-                else:
-                    r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "hang")
+
+
+@dataclass(frozen=True)
+class _View:
+    """The workers now connected (address -> threads) and the task keys each is processing."""
+
+    nthreads: dict[str, int]
+    processing: dict[str, frozenset[str]]
+
+    @staticmethod
+    def of(cluster: Cluster) -> "_View":
+        try:
+            nthreads = dict(cluster.client.nthreads())
+            processing = {a: frozenset(str(k) for k in ks) for a, ks in cluster.client.processing().items()}
+        except Exception:  # noqa: BLE001 — the scheduler is busy (a restart): no worker this time
+            return _View({}, {})
+        return _View(nthreads, processing)
+
+    def free(self, inflight: dict[Any, _Job]) -> list[str]:
+        """One entry per free thread. A worker is given a program only when it has nothing else
+        to do, so that its death or restart is charged to the program it ran and no other."""
+        busy = Counter(j.worker for j in inflight.values())
+        return [a for a, n in self.nthreads.items() for _ in range(max(0, n - busy.get(a, 0)))]
+
+
+def _submit(r: _Run, inflight: dict[Any, _Job], job: _Job, worker: str) -> None:
+    job.attempt += 1
+    job.worker, job.running = worker, None
+    key = f"verimim-{job.kind}-{r.run}-{job.key or job.index}-{job.attempt}"
+    if job.kind == "check":
+        fut = r.cluster.client.submit(check_index, r.settings, job.index, key=key, pure=False,
+                                      workers=[worker], allow_other_workers=False)
+    else:
+        fut = r.cluster.client.submit(reduce_index, r.settings, job.choices, job.signature, r.reduce_budget,
+                                      key=key, pure=False, workers=[worker], allow_other_workers=False)
+    inflight[fut] = job
+
+
+def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], view: _View, now: float) -> None:
+    """Jobs whose worker went away, and jobs past their time limit (hangs)."""
+    for fut, job in list(inflight.items()):
+        if job.running is None and str(fut.key) in view.processing.get(job.worker, ()):
+            job.running = now
+        limit = r.program_timeout + (r.reduce_budget if job.kind == "reduce" else 0.0)
+        if view.nthreads and job.worker not in view.nthreads and fut.status == "pending":
+            # Its worker is gone. While running it: a crash (KilledWorker usually says so first);
+            # before it started: it is placed again.
+            del inflight[fut]
+            fut.cancel()
+            if job.running is None:
+                pending.insert(0, job)
+            elif job.kind == "check":
+                _journal(r, inflight, lost(r.settings, job.index, "crash", "its worker died while checking it",
+                                           job.worker, now - job.started))
+            else:
+                r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "crash")
+        elif job.running is not None and now - job.running > limit and fut.status == "pending":
+            del inflight[fut]
+            restarted = r.cluster.restart_worker(job.worker)
+            fut.cancel()
+            note = "" if restarted else " (its worker could not be restarted)"
+            if job.kind == "check":
+                _journal(r, inflight, lost(r.settings, job.index, "hang", f"no result after {limit:.0f} s{note}",
+                                           job.worker, now - job.started))
+            else:
+                r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "hang")
 
 
 def _finished(r: _Run, inflight: dict[Any, _Job], fut: Any, job: _Job) -> None:
@@ -205,9 +287,9 @@ def _journal(r: _Run, inflight: dict[Any, _Job], c: Checked) -> None:
     if new_dir is not None:
         r.new += 1
         if sig.kind not in ("hang", "crash"):  # re-running those in the reducer would hang or crash it
-            _submit_reduction(r, inflight, sig.key, c.index, sig)
+            _queue_reduction(r, r.pending, sig.key, c.index)
         else:
-            r.journal.reduced(sig.key, c.size, c.text.count("\n") + 1, 0.0, f"not reduced ({sig.kind})")
+            r.journal.reduced(sig.key, *size(c.text), 0.0, f"not reduced ({sig.kind})")
 
 
 def _write_failure(r: _Run, c: Checked, sig: Signature) -> str:
@@ -225,13 +307,13 @@ def _write_failure(r: _Run, c: Checked, sig: Signature) -> str:
     return str(d)
 
 
-def _submit_reduction(r: _Run, inflight: dict[Any, _Job], key: str, index: int, sig: Signature) -> None:
+def _queue_reduction(r: _Run, pending: list[_Job], key: str, index: int) -> None:
     row = r.journal.program(index)
-    if row is None:
+    failure = next((f for f in r.journal.failures() if f.key == key), None)
+    if row is None or failure is None:
         return
-    fut = r.cluster.client.submit(reduce_index, r.settings, choices_from_json(row["choices"]), sig, r.reduce_budget,
-                                  key=f"verimim-reduce-{r.run}-{key}", pure=False)
-    inflight[fut] = _Job("reduce", index, time.monotonic(), key)
+    pending.append(_Job("reduce", index, time.monotonic(), key, choices=choices_from_json(row["choices"]),
+                        signature=failure.signature))
 
 
 def _reduced(r: _Run, job: _Job, red: Any, error: BaseException | None) -> None:
@@ -241,7 +323,7 @@ def _reduced(r: _Run, job: _Job, red: Any, error: BaseException | None) -> None:
                           f"reducer failed: {type(error).__name__}: {error}"[:300])
         return
     meta = json.loads((d / "failure.json").read_text(encoding="utf-8")) if (d / "failure.json").exists() else {}
-    args = tuple(meta.get("args", ()))
+    args = tuple(red.args)
     expected = _expected_of(d)
     (d / "reduced.mim").write_text(reproducer(red.text, args, expected, ()), encoding="utf-8")
     sig = Signature.from_json(meta.get("signature", {"kind": ""}))

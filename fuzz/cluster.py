@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ class Cluster:
     client: Any
     description: str
     close: Callable[[], None] = field(default=lambda: None)
+    nannies: bool = True  # workers run under nannies, which start a new process when one is killed
 
     def slots(self) -> int:
         """Threads of the workers now connected (at least one, so that a run waits for one)."""
@@ -40,17 +42,21 @@ class Cluster:
         except Exception:  # noqa: BLE001 — the scheduler is restarting a worker: try again later
             return 1
 
-    def restart_worker_of(self, key: str) -> bool:
-        """Restart the worker running task `key` (a hung program); False where that is impossible
-        (no nanny: a worker someone started with --no-nanny, or an in-process cluster)."""
-        try:
-            for addr, keys in self.client.processing().items():
-                if key in keys:
-                    self.client.restart_workers([addr], timeout=60)
-                    return True
-        except Exception as e:  # noqa: BLE001 — reported, the campaign goes on
-            logging.getLogger("verimim.fuzz").warning("could not restart the worker of %s: %s", key, e)
-        return False
+    def restart_worker(self, addr: str) -> bool:
+        """Restart a worker (running a hung program), on a thread: a restart takes seconds, and
+        the other workers' results keep coming meanwhile. False where it is impossible (no
+        nanny: a worker started with --no-nanny, or an in-process cluster)."""
+        if not self.nannies:
+            return False
+
+        def restart() -> None:
+            try:
+                self.client.restart_workers([addr], timeout=120, raise_for_error=False)
+            except Exception as e:  # noqa: BLE001 — reported, the campaign goes on
+                logging.getLogger("verimim.fuzz").warning("could not restart worker %s: %s", addr, e)
+
+        threading.Thread(target=restart, name="verimim-restart", daemon=True).start()
+        return True
 
 
 def connect(workers: int | None = None, scheduler: str | None = None, preload: tuple[str, ...] = (),
@@ -79,7 +85,7 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
         client.close()
         cluster.close()
 
-    return Cluster(client, f"LocalCluster of {n} worker{'s' if n != 1 else ''}", close)
+    return Cluster(client, f"LocalCluster of {n} worker{'s' if n != 1 else ''}", close, nannies=processes)
 
 
 def _preload_plugin(modules: tuple[str, ...]) -> Any:

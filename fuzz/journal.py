@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from verimim.diagnostics import UsageError
+from verimim.fuzz.reduce import size
 from verimim.fuzz.signature import Signature
 from verimim.fuzz.task import Checked, Settings, choices_json
 
@@ -177,7 +178,8 @@ class Journal:
                  c.message, json.dumps(dict(c.times)), json.dumps([list(p) for p in c.phases]), c.worker,
                  c.seconds, c.finished))
             if failure_dir is not None and c.signature is not None:
-                self._add_failure(c.signature, c.index, run, failure_dir, c.size, c.text.count("\n") + 1)
+                # sizes as the reducer measures them (the plugin header left out), so they compare
+                self._add_failure(c.signature, c.index, run, failure_dir, *size(c.text))
             self.conn.execute("COMMIT")
         except sqlite3.IntegrityError:
             self.conn.execute("ROLLBACK")

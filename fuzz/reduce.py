@@ -43,6 +43,7 @@ class Reduction:
     accepted: int
     seconds: float
     status: str  # "fixpoint" (no rewrite keeps the failure), "budget" (time ran out), "not reproducible"
+    args: tuple[str, ...] = ()  # the program arguments of the reduced program (choices may change them)
 
 
 def size(text: str) -> tuple[int, int]:
@@ -244,6 +245,41 @@ PASSES: tuple[tuple[str, Callable[[list[str]], Iterator[list[str]]]], ...] = (
     ("hoist an operand", _hoist_operands),
     ("shrink a literal", _shrink_literals),
 )
+
+
+# ============================================================================ choices
+
+
+Choices = tuple[object, ...]
+
+
+def _simplest(c: object) -> object:
+    return False if isinstance(c, bool) else type(c)() if isinstance(c, (int, float, str, bytes)) else c
+
+
+def shrink_choices(choices: Choices, regenerate: Callable[[Choices], tuple[str, Choices] | None],
+                   keeps: Callable[[str], bool], budget_s: float) -> tuple[Choices, str | None, int, int]:
+    """Shrink the generator's choice sequence before the text: each choice in turn is set to its
+    simplest value (Hypothesis replays a misaligned sequence with the simplest values where it
+    must), and kept when the regenerated program still fails the same way. Early choices decide
+    the structure (the defect kind, how many kernels, groups, operations), so one kept choice
+    can remove whole kernels, and every program made this way is well-typed by construction.
+
+    Returns (choices, the program text or None if nothing was kept, tries, kept)."""
+    start = time.monotonic()
+    best, text, tries, kept = choices, None, 0, 0
+    i = 0
+    while i < len(best) and time.monotonic() - start < budget_s:
+        simple = _simplest(best[i])
+        if best[i] == simple and type(best[i]) is type(simple):
+            i += 1
+            continue
+        out = regenerate(best[:i] + (simple,) + best[i + 1:])
+        tries += 1
+        if out is not None and keeps(out[0]):
+            text, best, kept = out[0], out[1], kept + 1
+        i += 1
+    return best, text, tries, kept
 
 
 # ============================================================================ the reducer

@@ -23,19 +23,21 @@ _SEED_PLUGINS = ("core", "mem", "gpu", "buffer")
 
 
 def seed_operations() -> list[str]:
-    """Every operation the seed plugins declare (axioms that are not types, phases or passes)."""
+    """Every operation the seed plugins declare: annexes (axioms, and functions written in Mim
+    such as `gpu.synced_scope`) of a function type that are neither type constructors
+    (`mem.M: Nat → *`) nor phases and passes (`… → compile.Pass`)."""
     from verimim.fuzz.strategies import fresh_world
-    from verimim.ir.defs import Axiom
-    from verimim.phases.pipeline import PHASES
+    from verimim.ir.defs import Pi
 
     w = fresh_world()
     out = []
     for name, d in w.annexes.items():
-        if not isinstance(d, Axiom) or name.split(".")[0] not in _SEED_PLUGINS or name in PHASES:
+        if name.split(".")[0] not in _SEED_PLUGINS:
             continue
-        t = str(getattr(d, "_type", "") or "")
-        if t in ("<TypeU *>",) or t.endswith("→ *>") or name.endswith(("_repl", "_phases")):
-            continue  # a type constructor or a phase, not an operation of programs
+        t = w.type_of(d)
+        shown = str(t)
+        if not isinstance(t, Pi) or shown.endswith("→ *>") or "compile." in shown:
+            continue
         out.append(name)
     return sorted(out)
 

@@ -96,7 +96,8 @@ def _failures(fs: list[dict[str, Any]]) -> str:
             "size before", "size after", "reduction")
     rows = []
     for f in fs:
-        ratio = f"{f['size_before'] / f['size_after']:.1f}×" if f["size_after"] else ""
+        reduced = f["size_after"] and not (f["reduce_status"] or "").startswith("not ")
+        ratio = f"{f['size_before'] / f['size_after']:.1f}× " if reduced else ""
         rows.append([f["signature"], f["kind"], f["code"], f["phase"], f["where"], f["count"],
                      f"#{f['first_index']} (run {f['first_run']})", f["message"][:200],
                      f"<code>cd {escape(f['dir'])} &amp;&amp; {escape(f['command'])}</code>" +
@@ -104,7 +105,7 @@ def _failures(fs: list[dict[str, Any]]) -> str:
                       if f["reduced"] else ""),
                      f"{f['size_before']} ch / {f['lines_before']} lines",
                      f"{f['size_after']} ch / {f['lines_after']} lines" if f["size_after"] else "",
-                     f"{ratio} {f['reduce_status'] or 'pending'} ({f['reduce_s'] or 0} s)"])
+                     f"{ratio}{f['reduce_status'] or 'pending'} ({f['reduce_s'] or 0} s)"])
     return _table(head, rows, numeric={5}, raw={8}, table_id="failures")
 
 

@@ -165,15 +165,38 @@ def reduce_index(settings: Settings, choices: tuple[Choice, ...], signature: Sig
 def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signature, budget_s: float) -> Any:
     from dataclasses import replace
 
-    from verimim.fuzz.reduce import reduce_text
+    from verimim.fuzz.reduce import Reduction, reduce_text, shrink_choices, size
     from verimim.fuzz.strategies import check_generated, render, reparse
 
+    start = time.monotonic()
     prog, _ = generate(choices=choices, defect_ratio=settings.defect_ratio)
+    original = prog.text
+    state = {"kept": prog, "candidate": prog}  # the program a text belongs to (its args, its defect)
 
-    def keeps(text: str) -> bool:
-        v = check_generated(replace(prog, text=text, roundtrip_error=None), verify=settings.verify,
+    def fails_alike(p: Any, text: str) -> bool:
+        v = check_generated(replace(p, text=text, roundtrip_error=None), verify=settings.verify,
                             timeout_ms=settings.timeout_ms, gpu=settings.gpu)
         return of_verdict(v) == signature
+
+    def regenerate(cs: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]] | None:
+        try:
+            p, normal = generate(choices=cs, defect_ratio=settings.defect_ratio)
+        except Exception:  # noqa: BLE001 — an invalid choice sequence
+            return None
+        except BaseException as e:  # Hypothesis stops a replay that runs out of choices this way
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            return None
+        if p.roundtrip_error or p.defect != prog.defect:
+            return None  # another defect kind expects another code: not the same failure
+        state["candidate"] = p
+        return p.text, normal
+
+    def candidate_fails_alike(text: str) -> bool:
+        ok = fails_alike(state["candidate"], text)
+        if ok:
+            state["kept"] = state["candidate"]
+        return ok
 
     def canon(text: str) -> str | None:
         try:
@@ -181,4 +204,13 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
         except Exception:  # noqa: BLE001 — a candidate that does not elaborate is just not kept
             return None
 
-    return reduce_text(prog.text, keeps, canon, budget_s)
+    # At most half the budget on the choices, the rest on the text.
+    _, shrunk, c_tries, c_kept = shrink_choices(choices, regenerate, candidate_fails_alike, budget_s / 2)
+    text = shrunk if shrunk is not None else original
+    r = reduce_text(text, lambda t: fails_alike(state["kept"], t), canon,
+                    max(1.0, budget_s - (time.monotonic() - start)))
+    if r.status == "not reproducible" and shrunk is None:
+        return replace(r, args=tuple(prog.args))
+    chars, lines = size(original)
+    return Reduction(r.text, chars, r.size_after, lines, r.lines_after, r.tries + c_tries, r.accepted + c_kept,
+                     round(time.monotonic() - start, 2), r.status, tuple(state["kept"].args))

@@ -1,0 +1,78 @@
+"""Campaign failures end to end, on real Dask worker processes patched by a `--preload` module:
+a deliberately broken phase is found, kept once under one signature and reduced to at most a
+third of its size (the reduced program still fails the same way); a program that kills its
+worker is journaled as `crash`, one that never finishes as `hang`, and the campaign goes on."""
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+PRELOAD = Path(__file__).resolve().parent / "preload"
+VERIMIM = [sys.executable, "-m", "verimim.cli"]
+
+
+def _rows(d: Path, query: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(f"file:{d / 'journal.sqlite'}?mode=ro", uri=True)
+    try:
+        return list(conn.execute(query))
+    finally:
+        conn.close()
+
+
+def test_broken_phase_is_found_once_and_reduced(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    preload = PRELOAD / "broken_phase.py"
+    out = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "5", "--workers", "2", "--seed", "3",
+                          "--no-verify", "--preload", str(preload), "--reduce-budget", "150", "--json"],
+                         capture_output=True, text=True, timeout=400)
+    assert out.returncode == 3, out.stderr[-3000:]
+    obj = json.loads(out.stdout)
+    broken = [f for f in obj["failures"] if f["signature"]["phase"] == "gpu.remove_double_syncs"]
+    assert len(broken) == 1, obj["failures"]
+    (f,) = broken
+    assert f["kind"] == "internal" and f["new"] and f["signature"]["code"] == "E-INTERNAL"
+    failing = _rows(d, "SELECT count(*), count(DISTINCT signature) FROM programs WHERE message LIKE "
+                       "'%remove_double_syncs broke%'")
+    assert failing[0][0] == f["count"] >= 1 and failing[0][1] == 1, "one signature for every program it broke"
+    dirs = [p for p in (d / "failures").iterdir() if "remove_double_syncs" in p.name]
+    assert len(dirs) == 1
+    fd = dirs[0]
+    assert {"original.mim", "reduced.mim", "reproduce.sh", "failure.json"} <= {p.name for p in fd.iterdir()}
+    ((before, after, status),) = _rows(d, f"SELECT size_before, size_after, reduce_status FROM failures "
+                                          f"WHERE signature = '{fd.name}'")
+    assert status in ("fixpoint", "budget") and after * 3 <= before, (before, after, status)
+    reduced = fd / "reduced.mim"
+    assert "core.wrap.mul" in reduced.read_text()
+    # the reduced program fails the same way under the same broken phase (and passes without it)
+    check = [sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1]); from verimim.cli import main; "
+             "main(['check', '--json', sys.argv[2]])", str(preload), str(reduced)]
+    again = subprocess.run(check, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 3 and "remove_double_syncs broke" in again.stdout
+    clean = subprocess.run([*VERIMIM, "check", "--json", str(reduced)], capture_output=True, text=True, timeout=120)
+    assert "remove_double_syncs broke" not in clean.stdout
+
+    rep = subprocess.run([*VERIMIM, "fuzz", "report", str(d), "--json"], capture_output=True, text=True, timeout=120)
+    row = next(r for r in json.loads(rep.stdout)["failures"] if r["signature"] == fd.name)
+    assert row["size_after"] == after and row["reduced"] == str(reduced) and "verimim check" in row["command"]
+    assert fd.name in (d / "report.html").read_text()
+
+
+def test_crash_and_hang_are_journaled_and_the_campaign_goes_on(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    out = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "40", "--workers", "2", "--seed", "4",
+                          "--no-verify", "--preload", str(PRELOAD / "hang_crash.py"), "--program-timeout", "60",
+                          "--json"], capture_output=True, text=True, timeout=400)
+    assert out.returncode == 3, out.stderr[-3000:]
+    verdicts = dict(_rows(d, "SELECT idx, verdict FROM programs"))
+    assert verdicts.get(0) == "crash" and verdicts.get(1) == "hang", verdicts
+    assert any(v not in ("crash", "hang") for i, v in verdicts.items() if i > 1), "the campaign went on"
+    kinds = {f["kind"]: f for f in json.loads(out.stdout)["failures"]}
+    for kind in ("crash", "hang"):
+        fd = Path(kinds[kind]["file"]).parent
+        assert (fd / "original.mim").read_text().count("plugin gpu;") == 1
+        assert "verimim check original.mim" in (fd / "reproduce.sh").read_text()
+    ((status,),) = _rows(d, "SELECT reduce_status FROM failures WHERE kind = 'hang'")
+    assert status == "not reduced (hang)"

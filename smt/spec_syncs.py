@@ -1,80 +1,34 @@
-"""`gpu.remove_double_syncs` proved from the token structure, for every path at once.
+"""`gpu.remove_double_syncs` proved from dependencies, for every path and schedule at once.
 
-Shared and global memory operations take and give the memory tokens of their address space
-(`mem.M 3`, `mem.M 1`; SEMANTICS.md), and a barrier takes and gives both. When every token value
-of a kernel has at most one user (the tokens are linear, as the frontend's `let` chains make
-them), a barrier `r` whose tokens come straight from the barrier `s` before it (or from the
-kernel's entry) has nothing between `s` and `r`: any memory operation in between would have to
-use one of those tokens, whose only user is `r`; and every path through `s` goes on through `r`
-(whatever follows needs a token, and every one is `r`'s). So on every path `r` immediately
-follows `s` (or starts the kernel, where no operation precedes it): deleting it keeps each pair
-of memory operations separated exactly as before, and deletes one site from every barrier
-sequence that had it right after `s` — work-items that met the same barriers still do.
+A continuation's body runs as one block: its operations in some order that respects their
+operands (SEMANTICS.md), then its jump. Take a removed barrier `r` whose tokens come straight
+from the barrier `s` (or from the kernel's entry tokens), both operations of one block B. If
+every other shared or global memory operation and barrier of B either comes before `s` by
+dependency (`s` needs it) or after `r` (it needs `r`), then in every order of B nothing runs
+between `s` and `r` (at B's start: nothing before `r`): on every path `r` immediately follows
+`s`. Deleting `r` keeps each pair of memory operations separated exactly as before, and deletes
+one site from every barrier sequence, right after `s`: work-items that met the same barriers
+still do. Loops need no unrolling: the argument is about one block.
 
-The output must be the input with exactly the claimed barriers replaced by their tokens (a
-reference built here, matched node for node). Where the tokens are not linear, or a removed
-barrier's tokens have another source, this proof does not apply (None), and the path encoding
-of smt.specs decides.
+The output must also be the input with exactly the claimed barriers replaced by their tokens (a
+reference built here, matched node for node). Where a removed barrier is not shown so (another
+block, an independent operation in between), this proof does not apply (None), and the path
+encoding of smt.specs decides.
 """
 from __future__ import annotations
 
-from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Sigma, Tuple, Var
-from verimim.ir.world import IRError, World
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
+from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, walk
 from verimim.phases.rewriter import Rewriter
 from verimim.smt.match import Matcher
 from verimim.smt.solver import Outcome
 
 SYNC = "gpu.sync_work_items"
-SHARED_OR_GLOBAL = (1, 3)
 
 
 def _is_sync(d: Def) -> bool:
     return isinstance(d, App) and d.depth == 1 and isinstance(d.head, Axiom) and d.head.annex == SYNC
-
-
-def _is_token_type(t: Def) -> bool:
-    return (isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.M"
-            and isinstance(t.arg, Lit) and t.arg.value in SHARED_OR_GLOBAL)
-
-
-def _users(world: World) -> dict[int, set[int]]:
-    """Node → the nodes that have it as an operand (a mutable's body and type included)."""
-    users: dict[int, set[int]] = {}
-    for d in walk(world):
-        ops = (d.pi, d.body) if isinstance(d, MutLam) else d.ops
-        for op in ops:
-            if op is not None:
-                users.setdefault(op.gid, set()).add(d.gid)
-    return users
-
-
-def _holds_token(t: Def) -> bool:
-    return isinstance(t, Sigma) and any(_is_token_type(f) or _holds_token(f) for f in t.ops)
-
-
-def _nonlinear_token(world: World, users: dict[int, set[int]]) -> str | None:
-    """A token value used twice (None: every token is linear). A token is used by the node that
-    has it as operand; a tuple holding tokens (an operation's result, a parameter) may be taken
-    apart by its projections, each of which is a token value in turn."""
-    nodes = {d.gid: d for d in walk(world)}
-    for d in nodes.values():
-        if isinstance(d, Lam):
-            return f"an immutable lambda ({d.loc or '?'}): tokens under its binder are not followed"
-        if isinstance(d, (MutLam, Axiom, Lit)) or d.bvd != 0:
-            continue
-        try:
-            t = world.type_of(d)
-        except IRError:
-            return f"a node whose type cannot be computed ({d.loc or '?'})"
-        mine = users.get(d.gid, set())
-        if _is_token_type(t) and len(mine) > 1:
-            return f"a memory token with {len(mine)} users ({d.loc or '?'})"
-        # A value holding tokens is taken apart by projections only, or used whole exactly once
-        # (used whole and projected, its tokens would have two users).
-        if _holds_token(t) and len(mine) > 1 and any(not isinstance(nodes.get(u), Extract) for u in mine):
-            return f"a value holding memory tokens used whole and more than once ({d.loc or '?'})"
-    return None
 
 
 def _entry_vars(world: World) -> set[int]:
@@ -87,8 +41,26 @@ def _entry_vars(world: World) -> set[int]:
     return out
 
 
-def _justified(r: App, entries: set[int], users: dict[int, set[int]]) -> str | None:
-    """Why removing the barrier r is safe is *not* shown (None: it is)."""
+def _below(roots: list[Def], stop: set[int]) -> set[int]:
+    """The nodes the roots depend on within one block (not entering mutables or `stop`)."""
+    seen: set[int] = set()
+    stack = list(roots)
+    while stack:
+        d = stack.pop()
+        if d.gid in seen or d.gid in stop:
+            continue
+        seen.add(d.gid)
+        if not isinstance(d, MutLam):
+            stack.extend(d.ops)
+    return seen
+
+
+Blocks = dict[int, list[tuple[MutLam, list[Def]]]]
+
+
+def _justified(r: App, entries: set[int], blocks: Blocks) -> str | None:
+    """Why `r` is not shown to follow its barrier (or the kernel's entry) directly in every block
+    that performs it (None: it is)."""
     arg = r.arg
     if not (isinstance(arg, Tuple) and len(arg.ops) == 2 and all(isinstance(e, Extract) for e in arg.ops)):
         return "its tokens are not the two results of one node"
@@ -98,11 +70,38 @@ def _justified(r: App, entries: set[int], users: dict[int, set[int]]) -> str | N
             or (a.index.value, b.index.value) != (0, 1):
         return "its tokens are not the two results of one node"
     src = a.tup
-    if not (_is_sync(src) or (isinstance(src, Var) and src.mut.gid in entries)):
-        return "its tokens do not come straight from a barrier or the kernel's entry"
-    if users.get(a.gid) != {arg.gid} or users.get(b.gid) != {arg.gid}:
-        return "the tokens it takes have other users"
+    performed = blocks.get(r.gid, [])
+    if not performed:
+        return "it is no operation of a block"
+    for block, events in performed:
+        if _is_sync(src) and any(m is block for m, _ in blocks.get(src.gid, [])):
+            before = _below([src], set())
+        elif isinstance(src, Var) and src.mut.gid in entries and src.mut is block:
+            before = set()
+        else:
+            return "its tokens do not come from a barrier or the kernel's entry in its own block"
+        for e in events:
+            if e is r or e is src or e.gid in before:
+                continue
+            if r.gid not in _below([e], set()):
+                return f"an operation at {e.loc or '?'} may run between them"
     return None
+
+
+def _blocks(world: World) -> Blocks:
+    """Each shared/global memory operation or barrier → the blocks that perform it, each with
+    all the operations it performs (the interpreter's own account: smt.specs._events)."""
+    from verimim.ir.analysis import Scopes
+    from verimim.smt.specs import _events
+
+    scopes = Scopes()
+    out: Blocks = {}
+    for m in walk(world):
+        if isinstance(m, MutLam) and m.body is not None:
+            evs = _events(m, scopes)
+            for e in evs:
+                out.setdefault(e.gid, []).append((m, evs))
+    return out
 
 
 class _Remove(Rewriter):
@@ -114,7 +113,7 @@ class _Remove(Rewriter):
         return ops[1] if old.gid in self.removed else None
 
 
-def prove_by_tokens(res: PhaseResult) -> Outcome | None:
+def prove_by_dependencies(res: PhaseResult) -> Outcome | None:
     """`proved` (or `refuted`: the output is not the input less the claimed barriers); None
     where the token argument does not apply."""
     claimed = [old for old, _new in res.log.get("rewrites", [])]
@@ -126,15 +125,11 @@ def prove_by_tokens(res: PhaseResult) -> Outcome | None:
         mine = [d for d in walk(old) if d.gid in removed]
         if not mine and old is new:
             continue
-        users = _users(old)
-        why = _nonlinear_token(old, users)
-        if why is not None:
-            return None
         entries = _entry_vars(old)
+        blocks = _blocks(old)
         for r in mine:
             assert isinstance(r, App)
-            why = _justified(r, entries, users)
-            if why is not None:
+            if _justified(r, entries, blocks) is not None:
                 return None  # the path encoding decides (it may still prove it, or refute)
         ref = _Remove(old, {d.gid for d in mine}).run()
         mm = Matcher().match_worlds(ref, new)
@@ -142,5 +137,8 @@ def prove_by_tokens(res: PhaseResult) -> Outcome | None:
             return Outcome("refuted", f"the output is not the input less the removed barriers: {mm.describe()}",
                            {"location": str(mm.old.loc) if mm.old.loc else "?"})
         n_removed += len(mine)
-    return Outcome("proved", f"{n_removed} barrier(s) removed, each straight after a barrier or the kernel's "
-                   f"entry with linear tokens: nothing between them on any path; the rest unchanged")
+    if n_removed == 0:
+        return Outcome("proved", "no barrier removed: the output is the input, node for node")
+    return Outcome("proved", f"{n_removed} barrier(s) removed, each in the block of the barrier (or kernel "
+                   f"entry) it follows with every other operation ordered before or after both: nothing "
+                   f"between them on any path or schedule; the rest unchanged")

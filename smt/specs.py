@@ -4,7 +4,7 @@ Each specification states what its phase must achieve, independently of how the 
 checkers are compared with a violation formula over the address spaces (or token crossings) of
 every operation; rewrites with a structural match of the two Worlds whose changed spots must be
 the allowed patterns (with the side conditions proved by Z3); `remove_double_syncs` by the
-token structure for every path at once (smt.spec_syncs), else with the barrier separation of
+dependencies within a block, for every path at once (smt.spec_syncs), else with the barrier separation of
 every pair of memory operations on every (bounded) path of each kernel;
 `split_apply` with a partition constraint system over one Boolean per mutable.
 """
@@ -431,12 +431,13 @@ def _key(d: Def) -> tuple[str, str]:
 
 @spec("gpu.remove_double_syncs")
 def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
-    from verimim.smt.spec_syncs import prove_by_tokens
+    from verimim.smt.spec_syncs import prove_by_dependencies
 
-    # For every path at once where the tokens are linear; else path by path, below.
-    by_tokens = prove_by_tokens(res)
-    if by_tokens is not None:
-        return by_tokens
+    # For every path at once where each removed barrier directly follows another in its block;
+    # else path by path, below.
+    direct = prove_by_dependencies(res)
+    if direct is not None:
+        return direct
     before, after = res.before, res.after
     old_w = before.device if before.device is not None else before.host
     new_w = after.device if after.device is not None else after.host

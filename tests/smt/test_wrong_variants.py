@@ -204,32 +204,24 @@ class ClaimEverySync(RemoveDoubleSyncs):
 @pytest.mark.parametrize("name", ["kernel_no_args.mim", "shared_reduce_barrier.mim", "barrier_uniform_branch.mim"])
 def test_remove_double_syncs_right_and_wrong(name: str) -> None:
     prog = program_before(VALID / name, "gpu.remove_double_syncs")
-    # Linear tokens: proved for every path at once, loops included (no unrolling bound).
+    # Proved for every path at once, loops included (no unrolling bound).
     got, detail, _ = verdict(apply(RemoveDoubleSyncs(), prog, "device"))
-    assert got == "proved" and "linear tokens" in detail, detail
+    assert got == "proved" and "the output is the input, node for node" in detail, detail
     # Dropping barriers without saying so: the output is not the input less the claimed ones.
     status, detail, _ = verdict(apply(DropEverySync(), prog, "device"))
     assert status == "refuted", detail
-    # Claiming every barrier: the token argument does not cover them, the path encoding refutes.
+    # Claiming every barrier: the direct argument does not cover them, the path encoding refutes.
     status, detail, cex = verdict(apply(ClaimEverySync(), prog, "device"))
     assert status == "refuted", detail
     assert cex["kernel"]
 
 
-def test_remove_double_syncs_falls_back_to_paths_when_tokens_are_reused() -> None:
-    from verimim.smt.spec_syncs import _nonlinear_token, _users
-
-    prog = program_before(VALID / "shared_reduce_barrier.mim", "gpu.remove_double_syncs")
-    dev = prog.device
-    assert dev is not None and _nonlinear_token(dev, _users(dev)) is None
-    reuse = (HEADER_GPU + """
+def _kernel_program(body: str) -> str:
+    return HEADER_GPU + """
 con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
             group_id: Idx 1, item_id: Idx 2, smem: [], data: gpu.GlobalPtr I32,
             return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let (_m, x) = mem.load (m1, data);
-    let b = mem.store (m1, data, core.wrap.add 0 (x, 1I32));
-    return (b, m3, m4, m5);
-
+""" + body + """
 fun extern main (m0: mem.M 0): [mem.M 0, I32] =
     let (m0, m1, m4) = gpu.init m0;
     let (m1, d) = gpu.alloc.block I32 m1;
@@ -237,10 +229,34 @@ fun extern main (m0: mem.M 0): [mem.M 0, I32] =
     let m1 = gpu.free.block (m1, d);
     let m0 = gpu.deinit (m0, m1, m4);
     return (m0, 7I32);
+"""
+
+
+def test_an_operation_that_may_run_between_two_barriers_leaves_it_to_the_paths() -> None:
+    from verimim.smt.spec_syncs import prove_by_dependencies
+
+    # The store uses the tokens from before both barriers: it may run between them.
+    text = _kernel_program("""
+    let s = gpu.sync_work_items (m1, m3);
+    let t = gpu.sync_work_items (s#0_2, s#1_2);
+    let m = mem.store (m1, data, 1I32);
+    return (m, t#1_2, m4, m5);
 """)
-    world, _ = run_with_big_stack(lambda: load_text(reuse, "<reuse>"))
-    why = _nonlinear_token(world, _users(world))
-    assert why is not None and "users" in why, why
+    world, _ = run_with_big_stack(lambda: load_text(text, "<between>"))
+    res = apply(RemoveDoubleSyncs(), Program(world))
+    assert len(res.log["rewrites"]) == 2  # the phase removes both (the first follows the entry)
+    assert run_with_big_stack(lambda: prove_by_dependencies(res)) is None
+    # Ordered after both (it needs the second barrier's tokens): proved directly.
+    text = _kernel_program("""
+    let s = gpu.sync_work_items (m1, m3);
+    let t = gpu.sync_work_items (s#0_2, s#1_2);
+    let m = mem.store (t#0_2, data, 1I32);
+    return (m, t#1_2, m4, m5);
+""")
+    world, _ = run_with_big_stack(lambda: load_text(text, "<after>"))
+    res = apply(RemoveDoubleSyncs(), Program(world))
+    out = run_with_big_stack(lambda: prove_by_dependencies(res))
+    assert out is not None and out.status == "proved", out
 
 
 # ----------------------------------------------------------------------------- split_apply
@@ -364,7 +380,7 @@ def test_every_phase_of_the_pipeline_has_a_specification() -> None:
     assert missing == []
 
 
-def test_remove_double_syncs_proves_removed_barriers_by_tokens() -> None:
+def test_remove_double_syncs_proves_removed_barriers_directly() -> None:
     # The kernel syncs twice at its entry: both barriers separate nothing.
     from tests.phases.test_program_pipeline import PROGRAM
 
@@ -373,32 +389,3 @@ def test_remove_double_syncs_proves_removed_barriers_by_tokens() -> None:
     entry = next(p for p in run.phases if p["name"] == "gpu.remove_double_syncs")
     assert entry["status"] == "proved" and entry["detail"].startswith("2 barrier(s) removed"), entry
     assert entry["time_s"] < 1.0, entry
-
-
-def test_tokens_used_whole_and_projected_are_not_linear() -> None:
-    from verimim.smt.spec_syncs import _nonlinear_token, _users
-
-    text = HEADER_GPU + """
-con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
-            group_id: Idx 1, item_id: Idx 2, smem: [], data: gpu.GlobalPtr I32,
-            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let s = gpu.sync_work_items (m1, m3);
-    let t = gpu.sync_work_items (s#0_2, s#1_2);
-    after s
-    where
-        con after (u: [gpu.GlobalM, gpu.SharedM]) =
-            let m = mem.store (u#0_2, data, 1I32);
-            return (m, t#1_2, m4, m5);
-    end;
-
-fun extern main (m0: mem.M 0): [mem.M 0, I32] =
-    let (m0, m1, m4) = gpu.init m0;
-    let (m1, d) = gpu.alloc.block I32 m1;
-    ret (m0, m1, m4) = gpu.launch (1, 2, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
-    let m1 = gpu.free.block (m1, d);
-    let m0 = gpu.deinit (m0, m1, m4);
-    return (m0, 7I32);
-"""
-    world, _ = run_with_big_stack(lambda: load_text(text, "<whole>"))
-    why = _nonlinear_token(world, _users(world))
-    assert why is not None and "used whole" in why, why

@@ -264,3 +264,12 @@ def test_non_utf8_import_is_reported_in_the_imported_file(tmp_path: Path) -> Non
     assert p.returncode == 1
     (d,) = json.loads(p.stdout)["diagnostics"]
     assert d["code"] == "E-PARSE" and d["file"] == str(inc / "mylib.mim") and (d["line"], d["col"]) == (2, 27)
+
+
+def test_diff_of_a_launch_too_big_says_so(tmp_path: Path) -> None:
+    p = verimim("diff", _launch(tmp_path, 2, 4), "--no-gpu", "--json")
+    assert p.returncode == 0  # small enough: compared
+    big = verimim("diff", _launch(tmp_path, 65536, 1024), "--no-gpu", "--json")
+    (d,) = json.loads(big.stdout)["diagnostics"]
+    assert d["code"] == "E-FUEL" and [r["message"] for r in d["related"]] == [
+        "not compared on other targets: the interpreter cannot run it"]

@@ -310,8 +310,12 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
         except RuntimeFault as e:
             # Undefined behaviour: the user's program is at fault (exit 1) and there is nothing to
             # compare, which a note of the error says (a separate note would repeat its code).
+            from verimim.plug.gpu_interp import LaunchTooLarge
+
             d = e.diagnostic()
-            note = Related("not compared on other targets: the program has no defined result", None)
+            why = ("the interpreter cannot run it" if isinstance(e, LaunchTooLarge)
+                   else "the program has no defined result")
+            note = Related(f"not compared on other targets: {why}", None)
             report.diagnostics.append(replace(d, related=(*d.related, note)))
             report.data["skipped"] = e.code
             return

@@ -26,6 +26,7 @@ from verimim.diagnostics import Loc
 from verimim.ir.analysis import postorder
 from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lit, MutLam, Pack, Sigma, Var
 from verimim.plug.c_lib import c_name
+from verimim.runtime.cps_dyn import DynamicClosures, DynClo, NeedDynamic
 from verimim.runtime.nvptx import (
     P, RET, KernelInfo, ParamInfo, Ret, _BodyCompiler, _Ctx, _Scope, _show, unsupported,
 )
@@ -57,8 +58,12 @@ def _static_key(v: Any) -> Any:
     return v
 
 
-class CpsCompiler(_BodyCompiler):
+class CpsCompiler(_BodyCompiler, DynamicClosures):
     """Compiles the continuation graph below one root function into one LLVM function."""
+
+    # Whether continuations may become known only at run time (verimim.runtime.cps_dyn): a
+    # recursion then raises NeedDynamic for the caller to compile again, instead of E-UNSUPPORTED.
+    dynamic_closures = False
 
     def __init__(self, ctx: _Ctx, root: MutLam, name: str,
                  axioms: dict[str, tuple[int, tuple[int, ...]]] | None = None) -> None:
@@ -69,10 +74,13 @@ class CpsCompiler(_BodyCompiler):
         self.count: dict[int, int] = {}
         self.work: list[tuple[MutLam, _HScope, Any]] = []
         self.scope: _Scope = _HScope(None, None)
+        self.root_scope: _Scope = self.scope
+        self.dyn_muts: set[int] = set()  # mutables whose continuations come from records
+        self._dyn_setup()
 
     def run_body(self, root_val: Any, body_bb: Any) -> None:
         """Compile the root's body (its parameter bound to root_val) and every block it reaches."""
-        root = _HScope(None, None)
+        root = self.root_scope = _HScope(None, None)
         scope = _HScope(root, self.kernel)
         scope.vals[self.w.var(self.kernel).gid] = root_val
         self.builder = self.ir.IRBuilder(body_bb)
@@ -81,6 +89,7 @@ class CpsCompiler(_BodyCompiler):
             m, sc, bb = self.work.pop()
             self.builder = self.ir.IRBuilder(bb)
             self._compile_body(m, sc)
+        self._connect()
 
     # ------------------------------------------------------------------ instances
 
@@ -109,19 +118,30 @@ class CpsCompiler(_BodyCompiler):
         self.scope = outer
         dyn: list[Any] = []
         static: list[Any] = []
-        self.ctx.flatten(dom, av, dyn, loc, static)
+        dynamic = m.gid in self.dyn_muts
+        if dynamic:
+            self._dflatten(dom, av, dyn, loc)  # continuations as record pointers
+        else:
+            self.ctx.flatten(dom, av, dyn, loc, static)
+            if any(isinstance(s, DynClo) for s in static):
+                if self.dynamic_closures:
+                    raise NeedDynamic(m)
+                raise unsupported(f"a continuation known only at run time passed to `{m.name}`", loc)
         key = (m.gid, id(clo.scope), tuple(_static_key(s) for s in static))
         inst = self.instances.get(key)
         if inst is None:
             n = self.count[m.gid] = self.count.get(m.gid, 0) + 1
             if n > MAX_INSTANCES:
+                if self.dynamic_closures and not dynamic:
+                    raise NeedDynamic(m)
                 raise unsupported(f"the recursion of `{m.name}` (only tail calls that pass the same "
                                   f"continuation, i.e. loops, are compiled)", m.loc)
             bb = self.fn.append_basic_block(f"{m.name or 'cont'}.{n}")
             b = self.ir.IRBuilder(bb)
             phis = [b.phi(x.type, name=f"{m.name}.p{i}") for i, x in enumerate(dyn)]
             sc = _HScope(clo.scope, m)
-            sc.vals[self.w.var(m).gid] = self.ctx.build(dom, iter(phis), iter(static))
+            sc.vals[self.w.var(m).gid] = (self._dbuild(dom, iter(phis)) if dynamic
+                                          else self.ctx.build(dom, iter(phis), iter(static)))
             inst = self.instances[key] = (bb, phis)
             self.work.append((m, sc, bb))
         bb, phis = inst
@@ -160,6 +180,9 @@ class CpsCompiler(_BodyCompiler):
             bb = self._jump(cv, av, loc)
             self.builder.branch(bb)
             return
+        if isinstance(cv, DynClo):
+            self._dispatch(cv, av, loc)
+            return
         raise unsupported(f"a jump to {cv!r}", loc)
 
     def _special_jump(self, callee: Def, arg: Def, loc: Loc | None) -> bool:
@@ -192,6 +215,8 @@ class CpsCompiler(_BodyCompiler):
 
     def _val(self, d: Def) -> Any:
         if isinstance(d, MutLam):
+            if self.scope.has(d.gid):
+                return self.scope.get(d.gid)  # a closure captured by a record (cps_dyn)
             return Clo(d, self._instance_scope(d))
         if isinstance(d, Lit) and self.scopes.deps(d):
             return self.ir.Constant(self.ir.IntType(self._int_leaf(self._resolve(d.ops[0]), d.loc)), d.value)

@@ -26,6 +26,7 @@ from verimim.interp.entry import main_form
 from verimim.plug.c_lib import c_name
 from verimim.runtime.c_host import CFunctions, emit_call
 from verimim.runtime.cps import CpsCompiler
+from verimim.runtime.cps_dyn import NeedDynamic
 from verimim.runtime.nvptx import P, RET, KernelInfo, _AXIOMS, _Ctx, _lit, _llvm, _show, unsupported
 
 ENTRY = "verimim_main"
@@ -108,6 +109,7 @@ class _HostCompiler(CpsCompiler):
     """Compiles `main` and everything it reaches into one LLVM function (see the module doc)."""
 
     where = "on the host"
+    dynamic_closures = True
 
     def __init__(self, ctx: _HostCtx, main: MutLam, kernels: dict[str, KernelInfo]) -> None:
         super().__init__(ctx, main, ENTRY, _HOST_AXIOMS)
@@ -175,6 +177,9 @@ class _HostCompiler(CpsCompiler):
         if lay is None:
             raise unsupported(f"the size of `{_show(t)}`", loc)
         return lay.size
+
+    def _record(self, nbytes: int) -> Any:
+        return self._call("malloc", self._i64(nbytes))
 
     def _call(self, name: str, *args: Any) -> Any:
         return self.builder.call(self.hctx.runtime(name), list(args))
@@ -368,9 +373,20 @@ def emit_host(host_world: World, kernels: dict[str, KernelInfo]) -> HostModule:
     main = host_world.externals.get("main")
     if main is None:
         raise VerimimError("E-NAME", "the program has no `fun extern main`", None)
-    ctx = _HostCtx(host_world)
-    comp = _HostCompiler(ctx, main, kernels)
-    comp.compile_main()
+    dyn: set[int] = set()
+    while True:
+        ctx = _HostCtx(host_world)
+        comp = _HostCompiler(ctx, main, kernels)
+        comp.dyn_muts = dyn
+        try:
+            comp.compile_main()
+            break
+        except NeedDynamic as e:
+            # A recursion: compile again with that mutable's continuations known at run time
+            # (verimim.runtime.cps_dyn); each round adds one, so this ends.
+            if e.mut.gid in dyn:
+                raise unsupported(f"the recursion of `{e.mut.name}`", e.mut.loc) from None
+            dyn.add(e.mut.gid)
     return HostModule(str(ctx.module), comp.kernel_ids)
 
 

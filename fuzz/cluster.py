@@ -4,11 +4,10 @@
 nanny, which starts a new process when one dies); `--scheduler tcp://HOST:PORT` joins a cluster
 started elsewhere (`dask scheduler`, `dask worker` — see README, Fuzzing campaigns).
 
-Two scheduler settings make failures attributable to one program: `worker-saturation` 1.0
-(a worker is given a task only when a thread is free, so a worker holds one program at a time)
-and `allowed-failures` 0 (the first worker death marks the program it ran as `KilledWorker`
-instead of re-running it on the next worker, and the next). They apply to the clusters we
-start; a joined cluster keeps its own (README says how to set them).
+The campaign places each program on a free worker itself (fuzz/campaign.py), so a worker's
+death is charged to the one program it ran. `allowed-failures` 0 makes the scheduler say so at
+once (`KilledWorker`) instead of re-running the program on the next worker, and the next; it
+applies to the clusters we start, a joined cluster keeps its own (README says how to set it).
 """
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from typing import Any
 from verimim.diagnostics import UsageError
 
 LOCAL_CONFIG = {
-    "distributed.scheduler.worker-saturation": 1.0,
     "distributed.scheduler.allowed-failures": 0,
     "distributed.admin.tick.limit": "60s",  # a long Z3 query is no reason to warn every tick
 }

@@ -12,8 +12,9 @@ _CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
-td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; }
-th { background: #f0f0f0; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top;
+         max-width: 24em; overflow-wrap: anywhere; }
+th { background: #f0f0f0; overflow-wrap: normal; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 td.zero { background: #fde0e0; color: #a00; } td.hot { background: #e0f0e0; }
 code { font-size: 0.9em; } .kpi { display: inline-block; margin-right: 2em; }
 .kpi b { font-size: 1.5em; display: block; } .cols { display: flex; flex-wrap: wrap; gap: 2em; }
@@ -66,6 +67,9 @@ def _throughput_svg(points: list[dict[str, Any]]) -> str:
                       for p in pts)
         color = _COLORS[i % len(_COLORS)]
         out.append(f"<polyline class='run' fill='none' stroke='{color}' stroke-width='2' points='{xy}'/>")
+        for pt in xy.split():  # a marker per interval: a run of one interval is a point, not a line
+            x, y = pt.split(",")
+            out.append(f"<circle cx='{x}' cy='{y}' r='3' fill='{color}'/>")
         out.append(f"<text x='{w - 90}' y='{20 + 14 * i}' font-size='11' fill='{color}'>run {run}</text>")
     out.append("</svg>")
     return "".join(out)

@@ -75,6 +75,10 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
         self.work: list[tuple[MutLam, _HScope, Any]] = []
         self.scope: _Scope = _HScope(None, None)
         self.root_scope: _Scope = self.scope
+        # Type arguments of inlined `lam`s (`seq {A: *} …` at «2; Nat»), by parameter: a type used
+        # only in types is captured by no closure, so no scope chain holds it. None: applied at
+        # two types (then nothing is resolved from it).
+        self.type_args: dict[int, Def | None] = {}
         self.dyn_muts: set[int] = set()  # mutables whose continuations come from records
         self._dyn_setup()
 
@@ -262,11 +266,14 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
         try:
             v = self.scope.get(root.gid)
         except KeyError:
-            return None
+            t = self.type_args.get(root.gid)
+            return t if t is not None and not path else None
         for i in reversed(path):
             if not isinstance(v, tuple) or i >= len(v):
                 return None
             v = v[i]
+        if isinstance(v, Def) and not v.bvd and self.ctx.is_static(v):
+            return v  # a type argument: the type itself
         if not isinstance(v, self.ir.Constant) or not isinstance(v.type, self.ir.IntType):
             return None
         t = self._resolve(self.w.type_of(x))
@@ -317,7 +324,10 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
             raise unsupported(f"the recursion of `{m.name}`", m.loc)
         outer = self.scope
         sc = _HScope(cv.scope, m)
-        sc.vals[self.w.var(m).gid] = self._val(d.arg)
+        arg = sc.vals[self.w.var(m).gid] = self._val(d.arg)
+        if isinstance(arg, Def) and not arg.bvd and self.ctx.is_static(arg):
+            key = self.w.var(m).gid
+            self.type_args[key] = arg if self.type_args.get(key, arg) is arg else None
         self.scope = sc
         try:
             self._compute(m.body)  # type: ignore[arg-type]

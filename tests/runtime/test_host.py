@@ -163,3 +163,37 @@ fun extern main (m0: mem.M 0): [mem.M 0, I32] =
     assert proc.returncode == 1
     diag = json.loads(proc.stdout)["diagnostics"][0]
     assert diag["code"] == "E-UNSUPPORTED" and "`dont_know`" in diag["message"] and diag["line"] == 4
+
+
+def test_curried_continuation_with_a_type_parameter_is_specialised_by_its_call() -> None:
+    # `seq {A: *} (n) (body) (exit) (acc)` applied at «2; Nat»: the type argument is used only in
+    # types (no closure captures it), and the inlined application resolves them (host code of the
+    # source World: emit_host directly).
+    from verimim.runtime.host import emit_host
+    from verimim.runtime.hostrt import CompiledProgram
+
+    src = """
+con seq {A: *} (n: Nat) (body: [Cn A] → Cn A) (exit: Cn A) (acc: A) =
+    head (0, acc)
+    where
+        con head (i: Nat, acc: A) =
+            (f, t)#(core.ncmp.l (i, n)) ()
+            where
+                con t () = body continue acc
+                where
+                    con continue (acc: A) = head (core.nat.add (i, 1), acc);
+                end
+                con f () = exit acc;
+            end;
+    end;
+
+fun extern main (argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): I32 =
+    seq 12 body exit (0, 1)
+    where
+        con body (yield: Cn [Nat, Nat]) (a b: Nat) = yield (b, core.nat.add (a, b));
+        con exit (a _: Nat) = return (core.bitcast I32 a);
+    end;
+"""
+    world, _ = load_text(HEADER + src, "<host-test>")
+    assert _interp(world, ["p"]) == 144
+    assert run_jitted(jit(CompiledProgram(emit_host(world, {}), None)), ["p"]) == 144

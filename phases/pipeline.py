@@ -8,7 +8,7 @@
                                       closed under references)
        compile.beta_red, compile.lam_spec  (β-reduction of mutable lams, specialisation of
                                       higher-order functions such as gpu.with_streams;
-                                      validated by differential execution, phases/inline.py)
+                                      proved against the input β-reduced, smt/inline_proof.py)
     6. gpu.split_apply, then gpu.host_specific_phases () on the host World and
        gpu.device_specific_phases () on the device World
     7. buffer.lower_ptr on the host World (what the backends need; verimim.phases.plan)

@@ -3,7 +3,7 @@ specialisation, "each validated by differential execution").
 
 What either phase must achieve, stated without its code:
 
-1. Interface: the externals are the same names, each of the same kind and type (printed).
+1. Interface: the externals are the same names, each of the same kind and type (by structure).
 2. Effects are moved or copied, never made: every memory-effect operation of the output (a full
    application of an axiom whose type mentions a memory token `mem.M a`, jumps to `Fn` axioms
    included) has a counterpart in the input with the same axiom at the same source location
@@ -16,7 +16,10 @@ What either phase must achieve, stated without its code:
    `lam` for its value, for `lam_spec` a closed call of a non-recursive, non-external `fun` or
    `con` whose parameter holds a function or continuation — is one the phase reports leaving,
    with its reason (reported in the outcome).
-4. Differential execution (the reference interpreter, with argc = 1 and argc = 2): the same
+4. The proof (smt.inline_proof): the output equals, node for node, the input with every claimed
+   application β-reduced by the textbook substitution — `proved`, for all inputs. Only where
+   that reference does not apply does 5. decide, and then the outcome is `validated`.
+5. Differential execution (the reference interpreter, with argc = 1 and argc = 2): the same
    result or fault code, the same warning codes, and for runs that finish, the same multiset of
    executed state-changing memory operations by axiom (stores, allocations, frees, copies,
    launches, synchronisations, stream operations; loads only observe, and how often the

@@ -70,7 +70,9 @@ class Dumper:
             stack.extend(sorted(muts, key=lambda x: x.gid))
             if m.gid in root_ids:
                 continue
-            fv = free_muts(m, self.fv_cache)
+            # A curried mutable's type may use an outer one's parameter (`con f {A: *} (x: A)`):
+            # that makes it as local as a use in its body does.
+            fv = free_muts(m, self.fv_cache) | _vars_in_type(m)
             if not fv:
                 extra_top.append(m)
                 continue
@@ -127,39 +129,54 @@ class Dumper:
         self.named[value.gid] = nm
         return f"({nm}: {self.printer.expr(t)})"
 
+    def curried_chain(self, m: MutLam) -> list[MutLam]:
+        """m and the mutables a curried declaration made of it: a `lam` whose body is exactly
+        its own nested mutable (`con f {A: *} (n: Nat) (k: Cn A) = …` is four mutables)."""
+        chain = [m]
+        while True:
+            cur = chain[-1]
+            nxt = cur.body
+            if not (cur.kind == "lam" and isinstance(nxt, MutLam) and not nxt.annex and not nxt.external
+                    and nxt in self.children.get(cur.gid, [])):
+                return chain
+            chain.append(nxt)
+
     def print_mut(self, m: MutLam, depth: int, keyword: str | None = None) -> list[str]:
         pad = INDENT * depth
         lines: list[str] = []
         if m.doc:
             lines += [f"{pad}/// {ln}".rstrip() for ln in m.doc.split("\n")]
         name = self.mut_name(m)
-        dom = self.bind_params(m)
-        kind = keyword or (m.kind if m.kind in ("con", "fun", "lam") else "con")
-        if kind == "fun" and not self._fun_shape(m):
-            kind = "con" if self.world.is_cn(m.pi) else "lam"
+        chain = self.curried_chain(m) if keyword is None else [m]
+        doms: list[str] = []
+        for x in chain:
+            dom = self.bind_params(x)
+            if x.pi.implicit and dom.startswith("(") and dom.endswith(")"):
+                dom = "{" + dom[1:-1] + "}"
+            doms.append(dom)
+        last = chain[-1]
+        kind = keyword or (last.kind if last.kind in ("con", "fun", "lam") else "con")
+        if kind == "fun" and not self._fun_shape(last):
+            kind = "con" if self.world.is_cn(last.pi) else "lam"
         ext = " extern" if m.external else ""
-        head = f"{pad}{kind}{ext} {name} {dom}"
+        head = f"{pad}{kind}{ext} {name} {' '.join(doms)}"
         w = self.world
         if kind == "fun":
-            dom_t = m.pi.dom
+            dom_t = last.pi.dom
             assert isinstance(dom_t, Sigma)
-            ret_t = w.shift(dom_t.ops[1], -1)
-            from verimim.ir.defs import Pi
-
-            assert isinstance(ret_t, Pi)
-            r = w.open(dom_t.ops[1], w.var(m))
+            r = w.open(dom_t.ops[1], w.var(last))
             assert isinstance(r, Pi)
             head += f": {self.printer.expr(r.dom)}"
         elif kind == "lam":
-            head += f": {self.printer.expr(w.open(m.pi.codom, w.var(m)))}"
-        if m.body is None:
+            head += f": {self.printer.expr(w.open(last.pi.codom, w.var(last)))}"
+        if last.body is None:
             return lines + [head + ";"]
         # Names bound by this body's lets are visible in its `where` block only: forget them after.
         before = set(self.named)
-        body_lines = self.print_body(m.body, depth + 1)
+        body_lines = self.print_body(last.body, depth + 1)
         lines.append(head + " =")
         lines += body_lines
-        kids = self.children.get(m.gid, [])
+        kids = [k for x in chain for k in self.children.get(x.gid, []) if k not in chain]
         if kids:
             lines.append(f"{pad}{INDENT}where")
             for k in kids:
@@ -240,6 +257,24 @@ class Dumper:
         return _mentions_mem(t)
 
 
+def _vars_in_type(m: MutLam) -> frozenset[MutLam]:
+    """The mutables whose parameters m's own type mentions (other than m)."""
+    found: set[MutLam] = set()
+    seen: set[int] = set()
+    stack: list[Def] = [m.pi]
+    while stack:
+        d = stack.pop()
+        if d.gid in seen or isinstance(d, MutLam):
+            continue
+        seen.add(d.gid)
+        if isinstance(d, Var):
+            if d.mut is not m:
+                found.add(d.mut)
+            continue
+        stack.extend(d.ops)
+    return frozenset(found)
+
+
 def _mentions_mem(t: Def) -> bool:
     return bool(apps_with_head(t, "mem.M"))
 
@@ -299,6 +334,37 @@ def c_declarations(dumper: Dumper, roots: list[MutLam]) -> list[str]:
     return out
 
 
+def axiom_declarations(dumper: Dumper, world: World, unit: Unit) -> list[str]:
+    """The file's own axioms (`axm %p.n: T;`, one per tag) and recursive definitions
+    (`rec N: T = e;`), in declaration order: what the rest of the dump refers to by name."""
+    out: list[str] = []
+    for d in _flat_decls(unit.module.decls):
+        if isinstance(d, ast.DeclAxm):
+            base = ".".join(d.name)
+            for full in [f"{base}.{t}" for t in d.tags] if d.tags else [base]:
+                ax = world.annexes.get(full)
+                if ax is None:
+                    continue
+                out.append(f"axm %{full}: {dumper.printer.expr(world.type_of(ax))};")
+        elif isinstance(d, ast.DeclRecVal):
+            entry = unit.scope.names.get(d.name)
+            v = entry.value if isinstance(entry, Lazy) else entry
+            if isinstance(v, Axiom) and v in world.rec_defs:
+                name = dumper.printer.expr(v)
+                spelled = f"%{name}" if "." in name else name
+                out.append(f"rec {spelled}: {dumper.printer.expr(world.type_of(v))} = "
+                           f"{dumper.printer.expr(world.rec_defs[v])};")
+    return out
+
+
+def _flat_decls(decls: tuple[ast.Decl, ...]) -> Iterator[ast.Decl]:
+    for d in decls:
+        if isinstance(d, ast.DeclRec):
+            yield from d.decls
+        else:
+            yield d
+
+
 def dump_unit(world: World, unit: Unit) -> str:
     dumper = Dumper(world)
     out: list[str] = []
@@ -306,6 +372,8 @@ def dump_unit(world: World, unit: Unit) -> str:
         out.append(f"{imp.kind} {imp.name};")
     if out:
         out.append("")
+    axioms = axiom_declarations(dumper, world, unit)
+    out += axioms + ([""] if axioms else [])
     decls = list(_unit_decls(unit))
     roots = [v for _, _, v in decls if isinstance(v, MutLam)]
     c_decls = c_declarations(dumper, roots)
@@ -316,9 +384,16 @@ def dump_unit(world: World, unit: Unit) -> str:
     extra_top = dumper.plan(roots)
     for m in extra_top:
         out += dumper.print_mut(m, 0) + [""]
+    later_members = {id(m) for g in unit.module.decls if isinstance(g, ast.DeclRec) for m in g.decls[1:]}
     for d, nm, v in decls:
         if isinstance(v, MutLam):
-            out += dumper.print_mut(v, 0) + [""]
+            lines = dumper.print_mut(v, 0)
+            if id(d) in later_members and lines:
+                # A member of a mutually recursive group is printed as one: `… and lam g …`.
+                while out and out[-1] == "":
+                    out.pop()
+                lines[0] = "and " + lines[0]
+            out += lines + [""]
             continue
         if d.doc:
             out += [f"/// {ln}".rstrip() for ln in d.doc.split("\n")]

@@ -161,7 +161,11 @@ class ExprPrinter:
             return f"{sym}:{self.atom(d.ops[0])}"
         if isinstance(d, Axiom):
             # A C function (`ccon`/`cfun`, the axiom `c.NAME`: verimim.plug.c_lib) is named as declared.
-            return d.annex[2:] if d.annex.startswith("c.") else d.annex
+            # A recursive definition (`rec N = … N …`, the constant `rec.N`) by its name too.
+            for prefix in ("c.", "rec."):
+                if d.annex.startswith(prefix):
+                    return d.annex[len(prefix):]
+            return d.annex
         if isinstance(d, MutLam):
             return self.mut_name(d)
         if isinstance(d, Param):

@@ -623,6 +623,11 @@ class Elaborator:
     def infer_block_like(self, e: ast.Block | ast.Where, scope: Scope, expected: Def | None) -> Def:
         sc = scope.child()
         decls = e.decls
+        if isinstance(e, ast.Block) and isinstance(e.expr, ast.Where):
+            # `let x = f …; e where lam f … end`: the where block's declarations are hoisted
+            # with the body's own, so the lets before `e` see them too (as verimim dumps it).
+            decls = decls + e.expr.decls
+            e = ast.Block(e.loc, decls, e.expr.expr, e.braces)
         # A body's `let`s bind in sequence; every other declaration (and every declaration of a
         # `where` block) is hoisted and elaborated on demand.
         sequential = isinstance(e, ast.Block)

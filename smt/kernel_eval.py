@@ -34,11 +34,17 @@ from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt.symbolic import Explorer
 
-DEFAULT_LOOP_BOUND = 16  # entries of one continuation on one path before the path is cut
+DEFAULT_LOOP_BOUND = 16  # entries of one continuation per activation before the path is cut
+MAX_STEPS = 4_096  # continuation entries on one path in all (nested loops multiply)
 
 
 class Unsupported(Exception):
     """A construct the symbolic model does not encode (named in the message)."""
+
+
+class LoopReentry(Exception):
+    """A summarized loop header entered again from outside the loop: the summary does not
+    cover that activation, so the summarized exploration is given up (unrolling stands)."""
 
 
 class _Stop(Exception):
@@ -197,6 +203,7 @@ class Evaluator:
     abstracted: set[int] = field(default_factory=set)
     stop_at: int | None = None  # exploring a loop body: the header whose re-entry ends the path
     backedge: Any = None  # … and the parameter it was re-entered with
+    steps: int = 0
     _counter: int = 0
 
     # -------------------------------------------------------------- fresh values
@@ -240,6 +247,7 @@ class Evaluator:
     def run(self, entry: MutLam, arg: Any) -> str:
         """Run from `entry` bound to `arg` until the graph returns; "done", or why it stopped."""
         callee: Any = entry
+        came_from: MutLam | None = None
         try:
             while True:
                 if isinstance(callee, Return):
@@ -247,18 +255,27 @@ class Evaluator:
                 if not isinstance(callee, MutLam) or callee.body is None:
                     raise Unsupported(f"a jump to `{callee if not isinstance(callee, MutLam) else callee.name}`, "
                                       f"which has no body here")
-                self.enter(callee, arg)
+                self.enter(callee, arg, came_from)
+                came_from = callee
                 callee, arg = self.jump(callee.body)
         except _Stop as s:
             self.cut_at = s.where
             return s.why
 
-    def enter(self, m: MutLam, arg: Any) -> None:
+    def enter(self, m: MutLam, arg: Any, came_from: MutLam | None = None) -> None:
+        local = self.scopes.local_muts(m)
+        # A back edge comes from inside the loop (a continuation nested in its header); any
+        # other entry starts a new activation of m.
+        back = came_from is not None and came_from in local
         first = self.entries.get(m.gid, 0) == 0
         if self.stop_at == m.gid and not first:
+            if not back:
+                raise LoopReentry(m.name or "?")
             self.backedge = arg
             raise _Stop("backedge", m.name)
         if m.gid in self.abstracted:
+            if not back:  # a second activation the summary does not cover: no summary at all
+                raise LoopReentry(m.name or "?")
             raise _Stop("loop", m.name)
         if self.loops is not None and first and m.gid != self.stop_at and self.loops.is_header(m):
             h = self.loops.summarize(self, m, arg)
@@ -266,10 +283,15 @@ class Evaluator:
                 arg = h
                 self.abstracted.add(m.gid)
         n = self.entries.get(m.gid, 0) + 1
-        if n > self.loop_bound:
+        self.steps += 1
+        if n > self.loop_bound or self.steps > MAX_STEPS:
             raise _Stop("bound", m.name)
         self.entries[m.gid] = n
-        local = self.scopes.local_muts(m)
+        # The loops nested in m start anew with each entry of m: their bound is per activation.
+        for x in local:
+            if x is not m:
+                self.entries.pop(x.gid, None)
+                self.abstracted.discard(x.gid)
         for gid, (d, _) in list(self.memo.items()):
             if not self.scopes.deps(d).isdisjoint(local):
                 del self.memo[gid]

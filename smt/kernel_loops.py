@@ -30,7 +30,7 @@ import z3
 
 from verimim.ir.analysis import scan_mut
 from verimim.ir.defs import MutLam
-from verimim.smt.kernel_eval import Evaluator, Op
+from verimim.smt.kernel_eval import Evaluator, LoopReentry, Op
 from verimim.smt.symbolic import Explorer, SymbolicError
 
 MAX_BODY_PATHS = 64
@@ -170,7 +170,7 @@ class LoopSummaries:
 
         try:
             paths = nested.run(one)
-        except SymbolicError:
+        except (SymbolicError, LoopReentry):
             return None
         out = []
         for p in paths:

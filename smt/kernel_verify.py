@@ -24,7 +24,7 @@ import z3
 from verimim.diagnostics import Diagnostic, Loc, Related
 from verimim.ir.defs import MutLam
 from verimim.phases.base import Program
-from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, Unsupported
+from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
 from verimim.smt.kernel_queries import Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids
@@ -72,7 +72,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
                     try:
                         summarized[site.kernel] = explore_kernel(kernel, min(ctx.timeout_ms, 2_000), loop_bound,
                                                                  summarize_loops=True)
-                    except (Unsupported, z3.Z3Exception):
+                    except (Unsupported, LoopReentry, z3.Z3Exception):
                         summarized[site.kernel] = None
                 _verify_launch(kp, summarized.get(site.kernel), site, program, ctx, file, entry, out.diagnostics)
         entry["time_s"] = round(time.perf_counter() - t0, 4)

@@ -137,3 +137,19 @@ GUARDED_BY_ARG = """    let t = {T};
 
 def arg_program(body: str, groups: int = 2, items: int = 4, n: int = 16) -> str:
     return ARG_TEMPLATE.format(G=groups, I=items, N=n, BODY=body.replace("{T}", T.format(I=items)))
+
+# A loop to the kernel's argument n (= argc - 1, any value): work-item t writes
+# out[t + STRIDE * k] for k < n. Its trip count is unknown, so unrolling is cut.
+ARG_LOOP = """    let t = {T};
+    loop (m1, 0I32)
+    where
+        con loop (m1: gpu.GlobalM, k: I32) =
+            (exit, body)#(core.icmp.ul (k, n)) m1
+            where
+                con body (m1: gpu.GlobalM) =
+                    let j = core.nat.add (t, core.nat.mul (core.bitcast Nat k, STRIDE));
+                    let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 1024) j), core.bitcast I32 t);
+                    loop (m1, core.wrap.add 0 (k, 1I32));
+            end;
+        con exit (m1: gpu.GlobalM) = return (m1, m3, m4, m5);
+    end;"""

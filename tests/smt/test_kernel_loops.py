@@ -1,0 +1,46 @@
+"""Loops the kernel verifier cannot unroll to their end (smt/kernel_loops.py): summarized by
+inductive invariants for proofs, never for refutations, and `bounded` where neither decides."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.smt import kernel_programs as kp
+from tests.smt.test_kernel_verify import verify
+
+
+def _loop(tmp: Path, name: str, stride: int, extra: str = "") -> str:
+    body = kp.ARG_LOOP.replace("STRIDE", str(stride))
+    if extra:
+        body = body.replace("                    loop (m1, core.wrap.add 0 (k, 1I32));", extra)
+    return kp.write(tmp, name, kp.arg_program(body, n=1024))
+
+
+def test_symbolic_trip_count_is_proved_by_an_invariant(tmp_path: Path) -> None:
+    entries, diags = verify(_loop(tmp_path, "s8", 8))
+    e = entries[0]
+    assert (e["races"], e["divergence"]) == ("proved", "proved"), e
+    assert "inductive invariants" in e["detail"] and not diags
+
+
+def test_overlapping_stride_is_refuted_by_unrolling(tmp_path: Path) -> None:
+    # t + 7k: work-item 7 at k = 0 and work-item 0 at k = 1 write out[7].
+    path = _loop(tmp_path, "s7", 7)
+    entries, diags = verify(path)
+    assert entries[0]["races"] == "refuted" and "E-RACE" in {d.code for d in diags}
+    cex = entries[0]["counterexample"]
+    assert cex["main_inputs"]["argc"] >= 3 and cex["kernel_args"]["n"] == cex["main_inputs"]["argc"] - 1
+
+
+def test_race_past_the_unrolling_bound_is_bounded_not_proved(tmp_path: Path) -> None:
+    # Only iteration k = 20 (past 16 unrolled entries) writes the common cell out[1000]: the
+    # unrolled paths never get there and the summary, which does, only counts for proofs.
+    late = """                    (next, clash)#(core.icmp.e (k, 20I32)) m1
+                    where
+                        con clash (m1: gpu.GlobalM) =
+                            let m1 = mem.store (m1, mem.lea (out, 1000_1024), core.bitcast I32 t);
+                            next m1;
+                        con next (m1: gpu.GlobalM) = loop (m1, core.wrap.add 0 (k, 1I32));
+                    end;"""
+    entries, diags = verify(_loop(tmp_path, "late", 8, late))
+    assert entries[0]["races"] == "bounded", entries[0]
+    assert "unrolled up to 16" in entries[0]["detail"] and "E-RACE" not in {d.code for d in diags}

@@ -177,7 +177,7 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
             done = set()
         for fut in done:
             job = inflight.pop(fut)
-            _finished(r, inflight, fut, job)
+            _finished(r, fut, job)
             if progress is not None:
                 progress(r.checked, time.monotonic() - start, len(r.failures))
 
@@ -232,8 +232,8 @@ def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], vi
             if job.running is None:
                 pending.insert(0, job)
             elif job.kind == "check":
-                _journal(r, inflight, lost(r.settings, job.index, "crash", "its worker died while checking it",
-                                           job.worker, now - job.started))
+                _journal(r, lost(r.settings, job.index, "crash", "its worker died while checking it", job.worker,
+                                 now - job.started))
             else:
                 r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "crash")
         elif job.running is not None and now - job.running > limit and fut.status == "pending":
@@ -242,13 +242,13 @@ def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], vi
             fut.cancel()
             note = "" if restarted else " (its worker could not be restarted)"
             if job.kind == "check":
-                _journal(r, inflight, lost(r.settings, job.index, "hang", f"no result after {limit:.0f} s{note}",
-                                           job.worker, now - job.started))
+                _journal(r, lost(r.settings, job.index, "hang", f"no result after {limit:.0f} s{note}", job.worker,
+                                 now - job.started))
             else:
                 r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "hang")
 
 
-def _finished(r: _Run, inflight: dict[Any, _Job], fut: Any, job: _Job) -> None:
+def _finished(r: _Run, fut: Any, job: _Job) -> None:
     try:
         result = fut.result()
         error = None
@@ -258,14 +258,13 @@ def _finished(r: _Run, inflight: dict[Any, _Job], fut: Any, job: _Job) -> None:
         _reduced(r, job, result, error)
         return
     if error is not None:
-        kind = "crash"
-        _journal(r, inflight, lost(r.settings, job.index, kind, f"{type(error).__name__}: {error}", "",
-                                   time.monotonic() - job.started))
+        _journal(r, lost(r.settings, job.index, "crash", f"{type(error).__name__}: {error}", job.worker,
+                         time.monotonic() - job.started))
         return
-    _journal(r, inflight, result)
+    _journal(r, result)
 
 
-def _journal(r: _Run, inflight: dict[Any, _Job], c: Checked) -> None:
+def _journal(r: _Run, c: Checked) -> None:
     sig = c.signature
     new_dir = None
     if sig is not None and not r.journal.known(sig.key):

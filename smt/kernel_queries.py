@@ -109,35 +109,41 @@ def _overlap(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> tuple[z3.BoolR
     return z3.And(overlap, z3.Not(z3.And(*same))), overlap
 
 
+def _pairs(kp: KernelPaths, diverging: bool) -> list[tuple[Access, Access, bool]]:
+    """The access pairs to check, each once ((b, a) is (a, b) with the work-items' names
+    swapped), and whether barrier intervals decide them. With `diverging` barriers they do not:
+    once any two work-items of a group wait at different barriers none of the group goes on,
+    and which pairs that stops depends on the input — only groups apart still conflict."""
+    accs = kp.accesses()
+    return [(a, b, not diverging) for i, a in enumerate(accs) for b in accs[i:]]
+
+
 def conflicts(kp: KernelPaths, w1: WorkItem, w2: WorkItem, *, ignore_barriers: bool = False,
               same_group_only: bool = False, writes_only: bool = False,
-              across_groups_only: bool = False) -> list[Conflict]:
-    """Every pair of accesses that may conflict. `across_groups_only`: global memory between
-    groups, which no barrier orders (what is left to decide when barriers diverge). The other
-    switches are the verifier's own wrong variants (tests show that each one misses a race the
-    real check finds)."""
+              diverging: bool = False) -> list[Conflict]:
+    """Every pair of accesses that may conflict; `diverging`: the barriers diverge (see
+    `_pairs`). The other switches are the verifier's own wrong variants (tests show that each
+    one misses a race the real check finds)."""
     out: list[Conflict] = []
-    accs = kp.accesses()
-    for ai, a in enumerate(accs):
-        for b in accs[ai:]:  # (b, a) is (a, b) with the work-items' names swapped
-            if a.space != b.space or not (a.write or b.write):
+    for a, b, aligned in _pairs(kp, diverging):
+        if a.space != b.space or not (a.write or b.write):
+            continue
+        if writes_only and not (a.write and b.write):
+            continue
+        same_interval = ignore_barriers or a.epoch == b.epoch
+        if not aligned:  # the barriers diverged before: only groups apart can conflict
+            if a.space != 1:
                 continue
-            if writes_only and not (a.write and b.write):
+            groups = w1.group != w2.group
+        elif a.space == 3 or same_group_only:
+            if not same_interval:
                 continue
-            same_interval = ignore_barriers or a.epoch == b.epoch
-            if across_groups_only:
-                if a.space != 1:
-                    continue
-                groups = w1.group != w2.group
-            elif a.space == 3 or same_group_only:
-                if not same_interval:
-                    continue
-                groups = w1.group == w2.group
-            else:  # global memory: no barrier orders work-items of different groups
-                groups = z3.BoolVal(True) if same_interval else w1.group != w2.group
-            harmful, ww = _overlap(a, b, w1, w2)
-            pc = z3.And(w1(a.cond), w2(b.cond))
-            out.append(Conflict(a, b, z3.And(pc, groups, harmful), z3.And(pc, groups, ww)))
+            groups = w1.group == w2.group
+        else:  # global memory: no barrier orders work-items of different groups
+            groups = z3.BoolVal(True) if same_interval else w1.group != w2.group
+        harmful, ww = _overlap(a, b, w1, w2)
+        pc = z3.And(w1(a.cond), w2(b.cond))
+        out.append(Conflict(a, b, z3.And(pc, groups, harmful), z3.And(pc, groups, ww)))
     return out
 
 

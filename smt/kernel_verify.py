@@ -106,9 +106,9 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
         notes.append("some arguments or launch sizes are not known on the host: verified for every value")
     div = check_divergence(kp, launch, ctx, label)
     if div.status == "refuted":
-        # Diverging barriers leave barrier intervals undefined: only races between groups, which
-        # no barrier orders, are still decided.
-        races, benign = check_races(kp, launch, ctx, label, across_groups_only=True)
+        # Diverging barriers leave barrier intervals undefined within a group (see
+        # kernel_queries._pairs): only races between groups are still decided.
+        races, benign = check_races(kp, launch, ctx, label, diverging=True)
         if races.status == "proved":
             races = Verdict("unknown", "races within a group not decided: the barriers diverge")
     else:
@@ -132,7 +132,7 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
         if len(used) == 2:
             bounded = ""
     for v in (div, races):
-        if v.detail and v.status in ("unknown", "refuted"):
+        if v.detail and v.status != "proved":
             notes.append(v.detail)
     if bounded and "refuted" not in (div.status, races.status):
         notes.append(bounded)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from verimim.diagnostics import UsageError
-from verimim.fuzz.cluster import Cluster, connect
+from verimim.fuzz.cluster import Cluster, connect, gpu_ids
 from verimim.fuzz.journal import Journal
 from verimim.fuzz.reduce import size
 from verimim.fuzz.signature import Signature
@@ -107,7 +107,9 @@ def run(directory: str | Path, budget_s: float, *, seed: int | None = None, veri
 
     new_settings = Settings(seed if seed is not None else random.getrandbits(32), verify, gpu=gpu)
     Journal.probe(Path(directory))  # a directory that is not a campaign: refused before a cluster starts
-    cluster = connect(workers, scheduler, preload, processes)  # one that does not answer: before we write
+    # GPU campaigns on a local cluster: one worker per GPU (or per --workers), each its own GPU
+    gpus = gpu_ids() if gpu and scheduler is None else ()
+    cluster = connect(workers, scheduler, preload, processes, gpus)  # one that does not answer: before we write
     try:
         journal = Journal.open(directory, new_settings)
     except BaseException:

@@ -57,9 +57,22 @@ class Cluster:
         return True
 
 
+def gpu_ids() -> tuple[str, ...]:
+    """The GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else every device."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return tuple(x.strip() for x in visible.split(",") if x.strip())
+    from verimim.runtime.cuda import check, device_available, driver
+
+    if not device_available():
+        return ()
+    return tuple(str(i) for i in range(int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))))
+
+
 def connect(workers: int | None = None, scheduler: str | None = None, preload: tuple[str, ...] = (),
-            processes: bool = True) -> Cluster:
-    """A client of a new local cluster (`workers`, default the machine's cores) or of `scheduler`."""
+            processes: bool = True, gpus: tuple[str, ...] = ()) -> Cluster:
+    """A client of a new local cluster (`workers`, default the machine's cores, or one per GPU
+    of `gpus`, each worker seeing only its own) or of `scheduler`."""
     try:
         import dask
         from distributed import Client, LocalCluster
@@ -73,17 +86,38 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
         if preload:
             client.register_plugin(_preload_plugin(preload))
         return Cluster(client, f"scheduler {scheduler}", client.close)
-    n = workers if workers is not None else (os.cpu_count() or 1)
+    n = workers if workers is not None else (len(gpus) or os.cpu_count() or 1)
     with dask.config.set(LOCAL_CONFIG):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
                                silence_logs=logging.ERROR, preload=list(preload) or None)
         client = Client(cluster)
+    if gpus and processes:
+        client.register_plugin(_one_gpu_plugin(gpus))
 
     def close() -> None:
         client.close()
         cluster.close()
 
     return Cluster(client, f"LocalCluster of {n} worker{'s' if n != 1 else ''}", close, nannies=processes)
+
+
+def _one_gpu_plugin(gpus: tuple[str, ...]) -> Any:
+    """Worker `i` of a local cluster (LocalCluster names them 0, 1, ...) sees GPU gpus[i mod n]
+    only. It is set before the worker's first task, so before it initialises CUDA; a restarted
+    worker keeps its name and gets its GPU again."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class OneGpu(WorkerPlugin):  # type: ignore[misc]
+        name = "verimim-fuzz-one-gpu"
+
+        def setup(self, worker: Any) -> None:
+            try:
+                i = int(worker.name)
+            except (TypeError, ValueError):
+                i = abs(hash(worker.name))
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
+
+    return OneGpu()
 
 
 def _preload_plugin(modules: tuple[str, ...]) -> Any:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from verimim.ir.defs import (
-    App, Arr, Axiom, Bot, BVar, Def, Extract, Hole, IdxT, Insert, Lam, Lit, MutLam, NatT, Pack,
+    App, Arr, Axiom, Bot, BVar, Def, Extract, Hole, IdxT, Inject, Insert, Join, Lam, Lit, Match, MutLam,
+    NatT, Pack,
     Param, Pi, Sigma, Top, Tuple, TypeU, Univ, Var, mentions,
 )
 
@@ -92,7 +93,22 @@ class ExprPrinter:
             return self.pi(d)
         if isinstance(d, Lam):
             return self.lam(d)
+        if isinstance(d, Inject):
+            return f"{self.app_level(d.ops[0])} inj {self.app_level(d.ops[1])}"
+        if isinstance(d, Match):
+            return self.match(d)
         return self.app_level(d)
+
+    def match(self, d: Match) -> str:
+        """`match u with | x: T => (arm) x | …`: each arm applied to its bound variable, which
+        re-elaborates (by β-reduction) to the same arm."""
+        arms = []
+        for j, arm in enumerate(d.ops[1:]):
+            t = arm.pi.dom if isinstance(arm, Lam) else None
+            x = self.fresh(f"m{j}")
+            ty = f": {self.expr(t)}" if t is not None else ""
+            arms.append(f"| {x}{ty} => ({self.expr(arm)}) {x}")
+        return f"(match {self.expr(d.ops[0])} with {' '.join(arms)})"
 
     def app_level(self, d: Def) -> str:
         hit = self.named.get(d.gid)
@@ -176,6 +192,8 @@ class ExprPrinter:
             return self.var_name(d) or f"{self.mut_name(d.mut)}_var"
         if isinstance(d, Tuple):
             return "(" + ", ".join(self.expr(e) for e in d.ops) + ")"
+        if isinstance(d, Join):
+            return "(" + " ∪ ".join(self.postfix(m) for m in d.ops) + ")"
         if isinstance(d, Sigma):
             return self.sigma(d)
         if isinstance(d, Arr):

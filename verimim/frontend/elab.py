@@ -16,7 +16,7 @@ from verimim.diagnostics import Loc, NameError_, Related, TypeError_
 from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
-    Arr, Bot, Def, Hole, IdxT, Lit, MutLam, NatT, Param, Pi, Sigma, TypeU, Univ, Var,
+    Arr, Bot, Def, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, TypeU, Univ, Var,
 )
 from verimim.ir.world import IRError, World
 from verimim.printer import show
@@ -504,9 +504,11 @@ class Elaborator:
         tup, tt = self.infer(e.tuple, scope)
         arity = w.arity(tt)
         idx = self._extract_index(e, tt, arity, scope)
-        if isinstance(tt, Sigma) and not isinstance(idx, Lit):
-            raise TypeError_(f"`{show(tt)}` has elements of different types, so its index must be a "
-                             f"literal; found `{show(idx)}`", e.index.loc)
+        if isinstance(tt, Sigma) and not isinstance(idx, Lit) and tt.dependent:
+            raise TypeError_(f"`{show(tt)}` is a dependent sigma, so its index must be a literal; "
+                             f"found `{show(idx)}`", e.index.loc)
+        # A heterogeneous tuple at a run-time index: its value is one of the element types (the
+        # World types it as their union, as upstream).
         return w.extract(tup, idx)
 
     def _extract_index(self, e: ast.Extract, tt: Def, arity: Def | None, scope: Scope) -> Def:
@@ -1005,6 +1007,85 @@ class Elaborator:
         """`Rule: * → *` — the type of rewrite rules over a meta type (a builtin of upstream's)."""
         w = self.world
         return w.axiom(RULE_TYPE, w.pi(w.star(), w.star()))
+
+    # ------------------------------------------------------------------ unions
+
+    def infer_Union_(self, e: ast.Union_, scope: Scope) -> Def:
+        return self.world.join(self.elab_type(t, scope) for t in e.types)
+
+    def union_members(self, t: Def, loc: Loc, what: str) -> tuple[Def, ...]:
+        u = self.world.unfold(self.world.zonk(t))
+        if not isinstance(u, Join):
+            raise TypeError_(f"{what} needs a union type `A ∪ B`, found `{show(u)}`", loc)
+        return u.ops
+
+    def infer_Inj(self, e: ast.Inj, scope: Scope) -> Def:
+        w = self.world
+        union = self.elab_type(e.type, scope)
+        members = self.union_members(union, e.type.loc, "`inj`")
+        v, vt = self.infer(e.value, scope)
+        for m in members:
+            mark = len(self.unifier.trail)
+            if self.unifier.unify(m, vt) is None:
+                return w.inject(w.zonk(v), w.zonk(union))
+            self.unifier.undo(mark)
+        listed = ", ".join(f"`{show(m)}`" for m in members)
+        raise TypeError_(f"`{show(w.zonk(vt))}` is not a member of the union `{show(union)}` "
+                         f"(its members: {listed})", e.value.loc)
+
+    def infer_Match(self, e: ast.Match, scope: Scope) -> Def:
+        """Each arm's pattern names the member it handles by its type; an arm without a type
+        takes the first member no typed arm names. Every member exactly once."""
+        w = self.world
+        u, ut = self.infer(e.scrutinee, scope)
+        members = self.union_members(ut, e.scrutinee.loc, "`match`")
+        owner: dict[int, ast.MatchArm] = {}
+        untyped: list[ast.MatchArm] = []
+        arm_member: dict[int, int] = {}
+        for arm in e.arms:
+            declared = self._declared_type(arm.pattern)
+            if declared is None:
+                untyped.append(arm)
+                continue
+            t = w.zonk(self.elab_type(declared, scope))
+            if t not in members:
+                raise TypeError_(f"the arm's type `{show(t)}` is not a member of `{show(ut)}`", arm.pattern.loc)
+            j = members.index(t)
+            if j in owner:
+                raise TypeError_(f"a second arm for `{show(t)}`", arm.pattern.loc,
+                                 (Related("the first arm for it", owner[j].loc),))
+            owner[j] = arm
+            arm_member[id(arm)] = j
+        free = [j for j in range(len(members)) if j not in owner]
+        for arm in untyped:
+            if not free:
+                raise TypeError_("this arm matches no member of the union left over", arm.pattern.loc)
+            j = free.pop(0)
+            owner[j] = arm
+            arm_member[id(arm)] = j
+        if free:
+            missing = ", ".join(f"`{show(members[j])}`" for j in free)
+            raise TypeError_(f"the match does not cover {missing}", e.loc)
+        arms: list[Def | None] = [None] * len(members)
+        result_t: Def | None = None
+        for arm in e.arms:
+            j = arm_member[id(arm)]
+            t, leaves, sc = self.pattern_type(arm.pattern, scope, members[j])
+            if result_t is None:
+                body, result_t = self.infer(arm.body, sc)
+                result_t = w.zonk(result_t)
+            else:
+                body = self.check(arm.body, result_t, sc)
+            pi = w.pi(members[j], self.abstract_leaves(result_t, leaves))
+            assert isinstance(pi, Pi)
+            arms[j] = w.lam(pi, self.abstract_leaves(w.zonk(body), leaves))
+        return w.match(w.zonk(u), [a for a in arms if a is not None])
+
+    @staticmethod
+    def _declared_type(p: ast.Pattern) -> ast.Expr | None:
+        while isinstance(p, ast.PAs):
+            p = p.pattern
+        return p.type if isinstance(p, ast.PVar) else None
 
     def infer_RuleType(self, e: ast.RuleType, scope: Scope) -> Def:
         return self.world.app(self.rule_type_former(), self.elab_type(e.meta, scope))

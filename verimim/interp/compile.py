@@ -13,10 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from verimim.interp.values import Closure, Partial, RuntimeFault, Value
+from verimim.interp.values import Closure, Partial, RuntimeFault, Tagged, Value
 from verimim.ir.analysis import postorder
 from verimim.ir.defs import (
-    App, Axiom, Bot, Def, Extract, Insert, Lam, Lit, MutLam, Pack, Top, Tuple, TypeU, Univ, Var,
+    App, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Sigma, Top, Tuple,
+    TypeU, Univ, Var,
 )
 from verimim.printer import show
 
@@ -195,6 +196,10 @@ class Compiler:
         if isinstance(d, Axiom):
             val = self.m.axiom_value(d)
             return lambda fr, env: val
+        if isinstance(d, Lam):
+            # An immutable lambda is a value as it stands (with the activation's environment
+            # for the parameters it mentions): its body is evaluated when it is called.
+            return lambda fr, env: (d, env)
         if self.is_static(d) and not self.has_var(d):
             return lambda fr, env: d
         return None
@@ -220,6 +225,35 @@ class Compiler:
             def tup(fr: list[Value], env: Env, th: Thread) -> None:
                 fr[slot] = tuple(g(fr, env) for g in gs)
             return tup
+        if isinstance(d, Inject):
+            gv = getter(d.ops[0])
+            tag = _member_index(self.m.world, d.ops[1], self.m.world.type_of(d.ops[0]), d)
+
+            def inj(fr: list[Value], env: Env, th: Thread) -> None:
+                fr[slot] = Tagged(tag, gv(fr, env))
+            return inj
+        if isinstance(d, Match):
+            gu = getter(d.ops[0])
+            garms = [getter(a) for a in d.ops[1:]]
+
+            def match(fr: list[Value], env: Env, th: Thread) -> None:
+                u = gu(fr, env)
+                assert isinstance(u, Tagged)
+                fr[slot] = m.call_value(garms[u.tag](fr, env), u.value, d, th)  # type: ignore[arg-type]
+            return match
+        if isinstance(d, Extract) and _heterogeneous_at_runtime(self.m.world, d):
+            # A heterogeneous tuple at a run-time index: the element, tagged with its type.
+            gt, gi = getter(d.tup), getter(d.index)
+            w = self.m.world
+            union = w.type_of(d)
+            tup_t = w.zonk(w.type_of(d.tup))
+            assert isinstance(tup_t, Sigma)
+            tags = [_member_index(w, union, w.shift(f, -1), d) for f in tup_t.ops]
+
+            def ext_union(fr: list[Value], env: Env, th: Thread) -> None:
+                i = gi(fr, env)
+                fr[slot] = Tagged(tags[i], m.extract_value(gt(fr, env), i, d))
+            return ext_union
         if isinstance(d, Extract):
             gt, gi = getter(d.tup), getter(d.index)
 
@@ -312,3 +346,19 @@ def pack_operands(d: Pack) -> list[Def]:
             continue
         stack.extend(x.ops)
     return out
+
+
+def _member_index(world: object, union: Def, member: Def, at: Def) -> int:
+    """The position of `member` among the union's members (the Join's canonical order)."""
+    if isinstance(union, Join) and member in union.ops:
+        return union.ops.index(member)
+    raise RuntimeFault("E-UNSUPPORTED", f"`{show(member)}` is not a member of `{show(union)}`", at.loc)
+
+
+def _heterogeneous_at_runtime(world: object, d: Extract) -> bool:
+    """`t#i` with a non-literal i into a sigma of different types: a union value."""
+    w = world
+    if isinstance(d.index, Lit):
+        return False
+    tup_t = w.zonk(w.type_of(d.tup))  # type: ignore[attr-defined]
+    return isinstance(tup_t, Sigma) and isinstance(w.zonk(w.type_of(d)), Join)  # type: ignore[attr-defined]

@@ -33,6 +33,14 @@ class Closure:
 
 
 @dataclass(frozen=True)
+class Tagged:
+    """A value of a union type: which member (its position in the Join) and the value."""
+
+    tag: int
+    value: Value
+
+
+@dataclass(frozen=True)
 class Partial:
     """An axiom applied to some of its curried arguments."""
 

@@ -305,6 +305,39 @@ class Insert(Def):
         return world.insert(ops[0], ops[1], ops[2])
 
 
+class Join(Def):
+    """The union type `T1 ∪ T2 ∪ …` (upstream's Join): its members, in a canonical order."""
+
+    __slots__ = ()
+
+    def rebuild(self, world: World, ops: tuple[Def, ...]) -> Def:
+        return world.join(ops)
+
+
+class Inject(Def):
+    """`v inj U`: the value v (of one member type of the union U) as a value of U.
+    ops = (v, U)."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> Def:
+        return self.ops[0]
+
+    def rebuild(self, world: World, ops: tuple[Def, ...]) -> Def:
+        return world.inject(ops[0], ops[1])
+
+
+class Match(Def):
+    """`match u with | p1 => e1 | …`: ops = (u, arm_1, …, arm_n), arm_i a function from the
+    union's i-th member type (in the Join's order) to the result type."""
+
+    __slots__ = ()
+
+    def rebuild(self, world: World, ops: tuple[Def, ...]) -> Def:
+        return world.match(ops[0], ops[1:])
+
+
 class App(Def):
     """`callee arg`. `head` is the innermost callee of a curried chain and `depth` how many
     arguments it has received (1 for `f a`, 2 for `f a b`)."""

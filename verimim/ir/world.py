@@ -15,8 +15,8 @@ from typing import Any
 
 from verimim.diagnostics import Loc, VerimimError
 from verimim.ir.defs import (
-    App, Arr, Axiom, Bot, BVar, Def, Extract, Hole, IdxT, Insert, Lam, Lit, MutLam, NatT, Pack,
-    Param, Pi, Sigma, Top, Tuple, TypeU, Univ, Var, mentions,
+    App, Arr, Axiom, Bot, BVar, Def, Extract, Hole, IdxT, Inject, Insert, Join, Lam, Lit, Match, MutLam,
+    NatT, Pack, Param, Pi, Sigma, Top, Tuple, TypeU, Univ, Var, mentions,
 )
 
 # A dependent array or pack with a literal shape up to this size is expanded into a sigma / tuple
@@ -31,6 +31,19 @@ class IRError(VerimimError):
 
     def __init__(self, message: str, loc: Loc | None = None) -> None:
         super().__init__("E-INTERNAL", message, loc)
+
+
+def _structural_key(d: Def, depth: int = 0) -> str:
+    """An order of terms that depends on their structure only (not on when they were made):
+    a union's members are sorted by it, so a program and its dump build the same union."""
+    if depth > 32:
+        return "…"
+    head = f"{type(d).__name__}{d.extra()!r}"
+    if isinstance(d, (Param, MutLam)):
+        return f"{head}:{d.name}"
+    if isinstance(d, Var):
+        return f"{head}:{d.mut.name}"
+    return head + "(" + ",".join(_structural_key(op, depth + 1) for op in d.ops) + ")"
 
 
 class World:
@@ -411,6 +424,15 @@ class World:
             return d.ops[0]
         if isinstance(d, (Pi, Sigma, Arr)):
             return self.type_u(self.level(d))
+        if isinstance(d, Join):
+            return self.type_u(max(self.level(m) for m in d.ops))
+        if isinstance(d, Inject):
+            return d.ops[1]
+        if isinstance(d, Match):
+            arm_t = self.zonk(self.type_of(d.ops[1]))
+            if not isinstance(arm_t, Pi):
+                raise IRError("a match arm that is not a function")
+            return self.shift(arm_t.codom, -1)
         if isinstance(d, Tuple):
             return self.sigma(self.type_of(e) for e in d.ops)
         if isinstance(d, Pack):
@@ -434,6 +456,40 @@ class World:
             raise IRError("the type of an open term was asked for")
         raise IRError(f"no type for {type(d).__name__}")
 
+    # ------------------------------------------------------------------ unions
+
+    def join(self, members: Iterable[Def]) -> Def:
+        """`T1 ∪ T2 ∪ …`: nested unions flattened, duplicates dropped, members ordered by
+        identity (a union is a set); a union of one type is that type."""
+        flat: list[Def] = []
+        for m in members:
+            flat.extend(m.ops if isinstance(m, Join) else (m,))
+        unique = sorted({m.gid: m for m in flat}.values(), key=_structural_key)
+        if len(unique) == 1:
+            return unique[0]
+        return self._hashcons(Join, builtins.tuple(unique), ())
+
+    def inject(self, value: Def, union: Def) -> Def:
+        return self._hashcons(Inject, (value, union), ())
+
+    def match(self, scrutinee: Def, arms: Iterable[Def]) -> Def:
+        """A match on a known injection is the matching arm applied to the injected value."""
+        arms = builtins.tuple(arms)
+        if scrutinee.bvd == 0 and not scrutinee.has_hole:
+            # A scrutinee that is no longer of a union type (`t#i` once i became a literal):
+            # the arm for its type.
+            st = self.zonk(self.type_of(scrutinee))
+            if not isinstance(st, Join):
+                for arm in arms:
+                    if isinstance(arm, Lam) and arm.pi.dom is st:
+                        return self.app(arm, scrutinee)
+        if isinstance(scrutinee, Inject) and isinstance(scrutinee.ops[1], Join):
+            members = scrutinee.ops[1].ops
+            vt = self.type_of(scrutinee.value)
+            if vt in members and len(arms) == len(members):
+                return self.app(arms[members.index(vt)], scrutinee.value)
+        return self._hashcons(Match, (scrutinee, *arms), ())
+
     def unfold(self, t: Def) -> Def:
         """A recursive definition (`rec N = … N …`) replaced by its body, as often as it heads
         `t`: where the structure of a type is needed (applying a value of that type)."""
@@ -446,7 +502,10 @@ class World:
     def extract_type(self, tup_t: Def, tup: Def, index: Def) -> Def:
         if isinstance(tup_t, Sigma):
             if not isinstance(index, Lit):
-                raise IRError("a sigma indexed by a non-literal")
+                if tup_t.dependent:
+                    raise IRError("a dependent sigma indexed by a non-literal")
+                # As upstream: a heterogeneous tuple at a run-time index is one of its types.
+                return self.join(self.shift(f, -1) for f in tup_t.ops)
             return self.open(tup_t.ops[index.value], tup)
         if isinstance(tup_t, Arr):
             return self.open(tup_t.body, index)

@@ -272,11 +272,11 @@ class Evaluator:
             if not back:
                 raise LoopReentry(m.name or "?")
             self.backedge = arg
-            raise _Stop("backedge", m.name)
+            raise _Stop("backedge", m.name or "?")
         if m.gid in self.abstracted:
             if not back:  # a second activation the summary does not cover: no summary at all
                 raise LoopReentry(m.name or "?")
-            raise _Stop("loop", m.name)
+            raise _Stop("loop", m.name or "?")
         if self.loops is not None and first and m.gid != self.stop_at and self.loops.is_header(m):
             h = self.loops.summarize(self, m, arg)
             if h is not None:
@@ -285,7 +285,7 @@ class Evaluator:
         n = self.entries.get(m.gid, 0) + 1
         self.steps += 1
         if n > self.loop_bound or self.steps > MAX_STEPS:
-            raise _Stop("bound", m.name)
+            raise _Stop("bound", m.name or "?")
         self.entries[m.gid] = n
         # The loops nested in m start anew with each entry of m: their bound is per activation.
         for x in local:

@@ -159,7 +159,7 @@ def kernel_inputs(kernel: MutLam) -> KernelInputs:
             return v
         if isinstance(t, Sigma):
             sub = t.names or ()
-            return tuple(make(f, (sub[k] if k < len(sub) and sub[k] else f"{name}_{k}")) for k, f in enumerate(t.ops))
+            return tuple(make(f, (sub[k] if k < len(sub) else None) or f"{name}_{k}") for k, f in enumerate(t.ops))
         if isinstance(t, Arr) and isinstance(t.shape, Lit) and t.body.closed and t.shape.value <= 64:
             return tuple(make(t.body, f"{name}_{k}") for k in range(t.shape.value))
         raise Unsupported(f"a kernel argument of type `{show(t)}`")

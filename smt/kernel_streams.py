@@ -409,10 +409,10 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
             r = ctx.check(s, f"streams: {_describe(c.new)} at {c.new.site.loc} against {_describe(c.pending)}")
             if r != z3.sat:
                 if r != z3.unsat:
-                    for e in (c.new, c.pending):
-                        if isinstance(e, LaunchOp) and e.site.gid in entries and entries[e.site.gid]["races"] != "refuted":
-                            entries[e.site.gid]["races"] = "unknown"
-                            entries[e.site.gid]["detail"] += "; streams: the solver gave no answer"
+                    for op in (c.new, c.pending):
+                        if isinstance(op, LaunchOp) and op.site.gid in entries and entries[op.site.gid]["races"] != "refuted":
+                            entries[op.site.gid]["races"] = "unknown"
+                            entries[op.site.gid]["detail"] += "; streams: the solver gave no answer"
                 continue
             done.add(key)
             model = s.model()
@@ -421,16 +421,16 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                    f"(no `gpu.stream_sync` in between)")
             diags.append(Diagnostic("E-RACE", msg, c.new.site.loc, "error",
                                     (Related(f"{_describe(c.pending)}, pending", c.pending.site.loc),)))
-            cex = {"streams": [{"operation": _describe(e), "line": e.site.loc.line if e.site.loc else None,
-                                "col": e.site.loc.col if e.site.loc else None} for e in (c.new, c.pending)],
+            cex = {"streams": [{"operation": _describe(op), "line": op.site.loc.line if op.site.loc else None,
+                                "col": op.site.loc.col if op.site.loc else None} for op in (c.new, c.pending)],
                    "main_inputs": {"argc": argc},
                    "run": f"verimim run {file}{' a' * (argc - 1)} --schedule 0" if 1 <= argc <= 16 else None}
-            for e in (c.new, c.pending):
-                entry = entries.get(e.site.gid) if isinstance(e, LaunchOp) else None
-                if entry is not None:
-                    entry["races"] = "refuted"
-                    entry["counterexample"] = entry["counterexample"] or cex
-                    entry["detail"] += f"; streams: {msg}"
+            for op in (c.new, c.pending):
+                hit = entries.get(op.site.gid) if isinstance(op, LaunchOp) else None
+                if hit is not None:
+                    hit["races"] = "refuted"
+                    hit["counterexample"] = hit["counterexample"] or cex
+                    hit["detail"] += f"; streams: {msg}"
     if any(p.status == "bound" for p in run.paths) and run.uses_streams:
         for entry in entries.values():
             if entry["races"] == "proved":

@@ -92,9 +92,25 @@ class Loader:
         for imp in module.imports:
             self.load_import(imp)
         el = Elaborator(self.world, self.annexes, path, plugin)
-        scope = Scope()
+        scope = Scope(self.imported_names(module))
         el.elab_module(module, scope)
         return Unit(path, module, scope, plugin)
+
+    def imported_names(self, module: ast.Module) -> Scope | None:
+        """As upstream, where an import puts the imported module's declarations into the
+        importer: the plain top-level names of every imported file (and of what it imports),
+        nearest first. The file's own declarations shadow them."""
+        if not module.imports:
+            return None
+        names = Scope()
+        for imp in module.imports:
+            unit = self.units.get(imp.name)
+            s: Scope | None = unit.scope if unit is not None else None
+            while s is not None:
+                for name, entry in s.names.items():
+                    names.names.setdefault(name, entry)
+                s = s.parent
+        return names
 
     def load_file(self, path: str) -> Unit:
         try:

@@ -50,3 +50,41 @@ def unfold_lam_app(world: World, d: Def) -> Def | None:
         return res
 
     return go(f.body)
+
+
+class _Diverges(Exception):
+    pass
+
+
+def unfold_fully(world: World, d: Def, budget: int = 64) -> Def | None:
+    """`d` with every type-level `lam` application in it unfolded until none is left
+    (`pow (m, 3)` becomes `m * (m * (m * 1))`, which the normalizers fold); None when that does
+    not end within `budget` unfoldings (a recursion on a non-literal argument)."""
+    left = [budget]
+    memo: dict[int, Def] = {}
+
+    def expand(x: Def) -> Def:
+        hit = memo.get(x.gid)
+        if hit is not None:
+            return hit
+        if isinstance(x, (MutLam, Var)) or not x.ops:
+            res = x
+        elif isinstance(x, App) and isinstance(x.callee, MutLam) and x.callee.kind == "lam" \
+                and x.callee.body is not None and not x.callee.external:
+            if left[0] <= 0:
+                raise _Diverges
+            left[0] -= 1
+            step = unfold_lam_app(world, world.app(x.callee, expand(x.arg)))
+            if step is None:
+                raise _Diverges
+            res = expand(step)
+        else:
+            ops = tuple(expand(op) for op in x.ops)
+            res = x if all(a is b for a, b in zip(ops, x.ops)) else x.rebuild(world, ops)
+        memo[x.gid] = res
+        return res
+
+    try:
+        return expand(d)
+    except _Diverges:
+        return None

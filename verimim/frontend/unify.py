@@ -9,7 +9,7 @@ and `?Ts` to X's element types.
 """
 from __future__ import annotations
 
-from verimim.frontend.typelevel import unfold_lam_app
+from verimim.frontend.typelevel import unfold_fully, unfold_lam_app
 from verimim.ir.defs import App, Arr, BVar, Def, Extract, Hole, IdxT, Lit, MutLam, Pack, Sigma, Top, Tuple, TypeU
 from verimim.ir.world import World
 
@@ -80,9 +80,10 @@ class Unifier:
         if self.fuel <= 0:
             return None
         for x, y, flipped in ((a, b, False), (b, a, True)):
-            step = unfold_lam_app(self.world, x)
-            if step is None:
+            if unfold_lam_app(self.world, x) is None:
                 continue
+            step = unfold_fully(self.world, x) or unfold_lam_app(self.world, x)
+            assert step is not None
             self.fuel -= 1
             res = self.unify(y, step) if flipped else self.unify(step, y)
             return (res if res is None else (a, b),)

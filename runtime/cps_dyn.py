@@ -63,6 +63,7 @@ class DynamicClosures:
         self.trampolines: dict[Any, _Trampoline] = {}
         self.dispatches: list[tuple[Def, Any, Any, Any, list[Any]]] = []
         self.captures: dict[int, list[Def]] = {}
+        self._making: set[int] = set()  # mutables whose records are being filled (cycles)
         self._unreachable: Any = None
 
     def _record(self, nbytes: int) -> Any:
@@ -165,6 +166,9 @@ class DynamicClosures:
             raise NeedDynamic(m)  # its own continuations would come from its record
         caps = self._captured(m)
         tr = self._trampoline(m.gid, m.pi, m)
+        if m.gid in self._making:
+            raise unsupported(f"closures known only at run time that capture each other (`{m.name}`)", loc)
+        self._making.add(m.gid)
         outer, self.scope = self.scope, _HScope(v.scope, None)  # computed here, not in the creator
         try:
             leaves: list[Any] = []
@@ -175,6 +179,7 @@ class DynamicClosures:
                 self._dflatten(self._closed(self.w.type_of(x), "a captured value", loc), val, leaves, loc)
         finally:
             self.scope = outer
+            self._making.discard(m.gid)
         return self._store_record(tr.tag, leaves)
 
     def _store_record(self, tag: int, leaves: list[Any]) -> Any:

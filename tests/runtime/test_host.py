@@ -197,3 +197,36 @@ fun extern main (argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»
     world, _ = load_text(HEADER + src, "<host-test>")
     assert _interp(world, ["p"]) == 144
     assert run_jitted(jit(CompiledProgram(emit_host(world, {}), None)), ["p"]) == 144
+
+
+def test_run_time_closures_that_capture_each_other_are_unsupported_and_named() -> None:
+    # pb and q (siblings) refer to each other and pb leaves through a record: no finite record.
+    src = """
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
+    rec_ (m0, 0, done, fin)
+    where
+        con done (m: mem.M 0, k: Cn [mem.M 0, Nat]) = k (m, 0);
+        con fin (m: mem.M 0, acc: Nat) = return (m, core.bitcast I32 acc);
+    end;
+
+con rec_ (m: mem.M 0, i: Nat, last: Cn [mem.M 0, Cn [mem.M 0, Nat]], k: Cn [mem.M 0, Nat]) =
+    (stop, more)#(core.ncmp.l (i, 3)) m
+    where
+        con stop (m: mem.M 0) = last (m, k);
+        con more (m: mem.M 0) = rec_ (m, core.nat.add (i, 1), pb, k)
+        where
+            con pb (m: mem.M 0, k2: Cn [mem.M 0, Nat]) = q (m, kp)
+            where
+                con kp (m: mem.M 0, acc: Nat) = k2 (m, core.nat.add (acc, i));
+            end;
+            con q (m: mem.M 0, k2: Cn [mem.M 0, Nat]) = pb (m, kq)
+            where
+                con kq (m: mem.M 0, acc: Nat) = k2 (m, core.nat.add (acc, i));
+            end;
+        end;
+    end;
+"""
+    world, _ = load_text(HEADER + src, "<host-test>")
+    with pytest.raises(VerimimError) as e:  # compiling only: the program itself never ends
+        compile_program(world)
+    assert e.value.code == "E-UNSUPPORTED" and "capture each other" in str(e.value)

@@ -44,7 +44,7 @@ class KernelVerdicts:
 @dataclass
 class OracleResult:
     ok: bool = True
-    kind: str = ""  # missed | false-alarm | reproducer | internal
+    kind: str = ""  # missed | false-alarm | reproducer | internal; "rejected" (not compared) when ok
     message: str = ""
     check: KernelVerdicts | None = None
     run_codes: set[str] = field(default_factory=set)
@@ -112,6 +112,11 @@ def compare(path: str, args_list: list[list[str]], race_free: bool | None = None
     try:
         res.check = verdicts = kernel_verdicts(path, timeout_ms)
         res.check_s = time.perf_counter() - t0
+        if not verdicts.entries and verdicts.codes:
+            # A phase rejected the program before any kernel was verified: nothing to compare
+            # (other oracles judge the rejection).
+            res.kind = "rejected"
+            return res
         for args in args_list:
             got = run_codes(path, args, schedules)
             res.run_codes |= got

@@ -362,6 +362,8 @@ class Evaluator:
             enc = bv.encode_app(annex, d.args(), _LazyEnv(self))
         except bv.NoSemantics as e:
             raise Unsupported(str(e)) from None
+        except AssertionError:  # smt.bv's shape checks: an operand that is no integer here
+            raise Unsupported(f"`{annex}` on operands the model does not hold as integers") from None
         ub = z3.simplify(enc.ub)
         if not z3.is_false(ub):
             self.assume(z3.Not(ub))
@@ -370,8 +372,8 @@ class Evaluator:
     def _extract(self, d: Extract) -> Any:
         tup = self.eval(d.tup)
         if isinstance(d.index, Lit):
-            if not isinstance(tup, tuple):
-                raise Unsupported(f"an extract from a non-tuple: `{show(d)[:80]}`")
+            if not isinstance(tup, tuple) or not 0 <= d.index.value < len(tup):
+                raise Unsupported(f"an extract the model's value has no element for: `{show(d)[:80]}`")
             return tup[d.index.value]
         idx = self.eval(d.index)
         if not isinstance(tup, tuple) or not isinstance(idx, z3.BitVecRef):

@@ -18,7 +18,7 @@ from typing import Any
 import z3
 
 from verimim.diagnostics import Loc
-from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple, Var
 from verimim.ir.world import World
 from verimim.phases.base import walk
 from verimim.smt import bv
@@ -62,10 +62,14 @@ class _MainInputs(dict):  # type: ignore[type-arg]
         self.main, self.argc = main, argc
 
     def _is_argc(self, d: object) -> bool:
-        """main's parameter is (its arguments, its return continuation): argc is `main#0#1`."""
+        """main's parameter is (its arguments, its return continuation): argc is `main#0#1`
+        (`main#1` for a `con main (m0, argc, argv, return)`)."""
         if not (isinstance(d, Extract) and isinstance(d.index, Lit) and d.index.value == 1):
             return False
         args = d.tup
+        if isinstance(args, Var) and args.mut is self.main:
+            dom = self.main.pi.dom
+            return isinstance(dom, Sigma) and len(dom.ops) == 4
         return (isinstance(args, Extract) and isinstance(args.index, Lit) and args.index.value == 0
                 and isinstance(args.tup, Var) and args.tup.mut is self.main)
 

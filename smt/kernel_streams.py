@@ -269,11 +269,15 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
         ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
                        loop_bound=loop_bound)
         # main's parameter is (its arguments, its return continuation), as the interpreter calls it.
+        # (`con main (m0, argc, argv, return)` takes them flat).
         dom = main.pi.dom
-        args_t = dom.ops[0] if isinstance(dom, Sigma) and len(dom.ops) == 2 else None
         argv = Ptr(0, z3.BitVecVal(FIRST_OBJ, OBJ_BITS), z3.BitVecVal(0, OFF_BITS), "argv")
-        with_args = isinstance(args_t, Sigma) and len(args_t.ops) == 3
-        arg = ((Tok(0), argc, argv) if with_args else Tok(0), RETURN)
+        if isinstance(dom, Sigma) and len(dom.ops) == 4:
+            arg: Any = (Tok(0), argc, argv, RETURN)
+        else:
+            args_t = dom.ops[0] if isinstance(dom, Sigma) and len(dom.ops) == 2 else None
+            with_args = isinstance(args_t, Sigma) and len(args_t.ops) == 3
+            arg = ((Tok(0), argc, argv) if with_args else Tok(0), RETURN)
         status = ev.run(main, arg)
         uses[0] = uses[0] or st.uses_streams
         return tuple(st.candidates), status, ev.cut_at

@@ -235,3 +235,20 @@ def test_diverging_barriers_leave_group_races_undecided(tmp_path: Path) -> None:
     assert entries[0]["divergence"] == "refuted" and entries[0]["races"] == "unknown"
     assert codes(diags) == {"E-BARRIER-DIVERGENCE"}
     assert "barriers diverge" in entries[0]["detail"]
+
+
+def test_main_as_a_continuation(tmp_path: Path) -> None:
+    """`con main (m0, argc, argv, return)` takes its arguments flat: argc is still tied."""
+    text = kp.arg_program(kp.GUARDED_BY_ARG).replace(
+        "fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)\n"
+        "              : [mem.M 0, I32] =",
+        "con extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»,\n"
+        "                 return: Cn [mem.M 0, I32]) =")
+    assert "con extern main" in text
+    path = kp.write(tmp_path, "conmain", text)
+    entries, _ = verify(path)
+    cex = entries[0]["counterexample"]
+    assert entries[0]["races"] == "refuted" and cex["kernel_args"]["n"] == cex["main_inputs"]["argc"] - 1
+    from verimim.fuzz.kernel_oracle import reproduces
+
+    assert cex["run"] is not None and reproduces(path, cex["run"], "E-RACE")

@@ -1092,6 +1092,9 @@ class Elaborator:
 
     def force_all(self, decls: Sequence[ast.Decl]) -> None:
         for d in decls:
+            if isinstance(d, ast.DeclRec):
+                self.force_all(d.decls)  # every member of a group is checked, used or not
+                continue
             for lazy in self.decl_lazies.get(id(d), ()):
                 self.statement(lambda lazy=lazy: lazy.force())
 

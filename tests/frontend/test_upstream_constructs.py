@@ -1,0 +1,153 @@
+"""The checker on upstream's constructs (issue 10): each accepted with the meaning upstream
+gives it, and an ill-typed or ill-named twin rejected with the right code at the right place."""
+from __future__ import annotations
+
+import pytest
+
+from verimim.diagnostics import VerimimError
+from verimim.frontend.loader import load_text
+from verimim.frontend.scope import Lazy
+from verimim.interp.machine import Machine, find_main
+from verimim.ir.defs import Axiom, Def, Join, MutLam, Pi
+from verimim.ir.world import World
+from verimim.printer import show
+
+HEADER = "plugin core;\n"
+
+
+def load(body: str) -> tuple[World, dict[str, Def]]:
+    w, unit = load_text(HEADER + body, "t.mim")
+    values = {n: (v.force() if isinstance(v, Lazy) else v) for n, v in unit.scope.names.items()}
+    return w, values
+
+
+def fails(body: str) -> VerimimError:
+    with pytest.raises(VerimimError) as info:
+        load_text(HEADER + body, "t.mim")
+    return info.value
+
+
+def at(src: str, token: str) -> tuple[int, int]:
+    src = HEADER + src
+    i = src.index(token)
+    return src.count("\n", 0, i) + 1, i - (src.rfind("\n", 0, i) + 1) + 1
+
+
+def run(body: str, *args: str) -> int:
+    w, _ = load(body)
+    return Machine(w).run_main(find_main(w), ["prog", *args])
+
+
+MAIN = "fun extern main (mem: %mem.M 0, argc: I32, argv: %mem.Ptr0 (%mem.Ptr0 I8)): [%mem.M 0, I32] =\n"
+
+
+def test_c_declarations_are_axioms_of_con_and_fun_types() -> None:
+    w, v = load("ccon atoi [%mem.M 0, %mem.Ptr0 «⊤:Nat; I8», Cn [%mem.M 0, I32]];\n"
+                "cfun dont_know []: Bool;\n")
+    atoi, dk = v["atoi"], v["dont_know"]
+    assert isinstance(atoi, Axiom) and atoi.annex == "c.atoi" and w.c_functions["atoi"] is atoi
+    assert show(w.type_of(atoi)) == "Cn [mem.M 0, mem.Ptr («⊤:Nat; I8», 0), Cn [mem.M 0, I32]]"
+    assert isinstance(dk, Axiom) and show(w.type_of(dk)) == "Cn [[], Cn Bool]"
+
+
+def test_c_call_with_wrong_argument_types_is_e_type() -> None:
+    src = "ccon putchar [%mem.M 0, I32, Cn [%mem.M 0, I32]];\n" + MAIN + \
+          "    ret (mem, r) = putchar $ (mem, 7I8);\n    return (mem, r);\n"
+    e = fails(src.replace("ret (mem, r) = putchar $ (mem, 7I8);", "putchar (mem, 7I8, cn (m: %mem.M 0, r: I32) = return (m, r))"))
+    assert e.code == "E-TYPE"
+
+
+def test_redeclarations_are_e_name_with_the_first_as_related() -> None:
+    src = "lam extern a () = ();\nlam extern a () = ();\n"
+    e = fails(src)
+    assert e.code == "E-NAME" and "redeclaration" in e.message
+    assert (e.loc.line, e.loc.col) == (3, 1) and e.related and e.related[0].loc.line == 2  # type: ignore[union-attr]
+    assert fails("rec F = Nat → Nat;\nrec F = Nat → Nat;\n").code == "E-NAME"
+    load("let x = 1;\nlet x = 2;\n")  # `let` may rebind
+
+
+def test_rec_types_plain_recursive_and_unsupported() -> None:
+    w, v = load("rec S = [n: Nat, a: «n; Nat»];\nlam f (): S = (3, (0, 1, 2));\n"
+                "axm %phase.Phase: *;\nrec PiPeline: * = %phase.Phase → PiPeline;\n"
+                "axm %phase.pipe: PiPeline;\naxm %phase.p1: %phase.Phase;\n"
+                "let pl = %phase.pipe %phase.p1 %phase.p1;\n")
+    assert w.type_of(v["pl"]) is v["PiPeline"] and v["PiPeline"] in w.rec_defs
+    e = fails("rec S = Nat;")
+    assert e.code == "E-TYPE" and "unsupported expression" in e.message and (e.loc.line, e.loc.col) == at("rec S = Nat;", "Nat")
+
+
+def test_mutual_recursion_in_and_groups() -> None:
+    body = ("lam is_even (i: Nat): Bool = (is_odd (%core.nat.sub (i, 1)), tt)#(%core.ncmp.e (i, 0))\n"
+            "and\nlam is_odd (i: Nat): Bool = (is_even (%core.nat.sub (i, 1)), ff)#(%core.ncmp.e (i, 0));\n")
+    _, v = load(body)
+    assert isinstance(v["is_even"], MutLam) and isinstance(v["is_odd"], MutLam)
+    e = fails(body.replace("(i: Nat): Bool = (is_even", "(i: Nat): Bool = (is_evem"))
+    assert e.code == "E-NAME" and "is_even" in e.message
+
+
+def test_inferred_return_types() -> None:
+    w, v = load("lam extern a (x: Idx 23) = %core.icmp.e (x, x);\nfun twice (x: I32) = return (x, x);\n")
+    assert show(w.type_of(v["a"])) == "Idx 23 → Bool"
+    assert "Cn «2; I32»" in show(w.type_of(v["twice"]))
+    e = fails("fun f (k: Cn Nat) = k 1;")  # the body never returns: nothing fixes the type
+    assert e.code == "E-TYPE" and "cannot infer the return type" in e.message
+
+
+def test_bare_top_bottom_and_strings() -> None:
+    w, v = load('let t = ⊤;\nlet s = "ab\\0";\n')
+    assert show(w.type_of(v["t"])) == "*"
+    assert show(w.type_of(v["s"])) == "«3; I8»"  # no terminator added: upstream's type
+
+
+def test_top_is_assignable_as_in_upstream() -> None:
+    load("lam f (p: %mem.Ptr0 «⊤:Nat; I8»): %mem.Ptr0 I8 = %mem.lea (p, 5I32);\n"
+         "lam g (i: Idx ⊤:Nat): Idx 100 = i;\n")
+
+
+def test_type_level_computation_by_unfolding() -> None:
+    load("lam PtrN (n: Nat, T: *): * = (PtrN (%core.nat.sub (n, 1), %mem.Ptr0 T), T)#(%core.ncmp.e (n, 0));\n"
+         "fun extern foo (mem: %mem.M 0, p: PtrN (4, I32)): [%mem.M 0, PtrN (3, I32)] = return (%mem.load (mem, p));\n")
+    e = fails("lam PtrN (n: Nat, T: *): * = (PtrN (%core.nat.sub (n, 1), %mem.Ptr0 T), T)#(%core.ncmp.e (n, 0));\n"
+              "fun extern foo (mem: %mem.M 0, p: PtrN (4, I32)): [%mem.M 0, PtrN (2, I32)] = return (%mem.load (mem, p));\n")
+    assert e.code == "E-TYPE"
+
+
+def test_as_alias_in_a_pi_type() -> None:
+    w, v = load("axm %foo.F: [p e: Nat] → *;\naxm %foo.bar: {p e: Nat} as pe → Nat → [a b: %foo.F pe] → %foo.F (p, e);\n")
+    assert isinstance(w.type_of(w.annexes["foo.bar"]), Pi)
+
+
+def test_index_must_be_idx() -> None:
+    src = "lam extern g (a: [Nat, Bool]) = a#1;"
+    e = fails(src)
+    assert e.code == "E-TYPE" and "is not of Idx type" in e.message and (e.loc.line, e.loc.col) == at(src, "1;")
+    load("lam extern g (a: [Nat, Bool]): Bool = a#1_2;")
+
+
+def test_unions_inj_match_and_dynamic_extract() -> None:
+    body = ("lam pick (b: Bool, x: I32, y: Nat): I32 ∪ Nat = ((y inj I32 ∪ Nat), (x inj I32 ∪ Nat))#b;\n"
+            "lam size (u: I32 ∪ Nat): I32 = match u with | a: I32 => a | n: Nat => %core.bitcast I32 n;\n"
+            "lam dyn (i: Idx 2, t: [I32, Nat]): I32 = size (t#i);\n" + MAIN +
+            "    let a = size (pick (tt, argc, 40));\n    let b = size (pick (ff, argc, 40));\n"
+            "    let c = dyn (%core.bitcast (Idx 2) argc, (7I32, 5));\n"
+            "    return (mem, %core.wrap.add 0 (%core.wrap.add 0 (a, b), c));\n")
+    w, v = load(body)
+    assert isinstance(w.type_of(v["pick"]), Pi) and isinstance(w.zonk(w.type_of(v["pick"]).codom), Join)  # type: ignore[attr-defined]
+    assert run(body) == 1 + 40 + 5  # argc = 1: picks x = 1, then y = 40; t#1 = 5
+    miss = fails("lam size (u: I32 ∪ Nat): I32 = match u with | a: I32 => a;")
+    assert miss.code == "E-TYPE" and "does not cover `Nat`" in miss.message
+    bad = fails("lam f (x: Bool): I32 ∪ Nat = x inj I32 ∪ Nat;")
+    assert bad.code == "E-TYPE" and "not a member" in bad.message
+
+
+def test_rules_are_checked_over_their_meta_variables() -> None:
+    w, v = load("rule foo (a: Nat) : (%core.nat.add (a, a)) => (%core.nat.mul (a, 2));\n"
+                "lam extern rules (): Rule Nat = foo;\n")
+    assert show(w.type_of(v["foo"])) == "Rule Nat"
+    e = fails("rule foo (a: Nat) : (%core.nat.add (a, a)) => tt;")
+    assert e.code == "E-TYPE"
+
+
+def test_filters_are_accepted_and_imports_share_names() -> None:
+    load("fun foo (mem: %mem.M 0, x: I32)@(%core.icmp.e (x, 23I32)): [%mem.M 0, I32] = return (mem, x);\n")
+    w, _ = load_text("import compile;\nlet p = optimization_phase;\n", "t.mim")

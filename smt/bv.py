@@ -166,8 +166,18 @@ _EXACT: dict[str, Callable[[z3.BitVecRef, z3.BitVecRef], z3.BitVecRef]] = {
 }
 
 
-def wrap(name: str, t: Idx, mode: int, a: z3.BitVecRef, b: z3.BitVecRef) -> tuple[z3.BitVecRef, z3.BoolRef]:
-    """`core.wrap.NAME` (add, sub, mul, shl) with a literal mode: (value, undefined).
+Mode = int | z3.BitVecRef  # a literal mode, or a symbolic one (a Nat)
+
+
+def mode_bit(mode: Mode, bit: int) -> z3.BoolRef:
+    """Whether `mode` has `bit` set (a Python truth value lifted, or a bit-vector test)."""
+    if isinstance(mode, int):
+        return z3.BoolVal(bool(mode & bit))
+    return (mode & bit) != 0
+
+
+def wrap(name: str, t: Idx, mode: Mode, a: z3.BitVecRef, b: z3.BitVecRef) -> tuple[z3.BitVecRef, z3.BoolRef]:
+    """`core.wrap.NAME` (add, sub, mul, shl): (value, undefined). The mode may be symbolic.
 
     The value is the exact result modulo s. An overflow is an exact result outside the
     unsigned range [0, s) (forbidden by mode bit 1, LLVM's nuw) or outside the signed range
@@ -179,9 +189,13 @@ def wrap(name: str, t: Idx, mode: int, a: z3.BitVecRef, b: z3.BitVecRef) -> tupl
     e_u = f(t.u(a), t.u(b))
     e_s = f(t.sv(a), t.u(b) if name == "shl" else t.sv(b))
     value = _wrap_pow2(name, a, b) if t.pow2 else t.reduce(e_u, nonneg=name != "sub")
+    def when(bit: int, overflow: Callable[[], z3.BoolRef]) -> z3.BoolRef:
+        on = z3.simplify(mode_bit(mode, bit))
+        return FALSE if z3.is_false(on) else z3.simplify(z3.And(on, overflow()))
+
     return value, _any(z3.UGE(b, t.shift_width) if name == "shl" else FALSE,
-                       t.unsigned_overflow(e_u) if mode & MODE_NUW else FALSE,
-                       t.signed_overflow(e_s) if mode & MODE_NSW else FALSE)
+                       when(MODE_NUW, lambda: t.unsigned_overflow(e_u)),
+                       when(MODE_NSW, lambda: t.signed_overflow(e_s)))
 
 
 def _wrap_pow2(name: str, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
@@ -456,10 +470,17 @@ def _enc_icmp(tag: str, args: list[Def], env: Env) -> Encoded:
 
 
 def _enc_wrap(tag: str, args: list[Def], env: Env) -> Encoded:
-    t, mode = Idx(_size(args[0], "the size")), _size(args[1], "the mode")
+    """The mode may be any Nat term (a free variable in the proofs): its bits decide the UB."""
+    t = Idx(_size(args[0], "the size"))
+    mode: Mode
+    mode_ub = FALSE
+    if isinstance(args[1], Lit) and isinstance(args[1].value, int):
+        mode = args[1].value
+    else:
+        mode, mode_ub = _one(args[1], env)
     a, b, ub = _pair(args[2], env)
     v, op_ub = wrap(tag, t, mode, a, b)
-    return Encoded(v, _any(ub, op_ub))
+    return Encoded(v, _any(ub, mode_ub, op_ub))
 
 
 def _enc_extrema(tag: str, args: list[Def], env: Env) -> Encoded:

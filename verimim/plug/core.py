@@ -1,4 +1,5 @@
-"""Normalizers of the `core` plugin: constant folding of `core.*` axioms on literals.
+"""Normalizers of the `core` plugin: constant folding of `core.*` axioms on literals, then the
+algebraic identities and reassociation of verimim.plug.core_rules for the other operands.
 
 Each normalizer receives the fully applied axiom (`App`, with `app.args()` its curried
 arguments, implicit ones included) and returns the folded node, or None to leave it. Folding
@@ -14,6 +15,7 @@ from verimim.ir.defs import App, Def, IdxT, Lit, NatT, Pack, Tuple
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, layout_of
 from verimim.plug import core_ops as ops
+from verimim.plug import core_rules as rules
 
 MODE_NSW = 1  # core.mode.uS: no signed wrap-around
 MODE_NUW = 2  # core.mode.Us: no unsigned wrap-around
@@ -38,17 +40,19 @@ def size_of(d: Def) -> int | None:
 signed = ops.signed
 
 
-def _nat(op: Callable[[int, int], int]) -> Callable[[World, App], Def | None]:
+def _nat(name: str) -> Callable[[World, App], Def | None]:
     def norm(w: World, app: App) -> Def | None:
         pair = lit_pair(app.arg)
-        return w.lit_nat(op(*pair)) if pair else None
+        return w.lit_nat(ops.nat(name, *pair)) if pair else rules.nat_rules(w, app, name)
     return norm
 
 
-def _ncmp(op: Callable[[int, int], bool]) -> Callable[[World, App], Def | None]:
+def _ncmp(name: str) -> Callable[[World, App], Def | None]:
     def norm(w: World, app: App) -> Def | None:
         pair = lit_pair(app.arg)
-        return w.lit_bool(op(*pair)) if pair else None
+        if pair:
+            return w.lit_bool(bool(ops.ncmp(name, *pair)))
+        return rules.compare_rules(w, app, rules.NCMP, name)
     return norm
 
 
@@ -57,7 +61,7 @@ def _icmp(name: str) -> Callable[[World, App], Def | None]:
         s_def, pair_def = app.args()
         s, pair = size_of(s_def), lit_pair(pair_def)
         if s is None or pair is None:
-            return None
+            return rules.compare_rules(w, app, rules.ICMP, name)
         return w.lit_bool(bool(ops.icmp(name, s, *pair)))
     return norm
 
@@ -66,12 +70,13 @@ def _wrap(name: str) -> Callable[[World, App], Def | None]:
     def norm(w: World, app: App) -> Def | None:
         s_def, mode_def, pair_def = app.args()
         s, pair = size_of(s_def), lit_pair(pair_def)
-        if s is None or pair is None or not isinstance(mode_def, Lit):
-            return None
+        mode_lit = mode_def.value if isinstance(mode_def, Lit) else None
+        if s is None or pair is None or mode_lit is None:
+            return rules.wrap_rules(w, app, name, s, mode_lit)
         a, b = pair
         if name == "shl" and b >= max(s.bit_length() - 1, 1):
             return None  # a shift by the width or more is poison
-        mode = mode_def.value
+        mode = mode_lit
         if mode & MODE_NUW and ops.wrap_unsigned_overflow(name, s, a, b):
             return None
         if mode & MODE_NSW and ops.wrap_signed_overflow(name, s, a, b):
@@ -85,7 +90,7 @@ def _extrema(name: str) -> Callable[[World, App], Def | None]:
         s_def, pair_def = app.args()
         s, pair = size_of(s_def), lit_pair(pair_def)
         if s is None or pair is None:
-            return None
+            return rules.extrema_rules(w, app)
         return w.lit(w.idx(s_def), ops.extrema(name, s, *pair))
     return norm
 
@@ -95,7 +100,7 @@ def _shr(arith: bool) -> Callable[[World, App], Def | None]:
         s_def, pair_def = app.args()
         s, pair = size_of(s_def), lit_pair(pair_def)
         if s is None or pair is None:
-            return None
+            return rules.shr_rules(w, app, s)
         a, b = pair
         if b >= max(s.bit_length() - 1, 1):
             return None
@@ -113,7 +118,7 @@ def _bit2(table: int) -> Callable[[World, App], Def | None]:
         s_def, _mode, pair_def = app.args()
         s, pair = size_of(s_def), lit_pair(pair_def)
         if s is None or pair is None or s & (s - 1):
-            return None
+            return rules.bit2_rules(w, app, BIT2_TAGS, BIT2_TAGS[table], s)
         a, b = pair
         bits = s.bit_length() - 1
         out = 0
@@ -129,7 +134,7 @@ def _bit1(name: str) -> Callable[[World, App], Def | None]:
         s_def, _mode, x = app.args()
         s = size_of(s_def)
         if s is None or not isinstance(x, Lit):
-            return None
+            return rules.bit1_rules(w, app, name, s)
         v = {"f": 0, "t": s - 1, "id": x.value, "neg": (s - 1) ^ x.value if not s & (s - 1) else None}[name]
         return None if v is None else w.lit(w.idx(s_def), v)
     return norm
@@ -149,7 +154,7 @@ def norm_bitcast(w: World, app: App) -> Def | None:
     if src_t is dst_t:
         return x
     if not isinstance(x, Lit):
-        return None
+        return rules.bitcast_rules(w, app)
     src_n, dst_n = _int_type_size(src_t), _int_type_size(dst_t)
     if src_n == -1 or dst_n == -1:
         return None
@@ -163,7 +168,7 @@ def _conv(sign: bool) -> Callable[[World, App], Def | None]:
         ss_def, ds_def, x = app.args()
         ss, ds = size_of(ss_def), size_of(ds_def)
         if ss is None or ds is None or not isinstance(x, Lit):
-            return None
+            return rules.conv_rules(w, app, sign, ss, ds)
         return w.lit(w.idx(ds_def), ops.conv(sign, ss, ds, x.value))
     return norm
 
@@ -193,7 +198,9 @@ def _div(name: str) -> Callable[[World, App], Def | None]:
             return None
         mem, pair_def = arg.ops
         pair = lit_pair(pair_def)
-        if pair is None or not ops.div_defined(name, s, *pair):
+        if pair is None:
+            return rules.div_rules(w, app, name, s)
+        if not ops.div_defined(name, s, *pair):
             return None  # division by zero, INT_MIN / -1: undefined, left for the interpreter
         return w.tuple([mem, w.lit(w.idx(s_def), ops.div(name, s, *pair))])
     return norm
@@ -202,10 +209,9 @@ def _div(name: str) -> Callable[[World, App], Def | None]:
 def register(world: World) -> None:
     r = world.register_normalizer
     for name in ("add", "sub", "mul"):
-        r(f"core.nat.{name}", 1, _nat(lambda a, b, name=name: ops.nat(name, a, b)))
-    for name, cmp in {"e": int.__eq__, "ne": int.__ne__, "l": int.__lt__, "le": int.__le__,
-                      "g": int.__gt__, "ge": int.__ge__}.items():
-        r(f"core.ncmp.{name}", 1, _ncmp(cmp))
+        r(f"core.nat.{name}", 1, _nat(name))
+    for name in ("e", "ne", "l", "le", "g", "ge"):
+        r(f"core.ncmp.{name}", 1, _ncmp(name))
     for name in ("e", "ne", "ul", "ule", "ug", "uge", "sl", "sle", "sg", "sge"):
         r(f"core.icmp.{name}", 2, _icmp(name))
     for name in ("add", "sub", "mul", "shl"):

@@ -92,6 +92,13 @@ def icmp(name: str, s: int, a: IntLike, b: IntLike) -> BoolLike:
             "g": lambda: a > b, "ge": lambda: a >= b}[name]()
 
 
+def ncmp(name: str, a: IntLike, b: IntLike) -> BoolLike:
+    """Comparison of two Nats, with Python's operators (which symbolic integers overload, so the
+    normalizer proofs run this very code; `int.__lt__` would refuse them)."""
+    return {"e": lambda: a == b, "ne": lambda: a != b, "l": lambda: a < b, "le": lambda: a <= b,
+            "g": lambda: a > b, "ge": lambda: a >= b}[name]()
+
+
 def nat(name: str, a: IntLike, b: IntLike) -> IntLike:
     if name == "add":
         return a + b

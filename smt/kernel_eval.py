@@ -28,7 +28,7 @@ import z3
 
 from verimim.diagnostics import Loc
 from verimim.ir.analysis import Scopes
-from verimim.ir.defs import App, Arr, Axiom, Def, Extract, IdxT, Lit, MutLam, NatT, Pack, Sigma, Tuple, Var
+from verimim.ir.defs import App, Arr, Axiom, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Param, Sigma, Tuple, Var
 from verimim.layout import NVPTX64, layout_of
 from verimim.printer import show
 from verimim.smt import bv
@@ -204,6 +204,8 @@ class Evaluator:
     stop_at: int | None = None  # exploring a loop body: the header whose re-entry ends the path
     backedge: Any = None  # … and the parameter it was re-entered with
     steps: int = 0
+    world: Any = None  # the World, to open immutable lambdas jumped to (None: not modelled)
+    params: dict[int, Any] = field(default_factory=dict)  # placeholders of opened lambdas
     _counter: int = 0
 
     # -------------------------------------------------------------- fresh values
@@ -252,6 +254,13 @@ class Evaluator:
             while True:
                 if isinstance(callee, Return):
                     return "done"
+                if isinstance(callee, Lam) and self.world is not None:
+                    # An immutable lambda (not recursive): its body opened with a placeholder
+                    # for its parameter, which stands for the argument's value.
+                    p = Param(callee.pi.dom, "lam")
+                    self.params[p.gid] = arg
+                    callee, arg = self.jump(self.world.open(callee.body, p))
+                    continue
                 if not isinstance(callee, MutLam) or callee.body is None:
                     raise Unsupported(f"a jump to `{callee if not isinstance(callee, MutLam) else callee.name}`, "
                                       f"which has no body here")
@@ -332,8 +341,10 @@ class Evaluator:
             if d.mut.gid not in self.frames:
                 raise Unsupported(f"the parameter of `{d.mut.name}` used outside its activation")
             return self.frames[d.mut.gid]
-        if isinstance(d, MutLam):
+        if isinstance(d, (MutLam, Lam)):
             return d
+        if isinstance(d, Param) and d.gid in self.params:
+            return self.params[d.gid]
         if isinstance(d, Tuple):
             return tuple(self.eval(x) for x in d.ops)
         if isinstance(d, Pack) and isinstance(d.shape, Lit) and d.body.closed:

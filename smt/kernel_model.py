@@ -238,7 +238,7 @@ def _scratch_handlers() -> tuple[dict[str, Op], Callable[[], bool]]:
 
 
 def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND,
-                   summarize_loops: bool = False) -> KernelPaths:
+                   summarize_loops: bool = False, world: Any = None) -> KernelPaths:
     """Every path of one generic work-item of `kernel` (Unsupported for what it cannot model);
     with `summarize_loops`, loops run as "any iteration" under inferred invariants."""
     inp = kernel_inputs(kernel)
@@ -248,7 +248,7 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
 
     def one() -> KPath:
         tr = _Trace()
-        ev = Evaluator(explorer, scopes, _handlers(tr), loop_bound=loop_bound, loops=loops)
+        ev = Evaluator(explorer, scopes, _handlers(tr), loop_bound=loop_bound, loops=loops, world=world)
         smem: Any = Ptr(3, z3.BitVecVal(DYN_SHARED_OBJ, OBJ_BITS), z3.BitVecVal(0, OFF_BITS),
                         "the dynamic shared block") if inp.dyn_shared else ()
         arg = (Tok(1), Tok(3), Tok(4), Tok(5), inp.group, inp.item, smem, inp.args, RETURN)

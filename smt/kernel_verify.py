@@ -60,7 +60,8 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
         else:
             if site.kernel not in explored:
                 try:
-                    explored[site.kernel] = explore_kernel(kernel, min(ctx.timeout_ms, 2_000), loop_bound)
+                    explored[site.kernel] = explore_kernel(kernel, min(ctx.timeout_ms, 2_000), loop_bound,
+                                                           world=program.device)
                 except (Unsupported, z3.Z3Exception) as e:
                     explored[site.kernel] = f"not modelled: {e}"
             kp = explored[site.kernel]
@@ -71,7 +72,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
                     # Unrolling was cut: try loop invariants instead (used only for proofs).
                     try:
                         summarized[site.kernel] = explore_kernel(kernel, min(ctx.timeout_ms, 2_000), loop_bound,
-                                                                 summarize_loops=True)
+                                                                 summarize_loops=True, world=program.device)
                     except (Unsupported, LoopReentry, z3.Z3Exception):
                         summarized[site.kernel] = None
                 _verify_launch(kp, summarized.get(site.kernel), site, program, ctx, file, entry, out.diagnostics)

@@ -252,3 +252,20 @@ def test_main_as_a_continuation(tmp_path: Path) -> None:
     from verimim.fuzz.kernel_oracle import reproduces
 
     assert cex["run"] is not None and reproduces(path, cex["run"], "E-RACE")
+
+
+LAMBDA_BRANCH = """    let t = {T};
+    (lm (m1: gpu.GlobalM): ⊥:* = finish (m1, 1I32), lm (m1: gpu.GlobalM): ⊥:* = finish (m1, 2I32))#(core.icmp.e (item_id, 0_4)) m1
+    where
+        con finish (m1: gpu.GlobalM, v: I32) =
+            let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 16) (CELL)), v);
+            return (m1, m3, m4, m5);
+    end;"""
+
+
+def test_branches_to_immutable_lambdas(tmp_path: Path) -> None:
+    """Jumps to `lm` lambdas (what compile.cleanup / lam_spec leave) are followed, not unknown."""
+    own, _ = verify(kp.write(tmp_path, "lam_own", kp.program(LAMBDA_BRANCH.replace("CELL", "t"))))
+    common, diags = verify(kp.write(tmp_path, "lam_common", kp.program(LAMBDA_BRANCH.replace("CELL", "0"))))
+    assert (own[0]["races"], own[0]["divergence"]) == ("proved", "proved"), own[0]["detail"]
+    assert common[0]["races"] == "refuted" and "E-RACE" in codes(diags)

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
+from verimim.fuzz import shapes_host, shapes_kernel
 from verimim.ir.defs import App, Axiom, Def, MutLam
 from verimim.ir.world import World
 
@@ -67,6 +68,12 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "buffers": True,         # buffer.Buf host buffers with gpu.buf_alloc_copy / buf_copy_to_host
     "args": True,            # program arguments (argc > 1)
     "c_calls": True,         # C functions called on the host (`ccon`/`cfun`): what they print is compared
+    # upstream's shapes (issue 10; fuzz/shapes_kernel.py, fuzz/shapes_host.py)
+    "cont_params": True,     # branches to continuation parameters (a `con`'s `k`, the kernel's `return`)
+    "lam_targets": True,     # `lam … : ⊥` branch targets capturing values
+    "curried": True,         # curried kernels specialised at the launch, curried join continuations
+    "mutual_rec": True,      # two continuations calling each other in tail position (`and`)
+    "main_con": True,        # `con extern main (m0, argc, argv, return)` instead of `fun extern main`
 }
 
 
@@ -209,7 +216,7 @@ class _B:
         n = len(params)
         return m, ([v] if n == 1 else [w.extract_n(v, n, i) for i in range(n)])
 
-    def branch(self, cond: Def, f: MutLam, t: MutLam, arg: Def) -> Def:
+    def branch(self, cond: Def, f: Def, t: Def, arg: Def) -> Def:
         return self.w.app(self.w.extract(self.w.tuple([f, t]), cond), arg)
 
 
@@ -225,6 +232,10 @@ class _KernelPlan:
     mt: Def | None          # the dynamic shared type
     arg_kinds: list[str]    # "out", "inp", "argc", "mem0"
     arg_types: list[Def]
+    # a curried kernel `con kernel (n: I32) (m1, …)`: its outer `lam` and the value the launch
+    # specialises it with (a literal, or None for the program's argc)
+    outer: MutLam | None = None
+    spec: int | None = None
 
 
 class _KernelGen:
@@ -257,7 +268,14 @@ class _KernelGen:
         args_t = w.sigma(arg_types)
         ret_t = w.cn(w.sigma([b.M1, b.M3, b.M4, b.M5]))
         names = ["m1", "m3", "m4", "m5", "group_id", "item_id", "smem", "args" if len(kinds) > 1 else (kinds[0] if kinds else "noargs"), "return"]
-        mut, ps = b.con(self.name, list(zip(names, [b.M1, b.M3, b.M4, b.M5, w.idx_n(G), w.idx_n(I), smem_t, args_t, ret_t])))
+        kparams = list(zip(names, [b.M1, b.M3, b.M4, b.M5, w.idx_n(G), w.idx_n(I), smem_t, args_t, ret_t]))
+        outer, spec = None, None
+        if f["curried"] and draw(st.booleans(), label="curried kernel"):
+            outer, spec, spec_val = shapes_host.curried_kernel(b, draw, self.name, w.cn(w.sigma([t for _, t in kparams])))
+            mut, ps = b.con(self.name + "_spec", kparams)
+            outer.body = mut
+        else:
+            mut, ps = b.con(self.name, kparams)
         m1, m3, m4, m5, gid, iid, smem, args, ret = ps
         argv = {k: (args if len(kinds) == 1 else b.x(args, len(kinds), i)) for i, k in enumerate(kinds)}
         b.features[f"gpu.launch[n={len(kinds)}]"] += 1
@@ -272,12 +290,14 @@ class _KernelGen:
         ]
         if "argc" in argv:
             pool.append(_Val(argv["argc"], 32, 1, 8, True))
+        if outer is not None:  # always used: upstream's curried kernels use what they are specialised with
+            pool.append(_Val(w.var(outer), 32, *spec_val, True))
         self.iid, self.smem, self.dyn_used = iid, smem if dyn else None, False
         self.state = {"m1": m1, "m3": m3, "m5": m5, "m4": m4}
         self.cur = mut
         self.pool = pool
         self.argv = argv
-        self.generated: list[_Val] = []
+        self.generated: list[_Val] = [pool[-1]] if outer is not None else []
 
         n_ops = draw(st.integers(0, f["max_ops"]), label="kernel ops")
         defect_at = draw(st.integers(0, n_ops), label="defect position") if self.defect else -1
@@ -300,8 +320,15 @@ class _KernelGen:
         else:
             st_["m5"], lp = b.slot(b.I32, 5, st_["m5"], self.fresh_id())
             st_["m5"] = b.store(b.I32, 5, st_["m5"], lp, acc.d)
-        self.cur.body = w.app(ret, b.tup(st_["m1"], st_["m3"], st_["m4"], st_["m5"]))
-        return _KernelPlan(mut, G, I, dyn, mt, kinds, arg_types)
+        mems = [st_["m1"], st_["m3"], st_["m4"], st_["m5"]]
+        if f["cont_params"] and draw(st.integers(0, 3), label="return as branch target") == 0:
+            self.cur.body = shapes_kernel.return_param_branch(self, ret, mems)
+        else:
+            self.cur.body = w.app(ret, b.tup(*mems))
+        return _KernelPlan(outer if outer is not None else mut, G, I, dyn, mt, kinds, arg_types, outer, spec)
+
+    def add_value(self, d: Def, bits: int, lo: int, hi: int, uniform: bool) -> None:
+        self.add(_Val(d, bits, lo, hi, uniform))
 
     def fresh_id(self) -> int:
         self.slot_id += 1
@@ -351,6 +378,10 @@ class _KernelGen:
             kinds.append("local")
         if "inp" in self.argv:
             kinds.append("input")
+        if f["cont_params"]:
+            kinds.append("cont_param")
+        if f["mutual_rec"]:
+            kinds.append("mutual")
         kind = self.draw(st.sampled_from(kinds), label="op")
         getattr(self, f"op_{kind}")()
 
@@ -381,11 +412,17 @@ class _KernelGen:
         c = self.literal(bits) if self.draw(st.booleans(), label="literal rhs") else self.pick("rhs")
         self.add(self.arith(a, c, bits))
 
-    def jump_to(self, params: list[tuple[str, Def]], name: str) -> tuple[MutLam, list[Def]]:
+    def jump_to(self, params: list[tuple[str, Def]], name: str, kind: str = "con") -> tuple[MutLam, list[Def]]:
         """A fresh continuation taking the memory tokens plus `params`; returns it, its params."""
         b = self.b
-        k, ps = b.con(name, [("m1", b.M1), ("m3", b.M3), ("m5", b.M5), *params])
+        k, ps = b.con(name, [("m1", b.M1), ("m3", b.M3), ("m5", b.M5), *params], kind)
         return k, ps
+
+    def op_cont_param(self) -> None:
+        shapes_kernel.cont_param_branch(self)
+
+    def op_mutual(self) -> None:
+        shapes_kernel.mutual_recursion(self)
 
     def mems(self) -> list[Def]:
         return [self.state["m1"], self.state["m3"], self.state["m5"]]
@@ -426,19 +463,41 @@ class _KernelGen:
         cond = b.icmp(op, bits, x.d, y.d)
         uni = x.uniform and y.uniform
         b.features["branch.uniform" if uni else "branch.item"] += 1
-        t, (t1, t3, t5) = self.jump_to([], "then")
-        e, (e1, e3, e5) = self.jump_to([], "else")
-        join, jps = self.jump_to([("r", b.I32)], "join")
-        self.cur.body = b.branch(cond, e, t, b.tup(*self.mems()))
+        lam = self.f["lam_targets"] and draw(st.integers(0, 2), label="lam targets") == 0
+        t: Any
+        e: Any
+        if lam:  # the targets' bodies are built first, the λs closed over them at the end
+            t, e = shapes_kernel.LamTarget(self, "then"), shapes_kernel.LamTarget(self, "else")
+            (t1, t3, t5), (e1, e3, e5) = t.fields, e.fields
+        else:
+            t, (t1, t3, t5) = self.jump_to([], "then")
+            e, (e1, e3, e5) = self.jump_to([], "else")
+        here, mems = self.cur, self.mems()
         a = self.to32(self.pick("then value"))
         if barrier_in_then is None:
             barrier_in_then = uni and self.f["shared"] and draw(st.booleans(), label="barrier in uniform branch")
         if barrier_in_then:
             s = b.ap("gpu.sync_work_items", b.tup(t1, t3))
             t1, t3 = b.x(s, 2, 0), b.x(s, 2, 1)
-        t.body = w.app(join, b.tup(t1, t3, t5, b.wrap("add", 32, 0, a.d, w.lit_idx(2 ** 32, 1))))
+        tv = b.wrap("add", 32, 0, a.d, w.lit_idx(2 ** 32, 1))
         c = self.to32(self.pick("else value"))
-        e.body = w.app(join, b.tup(e1, e3, e5, b.wrap("mul", 32, 0, c.d, w.lit_idx(2 ** 32, 2))))
+        ev = b.wrap("mul", 32, 0, c.d, w.lit_idx(2 ** 32, 2))
+
+        def finish(tb: Def, eb: Def) -> None:
+            if lam:
+                here.body = b.branch(cond, e.close(eb), t.close(tb), b.tup(*mems))
+            else:
+                t.body, e.body = tb, eb
+                here.body = b.branch(cond, e, t, b.tup(*mems))
+
+        if self.f["curried"] and draw(st.integers(0, 2), label="curried join") == 0:
+            # both targets pick their captured value before the join's parameters exist
+            ca, cc = self.to32(self.pick("then capture")), self.to32(self.pick("else capture"))
+            join, _ = shapes_kernel.curried_join(self)
+            finish(w.app(w.app(join, ca.d), b.tup(t1, t3, t5, tv)), w.app(w.app(join, cc.d), b.tup(e1, e3, e5, ev)))
+            return
+        join, jps = self.jump_to([("r", b.I32)], "join")
+        finish(w.app(join, b.tup(t1, t3, t5, tv)), w.app(join, b.tup(e1, e3, e5, ev)))
         (r,) = self.continue_in(join, jps)
         self.add(_Val(r, 32, 0, 2 ** 32 - 1, uni and a.uniform and c.uniform))
 
@@ -555,22 +614,15 @@ class _KernelGen:
 
 
 class _HostGen:
-    def __init__(self, b: _B, draw: Callable[..., Any], f: dict[str, Any], defect: str | None) -> None:
+    def __init__(self, b: _B, draw: Callable[..., Any], f: dict[str, Any], defect: str | None,
+                 n_args: int = 0) -> None:
         self.b, self.draw, self.f, self.defect = b, draw, f, defect
         self.launches = 0
+        self.args = ["abcdefgh"[i] for i in range(n_args)]  # numbers once `atoi` reads them
 
     def build(self, n_kernels: int, one_kernel: bool) -> None:
         b, w, draw, f = self.b, self.b.w, self.draw, self.f
-        nat = w.nat()
-        argv_t = b.ptr(w.arr(w.top(nat), b.ptr(w.arr(w.top(nat), b.I8), 0)), 0)
-        res_t = w.cn(w.sigma([b.M0, b.I32]))
-        main = w.mut_lam(w.cn(w.sigma([w.sigma([b.M0, b.I32, argv_t]), res_t])), "main", "fun")
-        main.param_names = ("m0", "argc", "argv")
-        main.external = True
-        w.externals["main"] = main
-        v = w.var(main)
-        args = b.x(v, 2, 0)
-        m0, self.argc, ret = b.x(args, 3, 0), b.x(args, 3, 1), b.x(v, 2, 1)
+        main, m0, self.argc, self.argv, ret = shapes_host.main(b, draw, f["main_con"])
         # The compiler-inserted session (auto_init/auto_deinit) means the same at run time.
         self.auto = draw(st.integers(0, 3), label="auto session") == 3
         r = b.ap("gpu.auto_init" if self.auto else "gpu.init", m0)
@@ -613,8 +665,17 @@ class _HostGen:
         (`Cn [[M, I32], Cn R]`) or `ccon` (`Cn [M, I32, Cn R]`); `putchar`'s value becomes the
         result. The oracle compares what the program prints on every target."""
         b, w = self.b, self.b.w
-        name, form = self.draw(st.sampled_from([("println_i32", "cfun"), ("print_integer", "ccon"),
-                                                 ("putchar", "cfun")]), label="c function")
+        calls = [("println_i32", "cfun"), ("print_integer", "ccon"), ("putchar", "cfun"), ("printf", "cfun")]
+        if self.args:
+            calls.append(("atoi", "ccon"))
+        name, form = self.draw(st.sampled_from(calls), label="c function")
+        if name == "atoi":
+            self.args = [str(self.draw(st.integers(0, 999), label="numeric argument")) for _ in self.args]
+            self.result = b.wrap("add", 32, 0, self.result, shapes_host.atoi_call(self, len(self.args)))
+            return
+        if name == "printf":
+            self.result = b.wrap("add", 32, 0, self.result, shapes_host.printf_call(self, self.result))
+            return
         ret_t = w.sigma([b.M0, b.I32]) if name == "putchar" else b.M0
         dom = [w.sigma([b.M0, b.I32]), w.cn(ret_t)] if form == "cfun" else [b.M0, b.I32, w.cn(ret_t)]
         ax = w.axiom("c." + name, w.cn(w.sigma(dom)))
@@ -756,7 +817,10 @@ class _HostGen:
         mt = kp.mt if kp.dyn else w.unit()
         st_ = stream if stream is not None else self.b.a["gpu.default_stream"]
         cfg = b.tup(w.lit_nat(kp.groups), w.lit_nat(kp.items), st_, w.lit_bool(kp.dyn), mt)
-        L = b.ap("gpu.launch", b.tup(w.lit_nat(n), ts), cfg, kp.mut, w.tuple(launch_args))
+        target: Def = kp.mut
+        if kp.outer is not None:  # a curried kernel, specialised here
+            target = w.app(kp.outer, self.argc if kp.spec is None else w.lit_idx(2 ** 32, kp.spec))
+        L = b.ap("gpu.launch", b.tup(w.lit_nat(n), ts), cfg, target, w.tuple(launch_args))
         k, (m0, m1, m4) = b.con("after_launch", [("m0", b.M0), ("m1", b.M1), ("m4", b.M4)])
         self.cur.body = w.app(L, b.tup(b.tup(self.s["m0"], self.s["m1"], self.s["m4"]), k))
         self.cur = k
@@ -887,8 +951,8 @@ def _generate(draw: Callable[..., Any], f: dict[str, Any], defect: str | None, o
     w = fresh_world()
     b = _B(w)
     n_kernels = 1 if one_kernel else draw(st.integers(1, f["max_kernels"]), label="kernels")
-    host = _HostGen(b, draw, f, defect)
     n_args = draw(st.integers(0, 2), label="program args") if f["args"] else 0
+    host = _HostGen(b, draw, f, defect, n_args)
     host.build(n_kernels, one_kernel)
     text = render(w)
     # well-typed by construction: the text re-elaborates, and prints back to itself. A failure
@@ -906,7 +970,7 @@ def _generate(draw: Callable[..., Any], f: dict[str, Any], defect: str | None, o
     used = set(count_ops(w)) | {k for k, v in b.features.items() if v}
     codes = frozenset({DEFECTS[defect][0]}) if defect else frozenset()
     stats = (("ops", sum(count_ops(w).values())), ("kernels", n_kernels), ("launches", host.launches))
-    return GeneratedProgram(w2, text, tuple("abcdefgh"[:n_args]), codes, frozenset(used), defect, stats, error)
+    return GeneratedProgram(w2, text, tuple(host.args), codes, frozenset(used), defect, stats, error)
 
 
 def _first_diff(a: str, b: str) -> str:

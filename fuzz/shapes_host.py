@@ -1,0 +1,114 @@
+"""Host-side shapes of upstream's programs (issue 10, item 7), used by `strategies._HostGen`.
+
+Coverage features (`GeneratedProgram.features_used`):
+
+    main.fun / main.con  `fun extern main (m0, argc, argv): [M0, I32]`, or upstream's
+                         `con extern main (m0, argc, argv, return: Cn [M0, I32])`
+    kernel.curried       `con kernel (n: I32) (m1, …, return)` launched as `kernel v`
+    c.atoi               `ccon atoi` on a program argument (`argv[j]`, numeric)
+    c.printf             `cfun printf [M0, Ptr0 «⊤:Nat; I8», I32]: [M0, I32]` with a format
+                         string stored in a slot; what it prints and returns is compared
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from hypothesis import strategies as st
+
+from verimim.ir.defs import Def, MutLam
+
+# printf formats the interpreter models (verimim.plug.c_format); each takes one int
+PRINTF_FORMATS = ("%d\n", "v=%u;", "[%5d]\n", "%x\n", "%-3d|%%\n")
+
+
+def argv_type(b: Any) -> Def:
+    w = b.w
+    nat = w.nat()
+    return b.ptr(w.arr(w.top(nat), b.ptr(w.arr(w.top(nat), b.I8), 0)), 0)
+
+
+def main(b: Any, draw: Callable[..., Any], con_form: bool) -> tuple[MutLam, Def, Def, Def, Def]:
+    """The host's `main`: (the mutable, m0, argc, argv, return)."""
+    w = b.w
+    argv_t = argv_type(b)
+    res_t = w.cn(w.sigma([b.M0, b.I32]))
+    if con_form and draw(st.booleans(), label="con-form main"):
+        m = w.mut_lam(w.cn(w.sigma([b.M0, b.I32, argv_t, res_t])), "main", "con")
+        m.param_names = ("m0", "argc", "argv", "return")
+        v = w.var(m)
+        m0, argc, argv, ret = (b.x(v, 4, i) for i in range(4))
+        b.features["main.con"] += 1
+    else:
+        m = w.mut_lam(w.cn(w.sigma([w.sigma([b.M0, b.I32, argv_t]), res_t])), "main", "fun")
+        m.param_names = ("m0", "argc", "argv")
+        v = w.var(m)
+        args = b.x(v, 2, 0)
+        m0, argc, argv, ret = b.x(args, 3, 0), b.x(args, 3, 1), b.x(args, 3, 2), b.x(v, 2, 1)
+        b.features["main.fun"] += 1
+    m.external = True
+    w.externals["main"] = m
+    return m, m0, argc, argv, ret
+
+
+def curried_kernel(b: Any, draw: Callable[..., Any], name: str, inner_t: Def) -> tuple[MutLam, int | None, tuple[int, int]]:
+    """The outer `lam kernel (n: I32): Cn [...]` of a curried kernel, the value its launches
+    pass (a literal, or None for argc) and that value's bounds."""
+    w = b.w
+    outer = w.mut_lam(w.pi(b.I32, w.shift(inner_t, 1)), name, "lam")
+    outer.param_names = ("n",)
+    b.features["kernel.curried"] += 1
+    if draw(st.booleans(), label="kernel specialised with argc"):
+        return outer, None, (1, 8)
+    v = draw(st.integers(0, 40), label="kernel specialisation")
+    return outer, v, (v, v)
+
+
+def _declare(b: Any, name: str, t: Def) -> Def:
+    w = b.w
+    ax = w.axiom("c." + name, t)
+    w.c_functions[name] = ax
+    return ax
+
+
+def _cstr_t(b: Any) -> Def:
+    w = b.w
+    return b.ptr(w.arr(w.top(w.nat()), b.I8), 0)
+
+
+def atoi_call(host: Any, n_args: int) -> Def:
+    """`ccon atoi [M0, Ptr0 «⊤:Nat; I8», Cn [M0, I32]]` on `argv[j]` (1 ≤ j ≤ n_args): the
+    argument vector is viewed as `Ptr0 «n_args + 1; Ptr0 «⊤:Nat; I8»»`. Ends the current block,
+    continues in atoi's return continuation; returns the parsed value."""
+    b, w, draw = host.b, host.b.w, host.draw
+    cstr = _cstr_t(b)
+    ax = _declare(b, "atoi", w.cn(w.sigma([b.M0, cstr, w.cn(w.sigma([b.M0, b.I32]))])))
+    n = n_args + 1
+    vec = b.bitcast(argv_type(b), b.ptr(b.arr(n, cstr), 0), host.argv)
+    j = draw(st.integers(1, n_args), label="atoi argument")
+    host.s["m0"], s = b.load(cstr, 0, host.s["m0"], b.lea(n, cstr, 0, vec, w.lit_idx(n, j)))
+    k, (m0, v) = b.con("after_atoi", [("m0", b.M0), ("v", b.I32)])
+    host.cur.body = w.app(ax, b.tup(host.s["m0"], s, k))
+    host.cur, host.s["m0"] = k, m0
+    b.features["c.ccon"] += 1
+    b.features["c.atoi"] += 1
+    return v
+
+
+def printf_call(host: Any, value: Def) -> Def:
+    """`cfun printf [M0, Ptr0 «⊤:Nat; I8», I32]: [M0, I32]` printing `value` with a format
+    drawn from PRINTF_FORMATS, stored NUL-terminated in a host slot. Returns printf's result
+    (the number of bytes printed)."""
+    b, w, draw = host.b, host.b.w, host.draw
+    cstr = _cstr_t(b)
+    ret_t = w.sigma([b.M0, b.I32])
+    ax = _declare(b, "printf", w.cn(w.sigma([w.sigma([b.M0, cstr, b.I32]), w.cn(ret_t)])))
+    fmt = draw(st.sampled_from(PRINTF_FORMATS), label="printf format").encode() + b"\0"
+    t = b.arr(len(fmt), b.I8)
+    host.s["m0"], p = b.slot(t, 0, host.s["m0"], 0)
+    host.s["m0"] = b.store(t, 0, host.s["m0"], p, w.tuple([w.lit_idx(2 ** 8, c) for c in fmt]))
+    k, (m0, n) = b.con("after_printf", [("m0", b.M0), ("n", b.I32)])
+    host.cur.body = w.app(ax, b.tup(b.tup(host.s["m0"], b.bitcast(b.ptr(t, 0), cstr, p), value), k))
+    host.cur, host.s["m0"] = k, m0
+    b.features["c.cfun"] += 1
+    b.features["c.printf"] += 1
+    return n

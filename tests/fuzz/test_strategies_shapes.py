@@ -1,0 +1,132 @@
+"""Upstream's program shapes in the generator (issue 10, item 7): each is generated, printed in
+upstream's syntax, round-trips, is named in the coverage, and runs through the oracle; the
+oracle tells a wrong variant of a shape from the right one."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from verimim.driver import run_with_big_stack
+from verimim.fuzz.strategies import check_generated, programs, reparse
+from verimim.plug import c_interp
+
+SETTINGS = settings(max_examples=25, deadline=None, database=None, derandomize=True,
+                    suppress_health_check=list(HealthCheck))
+
+NEW_SHAPES = {"branch.cont_param", "branch.return_param", "branch.lam_target", "cont.curried",
+              "rec.mutual", "kernel.curried", "main.con", "main.fun", "c.atoi", "c.printf"}
+
+# Compiler gaps these shapes found (issue 10, item 6; not in the generator's files): a curried
+# kernel is rejected by gpu.split_apply, a λ branch target stops the interpreter.
+KNOWN_GAPS = ("uses parameters of an enclosing function", "jump to a non-continuation")
+
+# the syntax each shape prints as (dump in upstream's surface syntax)
+TEXT = {
+    "main.con": re.compile(r"^con extern main \(m0: mem\.M 0, argc: I32, argv: .*, return\w*: Cn \[mem\.M 0, I32\]\)", re.M),
+    "main.fun": re.compile(r"^fun extern main \(m0: mem\.M 0, argc: I32, argv: .*\): \[mem\.M 0, I32\]", re.M),
+    "kernel.curried": re.compile(r"^con kernel\d* \(n\w*: I32\) \(m1\w*: mem\.M 1", re.M),
+    "cont.curried": re.compile(r"con join\w* \(c\w*: I32\) \(m1\w*: mem\.M 1"),
+    "branch.lam_target": re.compile(r"\(lm \(\w+: mem\.M 1, \w+: mem\.M 3, \w+: mem\.M 5\)"),
+    "branch.cont_param": re.compile(r"\(other\w*, k\w*\)#"),
+    "branch.return_param": re.compile(r"\(finish\w*, return\w*\)#"),
+    "c.atoi": re.compile(r"^c(con|fun) atoi ", re.M),
+    "c.printf": re.compile(r"^c(con|fun) printf ", re.M),
+}
+
+
+def _collect(strategy: Any, n: int = 25) -> list[Any]:
+    out: list[Any] = []
+
+    @settings(SETTINGS, max_examples=n)
+    @given(strategy)
+    def run(p: Any) -> None:
+        out.append(p)
+    run_with_big_stack(run)
+    return out
+
+
+def test_every_shape_is_generated_printed_in_upstream_syntax_and_round_trips() -> None:
+    progs = _collect(programs(max_kernels=2, max_ops=4), 80)
+    seen: set[str] = set()
+    for p in progs:
+        assert p.roundtrip_error is None, p.roundtrip_error
+        for shape, pattern in TEXT.items():
+            if shape in p.features_used:
+                seen.add(shape)
+                assert pattern.search(p.text), f"{shape} not printed as upstream writes it:\n{p.text}"
+        seen |= p.features_used & NEW_SHAPES
+    assert NEW_SHAPES <= seen, f"never generated: {sorted(NEW_SHAPES - seen)}"
+
+
+def test_shapes_switch_off_with_their_features() -> None:
+    off = dict(cont_params=False, lam_targets=False, curried=False, mutual_rec=False, main_con=False)
+    for p in _collect(programs(max_kernels=2, max_ops=4, **off), 15):
+        assert not p.features_used & (NEW_SHAPES - {"main.fun", "c.atoi", "c.printf"})
+        assert "main.fun" in p.features_used
+
+
+def test_supported_shapes_pass_the_oracle() -> None:
+    # curried kernels and λ targets are left out: they hit KNOWN_GAPS (see the report of issue 10)
+    progs = _collect(programs(max_kernels=1, max_ops=4, curried=False, lam_targets=False,
+                              streams=False, with_streams=False, buffers=False), 12)
+    seen: set[str] = set()
+    for p in progs:
+        v = check_generated(p, verify=False, schedules=1)
+        assert v.ok, f"{v.kind}: {v.message}\n{p.text}"
+        seen |= p.features_used
+    assert {"branch.cont_param", "main.con"} <= seen
+
+
+def test_generated_shapes_with_known_gaps_fail_only_with_them() -> None:
+    for p in _collect(programs(max_kernels=1, max_ops=3, streams=False, with_streams=False), 8):
+        v = check_generated(p, verify=False, schedules=1)
+        assert v.ok or any(g in v.message for g in KNOWN_GAPS), f"{v.kind}: {v.message}\n{p.text}"
+
+
+def _interp(text: str, args: tuple[str, ...]) -> tuple[Any, bytes]:
+    from verimim.interp.machine import Machine, find_main
+
+    w = reparse(text)
+    m = Machine(w, fuel=2_000_000)
+    r = run_with_big_stack(lambda: m.run_main(find_main(w), ["prog.mim", *args]))
+    return r, bytes(m.stdout)
+
+
+def _with_c(name: str) -> Any:
+    for p in _collect(programs(max_kernels=1, max_ops=2, streams=False, with_streams=False,
+                               buffers=False, curried=False, lam_targets=False), 60):
+        if f"c.{name}" in p.features_used:
+            return p
+    raise AssertionError(f"no program calls {name}")
+
+
+def test_atoi_reads_the_numeric_program_arguments() -> None:
+    p = _with_c("atoi")
+    assert p.args and all(a.isdigit() for a in p.args)
+    r0, _ = _interp(p.text, p.args)
+    # a wrong argument vector must change the result: the value read is used
+    bumped = tuple(str(int(a) + 1) for a in p.args)
+    r1, _ = _interp(p.text, bumped)
+    assert (int(r1) - int(r0)) % 2 ** 32 == 1
+
+
+def test_printf_output_is_compared_by_the_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _with_c("printf")
+    _, out = _interp(p.text, p.args)
+    assert out, "printf printed nothing"
+    assert check_generated(p, verify=False, schedules=1).ok
+    # a printf that prints one byte more after its first run: same results, other output
+    runs = [0]
+    real = c_interp.SEMANTICS["printf"]
+
+    def drifting(c: c_interp.Call, a: list[object]) -> object:
+        runs[0] += 1
+        if runs[0] > 1:
+            c.write(b"?")
+        return real(c, a)
+    monkeypatch.setitem(c_interp.SEMANTICS, "printf", drifting)
+    v = check_generated(p, verify=False, schedules=1)
+    assert not v.ok and v.kind == "diff", (v.kind, v.message)

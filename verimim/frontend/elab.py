@@ -119,6 +119,7 @@ class Elaborator:
         # body, checked when the module is done. (hole, where, what it is the return type of)
         self.return_holes: list[tuple[Hole, Loc, str]] = []
         self.group_members: set[int] = set()  # ids of the declarations in `… and …` groups
+        self.final_errors: set[int] = set()  # ids of errors a deferred re-check confirmed
         self.decl_lazies: dict[int, list[Lazy]] = {}
 
     # ================================================================== errors and helpers
@@ -362,7 +363,9 @@ class Elaborator:
             try:
                 elems.append(self.check(el, t_j, scope))
             except TypeError_ as err:
-                if not (deferrable and w.zonk(t_j).has_hole):
+                # An error that a second attempt already confirmed is final: deferring it again
+                # at every enclosing tuple would re-check nested arguments 2^depth times.
+                if id(err) in self.final_errors or not (deferrable and w.zonk(t_j).has_hole):
                     raise
                 self.unifier.undo(mark)
                 elems.append(None)
@@ -370,8 +373,13 @@ class Elaborator:
         for j, first_error in deferred:
             t_j = w.zonk(self._field_type(exp, elems, j, n))
             if t_j.has_hole:
+                self.final_errors.add(id(first_error))
                 raise first_error
-            elems[j] = self.check(e.elems[j], t_j, scope)
+            try:
+                elems[j] = self.check(e.elems[j], t_j, scope)
+            except TypeError_ as err:
+                self.final_errors.add(id(err))
+                raise
         return w.tuple([x for x in elems if x is not None])
 
     def _field_type(self, exp: Def, elems: list[Def | None], j: int, n: int) -> Def:

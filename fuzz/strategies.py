@@ -656,7 +656,7 @@ class _HostGen:
         if self.defect != "missing_deinit":
             m0 = b.ap("gpu.auto_deinit" if self.auto else "gpu.deinit", b.tup(m0, self.s["m1"], self.s["m4"]))
         self.s["m0"] = m0
-        if f["c_calls"] and draw(st.integers(0, 2), label="c call") == 0:
+        if f["c_calls"] and draw(st.integers(0, 2), label="c call") < 2:
             self.c_call()
         self.cur.body = w.app(ret, b.tup(self.s["m0"], self.result))
 
@@ -666,8 +666,8 @@ class _HostGen:
         result. The oracle compares what the program prints on every target."""
         b, w = self.b, self.b.w
         calls = [("println_i32", "cfun"), ("print_integer", "ccon"), ("putchar", "cfun"), ("printf", "cfun")]
-        if self.args:
-            calls.append(("atoi", "ccon"))
+        if self.args:  # atoi needs an argument to read: twice the weight where there is one
+            calls += [("atoi", "ccon"), ("atoi", "ccon")]
         name, form = self.draw(st.sampled_from(calls), label="c function")
         if name == "atoi":
             self.args = [str(self.draw(st.integers(0, 999), label="numeric argument")) for _ in self.args]

@@ -10,6 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from verimim.fuzz.strategies import check_generated, programs
 from verimim.plug import c_interp
 
+# curried kernels and λ branch targets hit open compiler gaps (tests/fuzz/test_strategies.py KNOWN_BUGS)
+NO_GAPS = dict(curried=False, lam_targets=False)
 SETTINGS = settings(max_examples=20, deadline=None, database=None, derandomize=True,
                     suppress_health_check=list(HealthCheck))
 
@@ -18,7 +20,7 @@ def test_generated_c_calls_cover_both_forms_and_pass_the_oracle() -> None:
     seen: set[str] = set()
 
     @SETTINGS
-    @given(programs(max_kernels=1, max_ops=2, streams=False, with_streams=False, buffers=False))
+    @given(programs(max_kernels=1, max_ops=2, streams=False, with_streams=False, buffers=False, **NO_GAPS))
     def run(p: Any) -> None:
         calls = {f for f in p.features_used if f.startswith("c.")}
         seen.update(calls)
@@ -41,12 +43,12 @@ def test_oracle_compares_what_c_calls_print(monkeypatch: pytest.MonkeyPatch) -> 
                 c.write(b"?")
             return real(c, a)
         return sem
-    for name in ("println_i32", "print_integer", "putchar"):
+    for name in ("println_i32", "print_integer", "putchar", "printf", "atoi"):
         monkeypatch.setitem(c_interp.SEMANTICS, name, drifting(c_interp.SEMANTICS[name]))
     failures: list[str] = []
 
     @SETTINGS
-    @given(programs(max_kernels=1, max_ops=2, streams=False, with_streams=False, buffers=False))
+    @given(programs(max_kernels=1, max_ops=2, streams=False, with_streams=False, buffers=False, **NO_GAPS))
     def run(p: Any) -> None:
         if any(f.startswith("c.") for f in p.features_used):
             runs[0] = 0

@@ -74,6 +74,8 @@ class Machine:
         self._expr_codes: dict[tuple[int, frozenset[int]], Code] = {}
         self.scopes = Scopes()
         self.compiler = Compiler(self)
+        self._lam_muts: dict[int, MutLam] = {}  # immutable lambdas run as mutables (lam_closure)
+        self.call_depth = 0  # nested direct-style calls (call_value)
         self.state: dict[str, Any] = {}  # per-plugin run-time state (the GPU session, streams)
         self.stdout = bytearray()  # what the program's C functions printed (verimim.plug.c_interp)
         from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
@@ -178,6 +180,9 @@ class Machine:
                 fr[slot] = Closure(m, {})
             th.frame = fr
             return True
+        if isinstance(callee, tuple) and len(callee) == 2 and isinstance(callee[0], Lam):
+            # A `lam` used as a branch target: its body is a jump, run like a continuation's.
+            return self.enter(th, self.lam_closure(callee[0], callee[1]), arg)
         if isinstance(callee, (Halt, KernelReturn)):
             th.result = arg
             th.done = True
@@ -205,6 +210,19 @@ class Machine:
 
     # ------------------------------------------------------------------ values
 
+    def lam_closure(self, lam: Lam, env: Env) -> Closure:
+        """An immutable lambda value as a closure of an equivalent mutable (made once per lambda):
+        its body opened with the mutable's variable, the activation's environment captured."""
+        mut = self._lam_muts.get(lam.gid)
+        if mut is None:
+            w = self.world
+            codom_is_bot = self._is_bot(w.shift(lam.pi.codom, -1)) if lam.pi.codom.bvd <= 1 else False
+            mut = w.mut_lam(lam.pi, lam.name or "lm", "con" if codom_is_bot else "lam")
+            mut.body = w.open(lam.body, w.var(mut))
+            mut.loc = lam.loc
+            self._lam_muts[lam.gid] = mut
+        return Closure(mut, dict(env))
+
     def extract_value(self, t: Value, i: Value, node: Extract) -> Value:
         if isinstance(t, tuple):
             return t[i]
@@ -226,18 +244,25 @@ class Machine:
             env[-callee.mut.gid] = arg
             env[callee.mut.gid] = callee
             sub.code, sub.env, sub.frame = code, env, [None] * code.nslots
+            # Direct-style recursion never reaches the jump that counts a body's steps, and each
+            # level holds a Python frame: count before running, and bound the depth.
+            self.steps += len(code.instrs)
+            self.call_depth += 1
+            if self.steps > self.fuel or self.call_depth > MAX_CALL_DEPTH:
+                self.call_depth = 0
+                raise FuelExhausted(self.fuel, node.loc or callee.mut.loc)
             for slot, mm in code.premade:
                 sub.frame[slot] = Closure(mm, {})
             for ins in code.instrs:
                 if ins(sub.frame, env, sub) is SUSPEND:
                     raise RuntimeFault("E-UNSUPPORTED", "a barrier inside a function called for its "
                                        "value", node.loc)
-            self.steps += len(code.instrs)
+            self.call_depth -= 1
             return code.result(sub.frame, env)
         if isinstance(callee, tuple) and len(callee) == 2 and isinstance(callee[0], Lam):
-            lam, env = callee
-            body = self.world.app(lam, self.reify(arg, lam.pi.dom))
-            return self.eval_expr(body, env, th)
+            # Run as a mutable with the same body (no substitution of run-time values, which
+            # need not be expressible as IR: memory tokens, pointers).
+            return self.call_value(self.lam_closure(callee[0], callee[1]), arg, node, th)
         if isinstance(callee, Partial):
             arity, fn = self.semantics[callee.axiom.annex]
             args = list(callee.args) + [arg]
@@ -385,6 +410,11 @@ class Machine:
         mem_interp.at_exit(self, main)
         v = out[0] % 2**32
         return v - 2**32 if v >= 2**31 else v
+
+
+# Nested direct-style calls of `lam`s the interpreter follows before it reports E-FUEL (each
+# holds Python frames; a terminating program nests far less).
+MAX_CALL_DEPTH = 20_000
 
 
 def find_main(world: World) -> MutLam:

@@ -62,7 +62,26 @@ def scan_mut(m: MutLam, annexes: bool = False) -> tuple[set[MutLam], set[MutLam]
                 muts.add(d)
             continue
         stack.extend(d.ops)
+    # The type counts too: a curried mutable whose parameter type is an outer one's parameter
+    # (`con seq {A: *} … (acc: A)`) depends on that activation like a use in its body does.
+    vars_ |= {v.mut for v in _vars_of(m.pi, seen) if v.mut is not m}
     return vars_, muts
+
+
+def _vars_of(root: Def, seen: set[int]) -> list[Var]:
+    """The Vars in `root`, not looking inside mutables, skipping nodes in `seen`."""
+    out: list[Var] = []
+    stack = [root]
+    while stack:
+        d = stack.pop()
+        if d.gid in seen:
+            continue
+        seen.add(d.gid)
+        if isinstance(d, Var):
+            out.append(d)
+        elif not isinstance(d, MutLam):
+            stack.extend(d.ops)
+    return out
 
 
 def postorder(root: Def | list[Def], known: Callable[[Def], bool],

@@ -40,6 +40,7 @@ from verimim.syntax import ast  # noqa: E402
 from verimim.syntax.parser import parse_module  # noqa: E402
 
 EXAMPLES = ROOT / ".." / "shared" / "examples"
+UPSTREAM = ROOT / ".." / "shared" / "upstream"
 
 MAIN = ("fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)\n"
         "              : [mem.M 0, I32] =\n")
@@ -51,6 +52,20 @@ def synthetic(n: int) -> str:
     lines += [f"    let x_{k} = core.wrap.add 0 (x_{k - 1}, 1I32);\n" for k in range(1, n + 1)]
     lines.append(f"    return (m0, x_{n});\n")
     return "\n".join(lines[:3]) + "\n" + "".join(lines[3:])
+
+
+def nested(depth: int) -> str:
+    """An argument nested `depth` applications deep whose implicit sizes are solved only by the
+    last tuple element (`core.wrap.add 0 (core.wrap.add 0 (…), 1I32)`)."""
+    e = "(2I32, 1I32)"
+    for i in range(depth):
+        e = f"core.wrap.add 0 ({e}, 1I32)" if i else f"core.wrap.add 0 {e}"
+    return "plugin core;\nlet x = " + e + ";\n"
+
+
+def arrows(n: int) -> str:
+    """A chain of n arrows `I32 → … → I32`."""
+    return "let T = " + " → ".join(["I32"] * (n + 1)) + ";\n"
 
 
 @dataclass
@@ -147,9 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="timed runs per program (median; default 5)")
     ap.add_argument("--sizes", default="1000,2000,4000", help="numbers of chained lets (comma separated)")
+    ap.add_argument("--depths", default="10,100,900", help="nesting depths of implicit-argument "
+                    "applications and lengths/10 of arrow chains (comma separated; the parser caps "
+                    "nesting at 1000)")
     args = ap.parse_args(argv)
     runs = max(args.runs, 1)
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    depths = [int(s) for s in args.depths.split(",") if s]
 
     def body() -> list[Row]:
         rows: list[Row] = []
@@ -158,14 +177,35 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(measure(f.name, f.read_text(encoding="utf-8"), str(f), runs))
         else:
             print(f"(no examples: {EXAMPLES} is missing)")
+        if UPSTREAM.is_dir():
+            for f in sorted(UPSTREAM.glob("*.mim")):
+                try:
+                    rows.append(measure(f"upstream/{f.name}", f.read_text(encoding="utf-8"), str(f), runs))
+                except Exception as e:  # a program the frontend rejects (upstream's error_* tests)
+                    print(f"(upstream/{f.name}: {type(e).__name__})")
         for n in sizes:
             rows.append(measure(f"synthetic {n} lets", synthetic(n), f"<synthetic-{n}>", runs, also_nogc=True))
+        for d in depths:
+            rows.append(measure(f"nesting {d} deep", nested(d), f"<nested-{d}>", runs))
+        for d in depths:
+            rows.append(measure(f"arrows {d * 10} long", arrows(d * 10), f"<arrows-{d * 10}>", runs))
         return rows
 
     rows = run_with_big_stack(body)
     print(f"verimim frontend: median of {runs} runs after one warm-up (Python {sys.version.split()[0]})")
     print()
     print_table(rows)
+    ups = sorted(r.total for r in rows if r.name.startswith("upstream/"))
+    if ups:
+        print()
+        print(f"upstream corpus: {len(ups)} programs, median parse + check {fmt_ms(statistics.median(ups)).strip()} ms "
+              f"(plugins loaded per World; aim ≤ 50 ms)")
+    for kind in ("nesting", "arrows"):
+        series = [r for r in rows if r.name.startswith(kind)]
+        if len(series) >= 2:
+            a, b = series[0], series[-1]
+            na, nb = int(a.name.split()[1]), int(b.name.split()[1])
+            print(f"{kind}: {na} → {nb}: user time ×{b.user / a.user:.1f} for ×{nb / na:.0f} the size")
     by_size = {int(r.name.split()[1]): r for r in rows if r.name.startswith("synthetic")}
     if 1000 in by_size and 4000 in by_size:
         r1, r4 = by_size[1000], by_size[4000]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from verimim.ir.analysis import apps_with_head, free_muts, postorder, scan_mut as _scan
+from verimim.ir.analysis import apps_with_head, free_muts, postorder, scan_mut as _scan, vars_of
 from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Pi, Sigma, Var
 from verimim.ir.world import World
 from verimim.printer import ExprPrinter
@@ -259,20 +259,7 @@ class Dumper:
 
 def _vars_in_type(m: MutLam) -> frozenset[MutLam]:
     """The mutables whose parameters m's own type mentions (other than m)."""
-    found: set[MutLam] = set()
-    seen: set[int] = set()
-    stack: list[Def] = [m.pi]
-    while stack:
-        d = stack.pop()
-        if d.gid in seen or isinstance(d, MutLam):
-            continue
-        seen.add(d.gid)
-        if isinstance(d, Var):
-            if d.mut is not m:
-                found.add(d.mut)
-            continue
-        stack.extend(d.ops)
-    return frozenset(found)
+    return frozenset(v.mut for v in vars_of(m.pi) if v.mut is not m)
 
 
 def _mentions_mem(t: Def) -> bool:

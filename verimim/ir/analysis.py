@@ -64,13 +64,14 @@ def scan_mut(m: MutLam, annexes: bool = False) -> tuple[set[MutLam], set[MutLam]
         stack.extend(d.ops)
     # The type counts too: a curried mutable whose parameter type is an outer one's parameter
     # (`con seq {A: *} … (acc: A)`) depends on that activation like a use in its body does.
-    vars_ |= {v.mut for v in _vars_of(m.pi, seen) if v.mut is not m}
+    vars_ |= {v.mut for v in vars_of(m.pi, seen) if v.mut is not m}
     return vars_, muts
 
 
-def _vars_of(root: Def, seen: set[int]) -> list[Var]:
+def vars_of(root: Def, seen: set[int] | None = None) -> list[Var]:
     """The Vars in `root`, not looking inside mutables, skipping nodes in `seen`."""
     out: list[Var] = []
+    seen = set() if seen is None else seen
     stack = [root]
     while stack:
         d = stack.pop()

@@ -120,6 +120,10 @@ class Elaborator:
         self.return_holes: list[tuple[Hole, Loc, str]] = []
         self.group_members: set[int] = set()  # ids of the declarations in `… and …` groups
         self.final_errors: set[int] = set()  # ids of errors a deferred re-check confirmed
+        # Bodies of mutables not elaborated yet, by the mutable's gid: the unifier forces one
+        # when a type needs the value of an application of it (verimim.frontend.typelevel).
+        self.pending_bodies: dict[int, Callable[[], None]] = {}
+        self.unifier.force_body = self.force_body
         self.decl_lazies: dict[int, list[Lazy]] = {}
 
     # ================================================================== errors and helpers
@@ -855,7 +859,16 @@ class Elaborator:
                 codom = w.open(last_mut.pi.codom, w.var(last_mut))
                 last_mut.body = self.statement(lambda: self.check(body, codom, sc))
 
-        self.deferred.append(run)
+        done: list[bool] = []
+
+        def once() -> None:
+            if not done:
+                done.append(True)
+                self.pending_bodies.pop(m.gid, None)
+                run()
+
+        self.pending_bodies[m.gid] = once
+        self.deferred.append(once)
 
     def fun_body(self, body: ast.Expr, scope: Scope, ret_k: Def) -> Def:
         """A `fun`'s body is a jump; a body of the return type is returned directly."""
@@ -1276,6 +1289,11 @@ class Elaborator:
             for m in w.muts:
                 m.pi = w.zonk(m.pi)  # type: ignore[assignment]
         self.return_holes.clear()
+
+    def force_body(self, m: MutLam) -> None:
+        job = self.pending_bodies.get(m.gid)
+        if job is not None:
+            job()
 
     def run_deferred(self) -> None:
         while self.deferred:

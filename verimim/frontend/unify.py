@@ -9,6 +9,8 @@ and `?Ts` to X's element types.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from verimim.frontend.typelevel import unfold_fully, unfold_lam_app
 from verimim.ir.defs import App, Arr, BVar, Def, Extract, Hole, IdxT, Lit, MutLam, Pack, Sigma, Top, Tuple, TypeU
 from verimim.ir.world import World
@@ -25,6 +27,8 @@ class Unifier:
         self.world = world
         self.trail: list[Hole] = []  # every hole solved, in order, so a failed attempt can be undone
         self.fuel = UNFOLD_FUEL  # type-level function applications unfolded (verimim.frontend.typelevel)
+        # Elaborates a mutable's body that is still pending (set by the elaborator).
+        self.force_body: Callable[[MutLam], None] | None = None
 
     def undo(self, mark: int) -> None:
         """Forget the solutions found since `len(trail)` was `mark`."""
@@ -80,6 +84,8 @@ class Unifier:
         if self.fuel <= 0:
             return None
         for x, y, flipped in ((a, b, False), (b, a, True)):
+            if _lam_app(x) and x.callee.body is None and self.force_body is not None:  # type: ignore[attr-defined]
+                self.force_body(x.callee)  # type: ignore[attr-defined]
             if unfold_lam_app(self.world, x) is None:
                 continue
             step = unfold_fully(self.world, x) or unfold_lam_app(self.world, x)

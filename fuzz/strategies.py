@@ -666,8 +666,8 @@ class _HostGen:
         result. The oracle compares what the program prints on every target."""
         b, w = self.b, self.b.w
         calls = [("println_i32", "cfun"), ("print_integer", "ccon"), ("putchar", "cfun"), ("printf", "cfun")]
-        if self.args:  # atoi needs an argument to read: twice the weight where there is one
-            calls += [("atoi", "ccon"), ("atoi", "ccon")]
+        if self.args:  # atoi needs an argument to read (rarer): more weight where there is one
+            calls += [("atoi", "ccon")] * 4
         name, form = self.draw(st.sampled_from(calls), label="c function")
         if name == "atoi":
             self.args = [str(self.draw(st.integers(0, 999), label="numeric argument")) for _ in self.args]

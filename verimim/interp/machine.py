@@ -76,6 +76,7 @@ class Machine:
         self.compiler = Compiler(self)
         self._lam_muts: dict[int, MutLam] = {}  # immutable lambdas run as mutables (lam_closure)
         self.call_depth = 0  # nested direct-style calls (call_value)
+        self._lam_bodies: set[Def] = set()  # bodies of the mutables made by lam_closure
         self.state: dict[str, Any] = {}  # per-plugin run-time state (the GPU session, streams)
         self.stdout = bytearray()  # what the program's C functions printed (verimim.plug.c_interp)
         from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
@@ -152,7 +153,15 @@ class Machine:
             pc = th.pc
             n = len(instrs)
             while pc < n:
-                r = instrs[pc](fr, env, th)
+                try:
+                    r = instrs[pc](fr, env, th)
+                except KeyError:
+                    if code.root not in self._lam_bodies:
+                        raise
+                    # A `lam` branch target run as a mutable (lam_closure) that reads a value its
+                    # creator computed, which the closure does not carry.
+                    raise RuntimeFault("E-UNSUPPORTED", "a `lam` used as a branch target that uses values "
+                                       "its creator computed", getattr(code.root, "loc", None)) from None
                 pc += 1
                 if r is SUSPEND:
                     th.pc = pc
@@ -221,6 +230,7 @@ class Machine:
             mut.body = w.open(lam.body, w.var(mut))
             mut.loc = lam.loc
             self._lam_muts[lam.gid] = mut
+            self._lam_bodies.add(mut.body)
         return Closure(mut, dict(env))
 
     def extract_value(self, t: Value, i: Value, node: Extract) -> Value:
@@ -260,9 +270,18 @@ class Machine:
             self.call_depth -= 1
             return code.result(sub.frame, env)
         if isinstance(callee, tuple) and len(callee) == 2 and isinstance(callee[0], Lam):
-            # Run as a mutable with the same body (no substitution of run-time values, which
-            # need not be expressible as IR: memory tokens, pointers).
-            return self.call_value(self.lam_closure(callee[0], callee[1]), arg, node, th)
+            lam, env = callee
+            try:
+                body = self.world.app(lam, self.reify(arg, lam.pi.dom))
+            except RuntimeFault:
+                # A run-time value that is no IR (a memory token, a pointer): run the lambda as
+                # a mutable with the same body instead of substituting.
+                try:
+                    return self.call_value(self.lam_closure(lam, env), arg, node, th)
+                except KeyError:
+                    raise RuntimeFault("E-UNSUPPORTED", "a lambda called with run-time values that uses "
+                                       "values its creator computed", node.loc) from None
+            return self.eval_expr(body, env, th)
         if isinstance(callee, Partial):
             arity, fn = self.semantics[callee.axiom.annex]
             args = list(callee.args) + [arg]

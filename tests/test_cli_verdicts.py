@@ -73,11 +73,12 @@ def test_check_text_names_unknown_phases_and_strict_fails() -> None:
         if verdicts.attention(verdicts.from_report_data(str(path), sobj)):
             hits += 1
             assert s.returncode == 1 and sobj["ok"] is False
-            assert {d["code"] for d in sobj["diagnostics"]} == {"E-UNPROVED"}
+            # (warnings, such as a benign race the kernel verifier found, may stand beside it)
+            assert {d["code"] for d in sobj["diagnostics"] if d["severity"] == "error"} == {"E-UNPROVED"}
         else:
             assert s.returncode == 0
         q = verimim("check", str(path), "--timeout", "0.001", "-q")
-        assert q.stderr.strip() == f"{path}: ok"
+        assert q.stderr.strip().splitlines()[-1] == f"{path}: ok"  # diagnostics may precede it
     assert hits, "no example had an unknown phase at a 1 ms time-out"
 
 

@@ -204,6 +204,10 @@ class LoweringMatcher(Matcher):
             return None
         if type(a) is not type(b) or a.extra() != b.extra() or len(a.ops) != len(b.ops):
             return None if self._folded(a, b) else Mismatch(a, b, "a node changed")
+        swapped = _literal_moved_first(a, b)
+        if swapped is not None:
+            self._push(work, swapped, within)
+            return None
         if not isinstance(a, Axiom):
             self._push(work, list(zip(a.ops, b.ops)), within)
         return None
@@ -898,3 +902,24 @@ def spec_lower_ptr(res: PhaseResult, ctx: SpecContext) -> Outcome:
     hits = sum(m.rule_hits for m in matchers)
     return Outcome("proved", f"no buffer left; {hits} lowered spots match the allowed patterns, all else "
                    f"unchanged; {n} offset/size conditions proved; same execution before and after")
+
+
+# Operations whose normal form puts a literal operand first (verimim.plug.core_rules): an operand
+# that becomes a literal only after lowering (a `buffer.shape`) moves to the front.
+COMMUTATIVE = frozenset({"core.wrap.add", "core.wrap.mul", "core.nat.add", "core.nat.mul",
+                         "core.bit2.and_", "core.bit2.or_", "core.bit2.xor_", "core.icmp.e", "core.icmp.ne"})
+
+
+def _literal_moved_first(a: Def, b: Def) -> list[tuple[Def, Def]] | None:
+    """The operand pairs of `op (x, y)` and `op (c, z)` matched crosswise (x with z, y with c),
+    for a commutative op where the new first operand is a literal and the old one is not."""
+    if not (isinstance(a, App) and isinstance(b, App) and isinstance(a.head, Axiom)
+            and a.head.annex in COMMUTATIVE and isinstance(b.head, Axiom) and b.head.annex == a.head.annex
+            and a.depth == b.depth):
+        return None
+    x, y = a.arg, b.arg
+    if not (isinstance(x, Tuple) and isinstance(y, Tuple) and len(x.ops) == 2 == len(y.ops)):
+        return None
+    if not isinstance(y.ops[0], Lit) or isinstance(x.ops[0], Lit):
+        return None
+    return [(a.callee, b.callee), (x.ops[0], y.ops[1]), (x.ops[1], y.ops[0])]

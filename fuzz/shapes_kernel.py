@@ -18,12 +18,19 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from verimim.ir.defs import Def
+from verimim.ir.defs import App, Def, Extract
 
 
 def _mem_types(kg: Any) -> list[Def]:
     b = kg.b
     return [b.M1, b.M3, b.M5]
+
+
+def count_branch(b: Any, feature: str, body: Def) -> None:
+    """Count a branch shape only where the branch survived: a condition the normalizer folds
+    to a literal picks one target, and the shape is then not in the program."""
+    if isinstance(body, App) and isinstance(body.callee, Extract):
+        b.features[feature] += 1
 
 
 def cont_param_branch(kg: Any) -> None:
@@ -60,14 +67,16 @@ def return_param_branch(kg: Any, ret: Def, mems: list[Def]) -> Def:
     f5 = b.store(b.I32, 5, f5, p, v.d)
     finish.body = w.app(ret, b.tup(f1, f3, f4, f5))
     cond = b.icmp("ule", 32, v.d, w.lit_idx(2 ** 32, bound))
-    b.features["branch.return_param"] += 1
-    return w.app(w.extract(w.tuple([finish, ret]), cond), b.tup(*mems))
+    body = w.app(w.extract(w.tuple([finish, ret]), cond), b.tup(*mems))
+    count_branch(b, "branch.return_param", body)
+    return body
 
 
 class LamTarget:
     """A branch target written as upstream's gpu tests write it: a `lam` (an immutable λ, as
     the frontend elaborates a non-recursive `lam`) over the memory tokens, capturing the values
-    its body uses. Build the body from `fields`, then `close(body)` gives the λ."""
+    its body uses. Build the body from `fields`, then `close(body)` gives the λ; the caller
+    counts the shape (`count_branch`) once the branch is built."""
 
     def __init__(self, kg: Any, name: str) -> None:
         b, w = kg.b, kg.b.w
@@ -75,7 +84,6 @@ class LamTarget:
         self.dom = w.sigma(_mem_types(kg))
         self.param = w.param(self.dom, name)
         self.fields = [b.x(self.param, 3, i) for i in range(3)]
-        b.features["branch.lam_target"] += 1
 
     def close(self, body: Def) -> Def:
         w = self.w

@@ -486,6 +486,7 @@ class _KernelGen:
         def finish(tb: Def, eb: Def) -> None:
             if lam:
                 here.body = b.branch(cond, e.close(eb), t.close(tb), b.tup(*mems))
+                shapes_kernel.count_branch(b, "branch.lam_target", here.body)
             else:
                 t.body, e.body = tb, eb
                 here.body = b.branch(cond, e, t, b.tup(*mems))

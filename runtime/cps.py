@@ -24,7 +24,7 @@ from typing import Any
 
 from verimim.diagnostics import Loc
 from verimim.ir.analysis import postorder
-from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lit, MutLam, Pack, Sigma, Var
+from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lam, Lit, MutLam, Pack, Sigma, Var
 from verimim.plug.c_lib import c_name
 from verimim.runtime.cps_dyn import DynamicClosures, DynClo, NeedDynamic
 from verimim.runtime.nvptx import (
@@ -217,7 +217,14 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
             return [d.callee, d.arg]  # a `lam` applied for its value: `_apply`
         return super()._operands(d)
 
+    def _is_leaf(self, d: Def) -> bool:
+        # an immutable λ is a value (a branch target, an argument): its equivalent mutable's
+        # closure (`_val`), its body compiled where it is jumped to or applied
+        return isinstance(d, Lam) or super()._is_leaf(d)
+
     def _val(self, d: Def) -> Any:
+        if isinstance(d, Lam):
+            d = self.w.lam_as_mut(d)
         if isinstance(d, MutLam):
             if self.scope.has(d.gid):
                 return self.scope.get(d.gid)  # a closure captured by a record (cps_dyn)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from verimim.interp.values import Closure, Partial, RuntimeFault, Tagged, Value
+from verimim.interp.values import Closure, LamValue, Partial, RuntimeFault, Tagged, Value
 from verimim.ir.analysis import postorder
 from verimim.ir.defs import (
     App, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Sigma, Top, Tuple,
@@ -44,6 +44,7 @@ class Code:
     callee: Getter | None  # a jump when set; `result` is then the argument
     premade: list[tuple[int, MutLam]]
     root: Def | None = None  # the body (for the location of the jump)
+    slots: dict[int, int] | None = None  # node id → frame slot (what a lambda made here reads)
 
 
 class Compiler:
@@ -112,6 +113,11 @@ class Compiler:
             hit = getters.get(d.gid)
             if hit is not None:
                 return hit
+            if isinstance(d, Lam):
+                # `slots` is this compilation's map, complete by the time the activation runs
+                g = lambda fr, env, d=d: LamValue(d, env, fr, slots)  # noqa: E731
+                getters[d.gid] = g
+                return g
             g = self.leaf_getter(d)
             if g is None and (d.gid in preset or self.captured(owner, d)):
                 gid = d.gid
@@ -162,8 +168,8 @@ class Compiler:
                             work.append((op, False))
         if jump:
             assert callee_node is not None
-            return Code(instrs, len(slots), getter(top_ops[1]), getter(callee_node), premade, root)
-        return Code(instrs, len(slots), getter(root), None, premade, root)
+            return Code(instrs, len(slots), getter(top_ops[1]), getter(callee_node), premade, root, slots)
+        return Code(instrs, len(slots), getter(root), None, premade, root, slots)
 
     def operands(self, d: Def) -> list[Def]:
         """The nodes an instruction for `d` reads."""
@@ -197,9 +203,10 @@ class Compiler:
             val = self.m.axiom_value(d)
             return lambda fr, env: val
         if isinstance(d, Lam):
-            # An immutable lambda is a value as it stands (with the activation's environment
-            # for the parameters it mentions): its body is evaluated when it is called.
-            return lambda fr, env: (d, env)
+            # An immutable lambda is a value as it stands (with the activation that made it:
+            # the parameters it mentions, the nodes it shares with its creator); its body is
+            # evaluated when it is called. (Compiler.compile gives it the frame's slot map.)
+            return lambda fr, env: LamValue(d, env, fr, {})
         if self.is_static(d) and not self.has_var(d):
             return lambda fr, env: d
         return None
@@ -284,10 +291,6 @@ class Compiler:
             def undef(fr: list[Value], env: Env, th: Thread) -> None:
                 fr[slot] = None
             return undef
-        if isinstance(d, Lam):
-            def lam(fr: list[Value], env: Env, th: Thread) -> None:
-                fr[slot] = (d, env)
-            return lam
         raise RuntimeFault("E-UNSUPPORTED", f"the interpreter cannot evaluate `{show(d)}` "
                            f"({type(d).__name__})", d.loc)
 

@@ -18,10 +18,10 @@ from verimim.interp import entry
 from verimim.interp.compile import SUSPEND, Code, Compiler, Env
 from verimim.interp.memory import Memory
 from verimim.interp.values import (
-    Closure, FuelExhausted, Halt, KernelReturn, Partial, RuntimeFault, Value,
+    Closure, FuelExhausted, Halt, KernelReturn, LamValue, Partial, RuntimeFault, Value,
 )
 from verimim.ir.defs import (
-    App, Arr, Axiom, Def, Extract, Lam, Lit, MutLam, Pack, Sigma, Var,
+    App, Arr, Axiom, Def, Extract, Lit, MutLam, Pack, Sigma, Var,
 )
 from verimim.ir.analysis import Scopes
 from verimim.ir.world import World
@@ -74,9 +74,9 @@ class Machine:
         self._expr_codes: dict[tuple[int, frozenset[int]], Code] = {}
         self.scopes = Scopes()
         self.compiler = Compiler(self)
-        self._lam_muts: dict[int, MutLam] = {}  # immutable lambdas run as mutables (lam_closure)
+        self._lam_codes: dict[tuple[int, bool, frozenset[int]], Code] = {}
         self.call_depth = 0  # nested direct-style calls (call_value)
-        self._lam_bodies: set[Def] = set()  # bodies of the mutables made by lam_closure
+        self._lam_bodies: set[Def] = set()  # bodies of the mutables made by lam_activation
         self.state: dict[str, Any] = {}  # per-plugin run-time state (the GPU session, streams)
         self.stdout = bytearray()  # what the program's C functions printed (verimim.plug.c_interp)
         from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
@@ -189,9 +189,12 @@ class Machine:
                 fr[slot] = Closure(m, {})
             th.frame = fr
             return True
-        if isinstance(callee, tuple) and len(callee) == 2 and isinstance(callee[0], Lam):
+        if isinstance(callee, LamValue):
             # A `lam` used as a branch target: its body is a jump, run like a continuation's.
-            return self.enter(th, self.lam_closure(callee[0], callee[1]), arg)
+            code, env = self.lam_activation(callee, arg, jump=True)
+            th.code, th.pc, th.env = code, 0, env
+            th.frame = self._fresh_frame(code)
+            return True
         if isinstance(callee, (Halt, KernelReturn)):
             th.result = arg
             th.done = True
@@ -219,19 +222,55 @@ class Machine:
 
     # ------------------------------------------------------------------ values
 
-    def lam_closure(self, lam: Lam, env: Env) -> Closure:
-        """An immutable lambda value as a closure of an equivalent mutable (made once per lambda):
-        its body opened with the mutable's variable, the activation's environment captured."""
-        mut = self._lam_muts.get(lam.gid)
-        if mut is None:
-            w = self.world
-            codom_is_bot = self._is_bot(w.shift(lam.pi.codom, -1)) if lam.pi.codom.bvd <= 1 else False
-            mut = w.mut_lam(lam.pi, lam.name or "lm", "con" if codom_is_bot else "lam")
-            mut.body = w.open(lam.body, w.var(mut))
-            mut.loc = lam.loc
-            self._lam_muts[lam.gid] = mut
-            self._lam_bodies.add(mut.body)
-        return Closure(mut, dict(env))
+    def _fresh_frame(self, code: Code) -> list[Value]:
+        fr: list[Value] = [None] * code.nslots
+        for slot, m in code.premade:
+            fr[slot] = Closure(m, {})
+        return fr
+
+    def lam_captures(self, v: LamValue) -> dict[int, Value]:
+        """The nodes of the lambda's body that the activation which made it has at hand (in its
+        environment or its frame), by id: a call reads them instead of computing them again, so
+        an effect or a fault among them happens once, where the program put it."""
+        hit = v.captures
+        if hit is not None:
+            return hit
+        out: dict[int, Value] = {}
+        seen: set[int] = set()
+        stack: list[Def] = [v.lam.body]
+        while stack:
+            x = stack.pop()
+            if x.gid in seen or isinstance(x, (Var, Lit, Axiom)):
+                continue
+            seen.add(x.gid)
+            if x.bvd == 0:  # only a node closed under the lambda's binder can be its creator's
+                if x.gid in v.slots:
+                    out[x.gid] = v.frame[v.slots[x.gid]]
+                    continue
+                if x.gid in v.env:
+                    out[x.gid] = v.env[x.gid]
+                    continue
+            if isinstance(x, MutLam):
+                continue  # a closure this body makes itself
+            stack.extend(x.ops)
+        object.__setattr__(v, "captures", out)
+        return out
+
+    def lam_activation(self, v: LamValue, arg: Value, jump: bool) -> tuple[Code, Env]:
+        """Code and environment to run an immutable lambda's body with `arg` as the body of an
+        equivalent mutable (made once per lambda; code once per set of captured nodes)."""
+        mut = self.world.lam_as_mut(v.lam)
+        assert mut.body is not None
+        self._lam_bodies.add(mut.body)
+        caps = self.lam_captures(v)
+        key = (mut.gid, jump, frozenset(caps))
+        code = self._lam_codes.get(key)
+        if code is None:
+            code = self.compiler.compile(mut.body, jump=jump, preset=key[2])
+            self._lam_codes[key] = code
+        env = {**v.env, **caps}
+        env[-mut.gid] = arg
+        return code, env
 
     def extract_value(self, t: Value, i: Value, node: Extract) -> Value:
         if isinstance(t, tuple):
@@ -246,42 +285,23 @@ class Machine:
     def call_value(self, callee: Value, arg: Value, node: App, th: Thread) -> Value:
         """A direct-style call of a `lam` (not a jump): run its body to its value."""
         if isinstance(callee, Closure):
-            sub = Thread(f"{th.name}/{callee.mut.name}", th.device, th.group, th.item, th.launch)
             code = self.code_of(callee.mut)
             if code.callee is not None:
                 raise RuntimeFault("E-UNSUPPORTED", f"`{callee.mut.name}` is a continuation used as a value", node.loc)
             env = dict(callee.env)
             env[-callee.mut.gid] = arg
             env[callee.mut.gid] = callee
-            sub.code, sub.env, sub.frame = code, env, [None] * code.nslots
-            # Direct-style recursion never reaches the jump that counts a body's steps, and each
-            # level holds a Python frame: count before running, and bound the depth.
-            self.steps += len(code.instrs)
-            self.call_depth += 1
-            if self.steps > self.fuel or self.call_depth > MAX_CALL_DEPTH:
-                self.call_depth = 0
-                raise FuelExhausted(self.fuel, node.loc or callee.mut.loc)
-            for slot, mm in code.premade:
-                sub.frame[slot] = Closure(mm, {})
-            for ins in code.instrs:
-                if ins(sub.frame, env, sub) is SUSPEND:
-                    raise RuntimeFault("E-UNSUPPORTED", "a barrier inside a function called for its "
-                                       "value", node.loc)
-            self.call_depth -= 1
-            return code.result(sub.frame, env)
-        if isinstance(callee, tuple) and len(callee) == 2 and isinstance(callee[0], Lam):
-            lam, env = callee
+            return self._run_for_value(code, env, callee.mut.name or "λ", node, th, callee.mut.loc)
+        if isinstance(callee, LamValue):
+            lam = callee.lam
             try:
                 body = self.world.app(lam, self.reify(arg, lam.pi.dom))
             except RuntimeFault:
                 # A run-time value that is no IR (a memory token, a pointer): run the lambda as
                 # a mutable with the same body instead of substituting.
-                try:
-                    return self.call_value(self.lam_closure(lam, env), arg, node, th)
-                except KeyError:
-                    raise RuntimeFault("E-UNSUPPORTED", "a lambda called with run-time values that uses "
-                                       "values its creator computed", node.loc) from None
-            return self.eval_expr(body, env, th)
+                code, env = self.lam_activation(callee, arg, jump=False)
+                return self._run_for_value(code, env, lam.name or "λ", node, th)
+            return self.eval_expr(body, callee.env, th, self.lam_captures(callee))
         if isinstance(callee, Partial):
             arity, fn = self.semantics[callee.axiom.annex]
             args = list(callee.args) + [arg]
@@ -289,6 +309,24 @@ class Machine:
                 return Partial(callee.axiom, tuple(args))
             return fn(self, th, args, node)
         raise RuntimeFault("E-UNSUPPORTED", f"cannot call {callee!r}", node.loc)
+
+    def _run_for_value(self, code: Code, env: Env, name: str, node: App, th: Thread,
+                       loc: Loc | None = None) -> Value:
+        sub = Thread(f"{th.name}/{name}", th.device, th.group, th.item, th.launch)
+        sub.code, sub.env, sub.frame = code, env, self._fresh_frame(code)
+        # Direct-style recursion never reaches the jump that counts a body's steps, and each
+        # level holds a Python frame: count before running, and bound the depth.
+        self.steps += len(code.instrs)
+        self.call_depth += 1
+        if self.steps > self.fuel or self.call_depth > MAX_CALL_DEPTH:
+            self.call_depth = 0
+            raise FuelExhausted(self.fuel, node.loc or loc)
+        for ins in code.instrs:
+            if ins(sub.frame, env, sub) is SUSPEND:
+                raise RuntimeFault("E-UNSUPPORTED", "a barrier inside a function called for its "
+                                   "value", node.loc)
+        self.call_depth -= 1
+        return code.result(sub.frame, env)
 
     def eval_expr(self, d: Def, env: Env, th: Thread, known: dict[int, Value] | None = None) -> Value:
         """Evaluate a closed-but-for-Vars expression (the slow path: packs, immutable lambdas);

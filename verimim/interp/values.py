@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verimim.diagnostics import Loc, Related, VerimimError
-from verimim.ir.defs import Axiom, MutLam
+from verimim.ir.defs import Axiom, Lam, MutLam
 
 Value = Any
 
@@ -30,6 +30,22 @@ class Closure:
 
     def __repr__(self) -> str:
         return f"<closure {self.mut.name}>"
+
+
+@dataclass(frozen=True, eq=False)
+class LamValue:
+    """An immutable lambda as a value: the activation that made it (its environment, and its
+    frame with the slot of each node it computed), from which a call takes the values of the
+    nodes the lambda's body shares with its creator — computed there once, never again."""
+
+    lam: Lam
+    env: dict[int, Value]
+    frame: list[Value]
+    slots: dict[int, int]
+    captures: dict[int, Value] | None = None  # filled on the first call (Machine.lam_captures)
+
+    def __repr__(self) -> str:
+        return f"<lam {self.lam.name or 'λ'}>"
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ class World:
         # `rec N = e` whose e mentions N (a recursive type): the constant → its definition.
         self.rec_defs: dict[Def, Def] = {}
         self._levels: dict[int, int] = {}  # World.level of closed nodes, by gid
+        self._lam_muts: dict[int, MutLam] = {}  # World.lam_as_mut, by the λ's gid
         self._univ = self._hashcons(Univ, (), ())
         self._nat = self._hashcons(NatT, (), ())
 
@@ -240,6 +241,19 @@ class World:
     def mut_lam(self, pi: Pi, name: str, kind: str) -> MutLam:
         m = MutLam(pi, name, kind)
         self.muts.append(m)
+        return m
+
+    def lam_as_mut(self, lam: Lam) -> MutLam:
+        """An immutable λ as an equivalent mutable, its body opened with the mutable's variable:
+        for the interpreter and the back ends, which run bodies of mutables. Made once per λ,
+        and not in `muts`: it is no part of the program (phases and specs never see it)."""
+        hit = self._lam_muts.get(lam.gid)
+        if hit is not None:
+            return hit
+        m = MutLam(lam.pi, lam.name or "lm", "con" if self.is_cn(lam.pi) else "lam")
+        m.body = self.open(lam.body, self.var(m))
+        m.loc = lam.loc
+        self._lam_muts[lam.gid] = m
         return m
 
     def param(self, type_: Def, name: str | None = None) -> Param:

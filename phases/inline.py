@@ -41,7 +41,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from verimim.ir.analysis import Scopes, scan_mut
-from verimim.ir.defs import App, Arr, Def, Extract, IdxT, Lit, MutLam, Pi, Sigma, Var
+from verimim.ir.defs import App, Arr, Axiom, Def, Extract, IdxT, Lit, MutLam, Pi, Sigma, Var
 from verimim.ir.world import IRError, World
 from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.rewriter import Rewriter
@@ -152,6 +152,7 @@ class Plan:
         self._local: dict[int, list[MutLam]] = {}
         self._local_gids: dict[int, frozenset[int]] = {}
         self._why: dict[int, str | None] = {}
+        self._site_counts: Counter[int] | None = None
 
     def candidate(self, x: Def) -> MutLam | None:
         """The callee when x is an application of the kind this phase inlines."""
@@ -180,9 +181,35 @@ class Plan:
             return "external"
         if any(m.gid in self.kernels for m in self.local_muts(f)):
             return "its scope holds a kernel (kernels must stay one of a name)"
+        if self._sites(f) > 1 and self._has_barrier(f):
+            # the copies would be different barriers: work-items that reached the one barrier
+            # from different call sites would then wait at different ones (divergence)
+            return "its scope holds a barrier and it has several call sites"
         if self.mode == SPEC and self.size(f) > MAX_SPEC_NODES:
             return f"larger than {MAX_SPEC_NODES} nodes"
         return None
+
+    def _sites(self, f: MutLam) -> int:
+        if self._site_counts is None:
+            counts: Counter[int] = Counter()
+            for d in walk(self.world):
+                if isinstance(d, App) and isinstance(d.callee, MutLam):
+                    counts[d.callee.gid] += 1
+            self._site_counts = counts
+        return self._site_counts[f.gid]
+
+    def _has_barrier(self, f: MutLam) -> bool:
+        seen: set[int] = set()
+        stack: list[Def] = [m.body for m in self.local_muts(f) if m.body is not None]
+        while stack:
+            d = stack.pop()
+            if d.gid in seen or isinstance(d, MutLam):
+                continue
+            seen.add(d.gid)
+            if isinstance(d, Axiom) and d.annex == "gpu.sync_work_items":
+                return True
+            stack.extend(d.ops)
+        return False
 
     def local_muts(self, f: MutLam) -> list[MutLam]:
         """The mutables nested in f (f included), in a fixed order."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from verimim.diagnostics import Diagnostic
 from verimim.ir.analysis import Scopes
-from verimim.ir.defs import Def, MutLam
+from verimim.ir.defs import App, Def, MutLam
 from verimim.ir.world import World
-from verimim.phases.base import Phase, PhaseResult, Program, walk
+from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
+from verimim.phases.kernel_captures import Lifted, LiftedKernel, find_lifts, host_launch, lifted_pi
 from verimim.phases.repl import kernels_of
 from verimim.phases.rewriter import Rewriter
 
@@ -20,14 +21,21 @@ from verimim.phases.rewriter import Rewriter
 class _HostSide(Rewriter):
     """Copies the host program, replacing each kernel by a declaration."""
 
-    def __init__(self, old: World, kernels: set[int]) -> None:
+    def __init__(self, old: World, kernels: set[int], lifts: dict[int, Lifted],
+                 arg_types: dict[int, Def]) -> None:
         super().__init__(old)
         self.kernels = kernels
+        self.lifts, self.arg_types = lifts, arg_types
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        return host_launch(self, old, ops, self.lifts) if isinstance(old, App) else None
 
     def rewrite_mut(self, old: MutLam) -> Def | None:
         if old.gid not in self.kernels:
             return None
-        pi = self.rewrite(old.pi)
+        lift = self.lifts.get(old.gid)
+        pi = (self.rewrite(old.pi) if lift is None
+              else lifted_pi(self, lift, self.rewrite(self.arg_types[old.gid])))
         decl = self.new.mut_lam(pi, old.name or "kernel", old.kind)  # type: ignore[arg-type]
         decl.external = True
         decl.loc = old.loc
@@ -57,21 +65,27 @@ class SplitApply(Phase):
         if not kernels:
             res.skipped = "the program launches no kernel"
             return res
-        scopes = Scopes()
-        for k in kernels:
-            if scopes.free(k):
-                res.diagnostics.append(Diagnostic(
-                    "E-UNSUPPORTED", f"kernel `{k.name}` uses parameters of an enclosing function; a kernel "
-                    f"must be closed to run on the device", k.loc))
-                return res
-        host = _HostSide(world, {k.gid for k in kernels}).run()
+        # A kernel that uses host values (a curried kernel specialised at its launch) takes them
+        # as extra launch arguments (verimim.phases.kernel_captures).
+        lifts, arg_types, why, bad = find_lifts(world, Scopes(), kernels, apps_of(world, "gpu.launch", 3))
+        if why is not None and bad is not None:
+            res.diagnostics.append(Diagnostic(
+                "E-UNSUPPORTED", f"kernel `{bad.name}` uses values of an enclosing function and cannot "
+                f"be made closed to run on the device: {why}", bad.loc))
+            return res
+        host = _HostSide(world, {k.gid for k in kernels}, lifts, arg_types).run()
         dev = Rewriter(world)
         for name, k in names.items():
-            nk = dev.rewrite(k)
+            lift = lifts.get(k.gid)
+            rw = dev if lift is None else LiftedKernel(world, dev.new, lift, arg_types[k.gid])
+            nk = rw.rewrite(k)
+            rw.finish()
             assert isinstance(nk, MutLam)
             nk.external = True
             dev.new.externals[name] = nk
         dev.finish()
+        if lifts:
+            res.log["lifted_captures"] = {lift.kernel.name: len(lift.caps) for lift in lifts.values()}
         res.after = Program(host, dev.new)
         res.log["kernels"] = [k.name for k in kernels]
         res.log["host_nodes"] = sum(1 for _ in walk(host))

@@ -540,7 +540,9 @@ FAMILIES: dict[str, Family] = {
     "idx": Family(_build_idx, _each_size),
     "bitcast": Family(_build_bitcast, lambda: list(_BITCAST_PAIRS)),
 }
-NOT_BIT_VECTOR = {"trait": "reads a type's layout; it has no bit-vector operand"}
+NOT_BIT_VECTOR = {"trait": "reads a type's layout; it has no bit-vector operand",
+                  "idx_unsafe": "retypes a Nat literal as an index of unknown size (`Idx ⊤`): no width "
+                                "to prove at (tests/programs/*/idx_unsafe*.mim run it)"}
 
 
 @functools.cache

@@ -250,6 +250,8 @@ def _run(prog: Program, argv: list[str]) -> tuple[Any, list[str], Counter[str] |
         value: Any = m.run_main(find_main(prog.host), argv)
     except RuntimeFault as e:
         return ("fault", e.code), sorted(w.code for w in m.warnings), None
+    except Exception as e:  # noqa: BLE001 — an ill-formed output can stop the interpreter itself
+        return ("crash", type(e).__name__), sorted(w.code for w in m.warnings), None
     return ("ok", value), sorted(w.code for w in m.warnings), effects
 
 

@@ -19,7 +19,7 @@ from verimim.ir.analysis import Scopes, apps_with_head, postorder
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple
 from verimim.ir.world import World
 from verimim.layout import X86_64, layout_of
-from verimim.phases.base import PhaseResult, Program, walk
+from verimim.phases.base import PhaseResult, Program, apps_of, walk
 from verimim.printer import show
 from verimim.smt.match import Matcher, Pairs, app_parts, lit
 from verimim.smt.names import Namer
@@ -572,13 +572,40 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
             return Outcome("refuted", f"the continuation `{n}` was lost")
     r = ctx.check(s, "split_apply: the partition satisfies the constraints")
     if r == z3.sat:
-        return Outcome("proved", f"kernels {sorted(kernels)} and what only they reach are on the device; "
-                       f"{len(side_of)} continuations partitioned")
+        partition = (f"kernels {sorted(kernels)} and what only they reach are on the device; "
+                     f"{len(side_of)} continuations partitioned")
+        if res.log.get("lifted_captures"):
+            return _lifted_captures(res, partition)
+        return Outcome("proved", partition)
     if r == z3.unsat:
         return Outcome("refuted", "the partition violates the split constraints (a mutable on both sides, a "
                        "kernel on the host, a device mutable reaching a host one, or a device mutable "
                        "not reached from any kernel)", {"sides": side_of})
     return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
+
+
+def _lifted_captures(res: PhaseResult, partition: str) -> Outcome:
+    """Kernels that captured host values now take them as launch arguments: each launch's
+    kernel declaration has the device kernel's type, and the program computes what it computed
+    before (differential execution: shown for these inputs, not proved)."""
+    from verimim.smt.spec_inline import _differential
+
+    host, dev = res.after.host, res.after.device
+    assert dev is not None
+    for app in apps_of(host, "gpu.launch", 3):
+        k = app.arg
+        if not isinstance(k, MutLam):
+            continue
+        target = dev.externals.get(k.name or "")
+        if target is None or show(target.pi) != show(k.pi):
+            return Outcome("refuted", f"the launch of `{k.name}` at {_loc(app)} declares a kernel of type "
+                           f"`{show(k.pi)}`, the device has {show(target.pi) if target else 'none'}")
+    out, runs = _differential(res)
+    if out is not None:
+        return out
+    lifted = ", ".join(f"{k} ({n} values)" for k, n in sorted(res.log["lifted_captures"].items()))
+    return Outcome("validated", f"{partition}; the host values kernels {lifted} captured are passed as "
+                   f"launch arguments: same execution ({runs})")
 
 
 def _mut_key(m: MutLam) -> str:

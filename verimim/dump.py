@@ -136,7 +136,8 @@ class Dumper:
         while True:
             cur = chain[-1]
             nxt = cur.body
-            if not (cur.kind == "lam" and isinstance(nxt, MutLam) and not nxt.annex and not nxt.external
+            # (a curried `cn (T: *) (…) = …` makes a `con` whose type returns the inner one)
+            if not (not self.world.is_cn(cur.pi) and isinstance(nxt, MutLam) and not nxt.annex and not nxt.external
                     and nxt in self.children.get(cur.gid, [])):
                 return chain
             chain.append(nxt)
@@ -158,6 +159,8 @@ class Dumper:
         kind = keyword or (last.kind if last.kind in ("con", "fun", "lam") else "con")
         if kind == "fun" and not self._fun_shape(last):
             kind = "con" if self.world.is_cn(last.pi) else "lam"
+        if kind == "con" and not self.world.is_cn(last.pi):
+            kind = "lam"
         ext = " extern" if m.external else ""
         head = f"{pad}{kind}{ext} {name} {' '.join(doms)}"
         w = self.world

@@ -353,8 +353,8 @@ def test_ret_on_a_non_function_is_a_type_error() -> None:
 
 
 def test_where_scopes_its_declarations() -> None:
-    p = P("let x = dbl (inc 20) where lam inc (y: Nat): Nat = core.nat.add (y, one); "
-          "lam dbl (y: Nat): Nat = core.nat.mul (y, 2); axm one: Nat; end;\n")
+    p = P("let x = dbl (inc 20) where lam inc (y: Nat): Nat = core.nat.add (y, %t.one); "
+          "lam dbl (y: Nat): Nat = core.nat.mul (y, 2); axm %t.one: Nat; end;\n")
     x = p["x"]
     assert isinstance(x, App) and x.head is p.world.annex("core.nat.mul")  # `one` is an axiom
     p = P("let x = dbl (inc 20) where lam inc (y: Nat): Nat = core.nat.add (y, 1); "

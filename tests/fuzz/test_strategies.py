@@ -20,13 +20,11 @@ from verimim.fuzz.strategies import (
 # Messages of compiler bugs the fuzzer found and that are not fixed yet (none at present): a
 # generated program that hits one does not fail the tests. Fixed: the barrier in a pack of a
 # branch condition, the closure-capture KeyError, the split_apply and remove_double_syncs
-# specification false alarms, the dump's out-of-scope let (tests/programs/fuzz_found/).
-# Open (issue 10, item 6; found by the upstream shapes of fuzz/shapes_*.py): gpu.split_apply
-# rejects a curried kernel specialised at its launch; the interpreter stops at a λ branch target
-# on the host, and fails building the closure of one that captures a field of a loaded tuple
-# (KeyError at the env[gid] lookup of verimim/interp/compile.py).
-KNOWN_BUGS: tuple[str, ...] = ("uses parameters of an enclosing function", "jump to a non-continuation",
-                               "env[gid]", "uses values its creator computed")
+# specification false alarms, the dump's out-of-scope let (tests/programs/fuzz_found/); the
+# upstream shapes of fuzz/shapes_*.py: a curried kernel specialised at its launch with host
+# values (gpu.split_apply passes them as launch arguments), a λ branch target that uses values
+# its creator computed (the interpreter's LamValue).
+KNOWN_BUGS: tuple[str, ...] = ()
 
 def FAST(n: int) -> settings:
     return settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))

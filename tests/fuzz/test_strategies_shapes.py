@@ -19,12 +19,6 @@ SETTINGS = settings(max_examples=25, deadline=None, database=None, derandomize=T
 NEW_SHAPES = {"branch.cont_param", "branch.return_param", "branch.lam_target", "cont.curried",
               "rec.mutual", "kernel.curried", "main.con", "main.fun", "c.atoi", "c.printf"}
 
-# Compiler gaps these shapes found (issue 10, item 6; not in the generator's files): a curried
-# kernel is rejected by gpu.split_apply, a λ branch target stops the interpreter (on the host;
-# in a kernel when it captures a field of a loaded tuple: KeyError at the env[gid] lookup of
-# verimim/interp/compile.py).
-KNOWN_GAPS = ("uses parameters of an enclosing function", "jump to a non-continuation", "env[gid]")
-
 # the syntax each shape prints as (dump in upstream's surface syntax)
 TEXT = {
     "main.con": re.compile(r"^con extern main \(m0: mem\.M 0, argc: I32, argv: .*, return\w*: Cn \[mem\.M 0, I32\]\)", re.M),
@@ -71,21 +65,20 @@ def test_shapes_switch_off_with_their_features() -> None:
 
 
 def test_supported_shapes_pass_the_oracle() -> None:
-    # curried kernels are left out: they hit KNOWN_GAPS (see the report of issue 10)
-    progs = _collect(programs(max_kernels=1, max_ops=4, curried=False,
-                              streams=False, with_streams=False, buffers=False), 12)
+    progs = _collect(programs(max_kernels=1, max_ops=4,
+                              streams=False, with_streams=False, buffers=False), 20)
     seen: set[str] = set()
     for p in progs:
         v = check_generated(p, verify=False, schedules=1)
         assert v.ok, f"{v.kind}: {v.message}\n{p.text}"
         seen |= p.features_used
-    assert {"branch.cont_param", "main.con", "branch.lam_target"} <= seen
+    assert {"branch.cont_param", "main.con", "branch.lam_target", "kernel.curried"} <= seen
 
 
-def test_generated_shapes_with_known_gaps_fail_only_with_them() -> None:
-    for p in _collect(programs(max_kernels=1, max_ops=3, streams=False, with_streams=False), 8):
-        v = check_generated(p, verify=False, schedules=1)
-        assert v.ok or any(g in v.message for g in KNOWN_GAPS), f"{v.kind}: {v.message}\n{p.text}"
+def test_generated_shapes_pass_the_oracle_with_streams_and_specifications() -> None:
+    for p in _collect(programs(max_kernels=1, max_ops=3), 8):
+        v = check_generated(p, verify=True, schedules=1)
+        assert v.ok, f"{v.kind}: {v.message}\n{p.text}"
 
 
 def _interp(text: str, args: tuple[str, ...]) -> tuple[Any, bytes]:

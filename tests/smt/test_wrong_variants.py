@@ -19,6 +19,7 @@ from verimim.phases.repl import (
 )
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.runner import run_pipeline
+from verimim.phases.kernel_captures import Lifted, LiftedKernel, host_launch
 from verimim.phases.split import SplitApply
 from verimim.smt.solver import SpecContext
 from verimim.smt.specs import check_spec
@@ -36,6 +37,7 @@ def program_before(path: Path, phase: str) -> Program:
         if phase == "mem.alloc2malloc_repl":
             return Program(world)
         order = ["mem.alloc2malloc_repl", "gpu.check_addr_spaces_repl", "gpu.mem_checks", "compile.cleanup",
+                 "compile.beta_red", "compile.lam_spec",
                  "gpu.split_apply"]
         if phase in order:
             prev = order[order.index(phase) - 1]
@@ -294,6 +296,41 @@ def test_split_apply_right_and_wrong() -> None:
     assert status == "refuted", detail
     status, detail, _ = verdict(apply(_HostOpOnDevice(), prog))
     assert status == "refuted" and "host" in detail
+
+
+class _SwappedCaptures(LiftedKernel):
+    """Reads the captured host values in the reverse order of the launch's arguments."""
+
+    def __init__(self, old: World, new: World, lift: Lifted, ts: Def) -> None:
+        super().__init__(old, new, Lifted(lift.kernel, lift.n, lift.caps[::-1], lift.cap_types[::-1]), ts)
+
+
+def _host_passes_wrong_values(rw: Rewriter, old: App, ops: tuple[Def, ...], lifts: dict[int, Lifted]) -> Def | None:
+    """The launch passes each captured value plus one."""
+    res = host_launch(rw, old, ops, lifts)
+    if res is None or old.depth != 4 or not isinstance(res, App) or not isinstance(res.arg, Tuple):
+        return res
+    w = rw.new
+    parts = list(res.arg.ops)
+    add = rw.annex("core.wrap.add")
+    parts[-1] = w.app(w.app(w.app(add, w.lit_nat(2**32)), w.lit_nat(0)), w.tuple([parts[-1], w.lit(w.idx_n(2**32), 1)]))
+    return w.app(res.callee, w.tuple(parts))
+
+
+def test_split_apply_lifted_captures_right_and_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verimim.phases.split as split
+
+    prog = program_before(VALID / "curried_kernel_capture.mim", "gpu.split_apply")
+    status, detail, _ = verdict(apply(SplitApply(), prog))
+    assert status == "validated" and "launch arguments" in detail, detail
+    with monkeypatch.context() as mp:
+        mp.setattr(split, "LiftedKernel", _SwappedCaptures)
+        status, detail, _ = verdict(apply(SplitApply(), prog))
+        assert status == "refuted" and "differential" in detail, detail
+    with monkeypatch.context() as mp:
+        mp.setattr(split, "host_launch", _host_passes_wrong_values)
+        status, detail, _ = verdict(apply(SplitApply(), prog))
+        assert status == "refuted" and "differential" in detail, detail
 
 
 # ----------------------------------------------------------------------------- cleanup

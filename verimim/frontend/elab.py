@@ -12,11 +12,11 @@ import dataclasses
 import difflib
 from collections.abc import Callable, Sequence
 
-from verimim.diagnostics import Loc, NameError_, Related, TypeError_
+from verimim.diagnostics import Loc, NameError_, ParseError, Related, TypeError_
 from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
-    Arr, Bot, Def, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, TypeU, Univ, Var,
+    Arr, Bot, Def, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ, Var,
 )
 from verimim.ir.world import IRError, World
 from verimim.printer import show
@@ -78,6 +78,62 @@ def needs_mutable(node: object) -> bool:
     return False
 
 
+def _holes_in(d: Def, wanted: set[int]) -> set[int]:
+    out: set[int] = set()
+    stack, seen = [d], set()
+    while stack:
+        x = stack.pop()
+        if x.gid in seen or isinstance(x, MutLam):
+            continue
+        seen.add(x.gid)
+        if isinstance(x, Hole):
+            if x.gid in wanted:
+                out.add(x.gid)
+            if x.value is not None:
+                stack.append(x.value)
+            continue
+        stack.extend(x.ops)
+    return out
+
+
+def _vars_in(d: Def) -> list[Var]:
+    out: dict[int, Var] = {}
+    stack, seen = [d], set()
+    while stack:
+        x = stack.pop()
+        if x.gid in seen or isinstance(x, MutLam):
+            continue
+        seen.add(x.gid)
+        if isinstance(x, Var):
+            out[x.gid] = x
+            continue
+        stack.extend(x.ops)
+    return list(out.values())
+
+
+def _mentions(d: Def, v: Def) -> bool:
+    return any(x is v for x in _vars_in(d))
+
+
+def _abstract_var(w: World, d: Def, v: Def) -> Def:
+    """d with the variable v replaced by the de Bruijn variable of the binder just outside d."""
+    memo: dict[tuple[int, int], Def] = {}
+
+    def go(x: Def, depth: int) -> Def:
+        if x is v:
+            return w.bvar(depth)
+        if isinstance(x, MutLam) or not _mentions(x, v):
+            return x
+        key = (x.gid, depth)
+        hit = memo.get(key)
+        if hit is None:
+            ops = tuple(go(op, depth + 1 if i in x.binder_ops else depth) for i, op in enumerate(x.ops))
+            hit = memo[key] = x.rebuild(w, ops)
+        return hit
+
+    return go(d, 0)
+
+
 def _mentions_var(d: Def) -> bool:
     stack, seen = [d], set()
     while stack:
@@ -118,6 +174,7 @@ class Elaborator:
         # Return types left out (`fun f (x: T) = …`, `lam extern g (…) = …`): solved by the
         # body, checked when the module is done. (hole, where, what it is the return type of)
         self.return_holes: list[tuple[Hole, Loc, str]] = []
+        self.block_scopes: dict[int, Scope] = {}  # a block expression (by id) → its scope
         self.group_members: set[int] = set()  # ids of the declarations in `… and …` groups
         self.final_errors: set[int] = set()  # ids of errors a deferred re-check confirmed
         # Bodies of mutables not elaborated yet, by the mutable's gid: the unifier forces one
@@ -249,6 +306,7 @@ class Elaborator:
                 raise TypeError_(f"the parameter `{pat.name}` needs a type: write `{pat.name}: T`", pat.loc)
             p = w.param(t, pat.name)
             sc = scope.child()
+            self._leak_lets(pat.type, sc)
             sc.bind(pat.name, p)
             return t, [(pat.name, p, ())], sc
         if isinstance(pat, ast.PAs):
@@ -278,6 +336,21 @@ class Elaborator:
         t = w.sigma(fields, names=names)
         leaves = [(nm, p, ((n, j),) + path) for j, (_, lv) in enumerate(per_field) for nm, p, path in lv]
         return t, leaves, sc
+
+    def _leak_lets(self, e: ast.Expr | None, sc: Scope) -> None:
+        """A `let` in a parameter's type binds for the rest of the binder, as upstream scopes it
+        (`(T: *, U: let F = %foo.F T; F, V: F)`): the type block's lets are bound in sc too."""
+        if not isinstance(e, ast.Block) or e.braces:
+            return
+        inner = self.block_scopes.get(id(e))
+        if inner is None:
+            return
+        for d in e.decls:
+            if isinstance(d, ast.DeclLet):
+                for name in self._pattern_names(d.pattern):
+                    hit = inner.names.get(name)
+                    if hit is not None:
+                        sc.bind(name, hit)
 
     def _expected_fields(self, t: Def, n: int) -> list[Def | None]:
         w = self.world
@@ -341,7 +414,18 @@ class Elaborator:
             return self.infer_block_like(e, scope, exp)
         v, t = self.infer(e, scope)
         self.expect(e.loc, exp, t)
-        return w.zonk(v)
+        return self._fit_unsafe_index(w.zonk(v), exp)
+
+    def _fit_unsafe_index(self, v: Def, exp: Def) -> Def:
+        """A literal `n_⊤` (`core.idx_unsafe n`) where an `Idx s` is expected, n < s: the literal
+        of `Idx s` (the same value; backends need the width). Out of range it stays `n_⊤` and
+        the access it indexes is checked when it runs."""
+        if not isinstance(v, Lit) or not isinstance(v.ops[0], IdxT) or not isinstance(v.ops[0].size, Top):
+            return v
+        exp = self.world.zonk(exp)
+        if isinstance(exp, IdxT) and isinstance(exp.size, Lit) and v.value < exp.size.value:
+            return self.world.lit(exp, v.value)
+        return v
 
     def check_tuple(self, e: ast.Tuple, exp: Def, scope: Scope) -> Def:
         w = self.world
@@ -636,6 +720,7 @@ class Elaborator:
 
     def infer_block_like(self, e: ast.Block | ast.Where, scope: Scope, expected: Def | None) -> Def:
         sc = scope.child()
+        self.block_scopes[id(e)] = sc  # (_leak_lets)
         decls = e.decls
         if isinstance(e, ast.Block) and isinstance(e.expr, ast.Where):
             # `let x = f …; e where lam f … end`: the where block's declarations are hoisted
@@ -1169,6 +1254,11 @@ class Elaborator:
         return value
 
     def declare_axm(self, d: ast.DeclAxm, scope: Scope) -> None:
+        if not d.percent and not self.prefixes:
+            # upstream's grammar: an axiom of a program is an annex `%plugin.name`; a plain name
+            # is a plugin file's own (prefixed with the plugin) or a `mod`'s
+            raise ParseError(f"expected an annex name `%plugin.name` after `axm`, found "
+                             f"`{'.'.join(d.name)}`", d.loc)
         base = ".".join(d.name) if d.percent else self.annex_name(".".join(d.name))
         names = [f"{base}.{t}" for t in d.tags] if d.tags else [base]
         prefixes = list(self.prefixes)
@@ -1279,15 +1369,29 @@ class Elaborator:
         """Every left-out return type must be solved by now, by a closed type (a type that
         depends on the parameters has to be written); then the mutables' types are final."""
         w = self.world
+        holders: dict[int, set[int]] = {}  # hole → the mutables whose types hold it
+        if self.return_holes:
+            wanted = {h.gid for h, _, _ in self.return_holes}
+            for m in w.muts:
+                for g in _holes_in(m.pi, wanted):
+                    holders.setdefault(g, set()).add(m.gid)
         for h, loc, _ in self.return_holes:
             if h.value is None:
                 raise TypeError_("cannot infer the return type; write it: `… (params): T = …`", loc)
-            if _mentions_var(w.zonk(h)):
-                raise TypeError_(f"the inferred return type `{show(w.zonk(h))}` depends on the "
-                                 f"parameters; write it: `… (params): T = …`", loc)
+            # A return type may depend on the parameters of the functions whose types hold it
+            # (`fun f3 (T: *) (x y: T) = return x` returns T); on nothing else.
+            stray = [v for v in _vars_in(w.zonk(h)) if v.mut.gid not in holders.get(h.gid, set())]
+            if stray:
+                raise TypeError_(f"the inferred return type `{show(w.zonk(h))}` depends on `{show(stray[0])}`, "
+                                 f"which is not a parameter of the function; write it: `… (params): T = …`", loc)
         if self.return_holes:
             for m in w.muts:
-                m.pi = w.zonk(m.pi)  # type: ignore[assignment]
+                pi = w.zonk(m.pi)
+                v = w.var(m)
+                if isinstance(pi, Pi) and _mentions(pi.codom, v):
+                    # its own parameter, solved into its return type: bound by the type's binder
+                    pi = w.pi(pi.dom, _abstract_var(w, pi.codom, v), pi.implicit, pi.names)
+                m.pi = pi  # type: ignore[assignment]
         self.return_holes.clear()
 
     def force_body(self, m: MutLam) -> None:

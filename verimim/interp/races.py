@@ -20,7 +20,7 @@ from verimim.interp.values import RuntimeFault
 
 @dataclass
 class _ByteState:
-    # Same-group bookkeeping, per group: (epoch, {item: (byte, loc)}, {item: loc})
+    # Same-group bookkeeping, per group: (epoch, {item: (byte or -1 if it wrote several, loc)}, {item: loc})
     groups: dict[int, tuple[int, dict[int, tuple[int, Loc | None]], dict[int, Loc | None]]] = field(default_factory=dict)
     # Cross-group bookkeeping: group → (first byte written, loc, wrote different bytes?)
     wgroups: dict[int, tuple[int, Loc | None, bool]] = field(default_factory=dict)
@@ -97,7 +97,10 @@ class RaceTracker:
             readers.setdefault(item, acc.loc)
             st.rgroups.setdefault(g, acc.loc)
         else:
-            writers[item] = (byte, acc.loc)
+            mine = writers.get(item)
+            # An item that wrote different values to this byte in this epoch: -1 differs from
+            # any byte, so a same-value write of another item still races with the other write.
+            writers[item] = (byte if mine is None or mine[0] == byte else -1, acc.loc)
             prev = st.wgroups.get(g)
             if prev is None:
                 st.wgroups[g] = (byte, acc.loc, False)

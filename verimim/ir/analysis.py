@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from verimim.ir.defs import Def, MutLam, Var
+from verimim.ir.defs import Def, Lam, MutLam, Var
 
 
 def free_muts(m: MutLam, cache: dict[int, frozenset[MutLam]]) -> frozenset[MutLam]:
@@ -263,6 +263,11 @@ class Scopes:
             if x.gid in seen:
                 continue
             seen.add(x.gid)
+            if isinstance(x, Lam):
+                # an immutable λ made here reads what its body uses from outside through c's
+                # closure too (the interpreter's LamValue): look into it
+                stack.extend(x.ops)
+                continue
             if isinstance(x, Var) or (not isinstance(x, MutLam) and is_leaf(x)):
                 continue
             if isinstance(x, MutLam):

@@ -190,6 +190,13 @@ def norm_idx(w: World, app: App) -> Def | None:
     return w.lit(w.idx(s_def), l_def.value)
 
 
+def norm_idx_unsafe(w: World, app: App) -> Def | None:
+    (l_def,) = app.args()
+    if not isinstance(l_def, Lit):
+        return None
+    return w.lit(w.idx(w.top(w.nat())), l_def.value)
+
+
 def _div(name: str) -> Callable[[World, App], Def | None]:
     def norm(w: World, app: App) -> Def | None:
         s_def, arg = app.args()
@@ -230,6 +237,7 @@ def register(world: World) -> None:
     r("core.trait.size", 1, _trait("size"))
     r("core.trait.align", 1, _trait("align"))
     r("core.idx", 3, norm_idx)
+    r("core.idx_unsafe", 1, norm_idx_unsafe)
     for name in ("sdiv", "udiv", "srem", "urem"):
         r(f"core.div.{name}", 2, _div(name))
 

@@ -188,4 +188,5 @@ def register(m: Machine) -> None:
     for name in ("umin", "umax", "smin", "smax"):
         r(f"core.extrema.{name}", 2, _extrema(name))
     r("core.idx", 3, idx)
+    r("core.idx_unsafe", 1, lambda m, th, args, node: args[0])
 

@@ -93,6 +93,32 @@ def test_inferred_return_types() -> None:
     assert e.code == "E-TYPE" and "cannot infer the return type" in e.message
 
 
+def test_inferred_return_types_over_the_functions_own_parameters() -> None:
+    # upstream's lit/fun.mim: the return type is the outer function's parameter T
+    w, v = load("fun f3 (T: *) (x y: T) = return x;\nlet g3 = fn (T: *) (x y: T) = return x;\n")
+    assert show(w.type_of(v["f3"])) == show(w.type_of(v["g3"]))
+    assert "T" in show(w.type_of(v["f3"])).split("→")[-1]
+    # a return type naming a value the function does not bind stays an error, located
+    e = fails("fun f (x: I32) =\n    con k (n: Nat) = return ‹n; x›;\n    k 1;\n")
+    assert e.code == "E-TYPE" and "not a parameter of the function" in e.message, e
+
+
+def test_a_let_in_a_parameter_type_scopes_over_the_binder() -> None:
+    # upstream's lit/let_ptrn.mim
+    w, v = load("axm %foo.F: * → *;\naxm %foo.f: [T: *] → Nat → %foo.F T;\n"
+                "fun extern f (T: *, U: let F = %foo.F T; F, V: F) (W: F): F = return (%foo.f T 23);\n")
+    assert show(w.type_of(v["f"])).count("foo.F") == 4
+    e = fails("lam g (T: *, U: let F = %foo.F T; F): F = T;\nlet h = F;\n")
+    assert e.code == "E-NAME"  # (the block's names do not leave the binder)
+
+
+def test_an_axiom_of_a_program_needs_an_annex_name() -> None:
+    e = fails("axm foo: Nat → x;\n")  # upstream's lit/error/annex.mim
+    assert e.code == "E-PARSE" and "%plugin.name" in e.message and (e.loc.line, e.loc.col) == at("axm foo", "axm")
+    w, v = load("axm %t.foo: Nat → Nat;\nlet y = %t.foo 2;\n")
+    assert isinstance(v["y"].ops[0], Axiom) or "t.foo" in show(v["y"])
+
+
 def test_bare_top_bottom_and_strings() -> None:
     w, v = load('let t = ⊤;\nlet s = "ab\\0";\n')
     assert show(w.type_of(v["t"])) == "*"

@@ -1392,6 +1392,7 @@ class Elaborator:
                     # its own parameter, solved into its return type: bound by the type's binder
                     pi = w.pi(pi.dom, _abstract_var(w, pi.codom, v), pi.implicit, pi.names)
                 m.pi = pi  # type: ignore[assignment]
+                m._type = pi  # (type_of reads the type a mutable was made with)
         self.return_holes.clear()
 
     def force_body(self, m: MutLam) -> None:

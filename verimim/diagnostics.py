@@ -127,6 +127,10 @@ class VerimimError(Exception):
     def diagnostic(self) -> Diagnostic:
         return Diagnostic(self.code, self.message, self.loc, "error", tuple(self.related))
 
+    def diagnostics(self) -> list[Diagnostic]:
+        """This error's diagnostic and those of the independent errors found with it."""
+        return [self.diagnostic()] + [e.diagnostic() for e in getattr(self, "also", ())]
+
 
 class ParseError(VerimimError):
     def __init__(self, message: str, loc: Loc | None = None) -> None:

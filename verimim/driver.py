@@ -81,7 +81,7 @@ def guarded(report: Report, fn: Callable[[], None]) -> Report:
     try:
         run_with_big_stack(fn)
     except VerimimError as e:
-        report.diagnostics.append(e.diagnostic())
+        report.diagnostics.extend(e.diagnostics())
     except RecursionError as e:
         report.diagnostics.append(recursion_diagnostic(e))
         if report.diagnostics[-1].code == "E-INTERNAL":

@@ -12,7 +12,7 @@ import dataclasses
 import difflib
 from collections.abc import Callable, Sequence
 
-from verimim.diagnostics import Loc, NameError_, ParseError, Related, TypeError_
+from verimim.diagnostics import Loc, NameError_, ParseError, Related, TypeError_, VerimimError
 from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
@@ -1354,9 +1354,26 @@ class Elaborator:
 
     def elab_module(self, module: ast.Module, scope: Scope) -> None:
         self.declare(module.decls, scope)
-        self.force_all(module.decls)
-        self.run_deferred()
+        # Each top-level declaration is checked on its own, so that independent errors are all
+        # reported; a use of a failed declaration re-raises its error (Lazy), reported once.
+        errors: list[VerimimError] = []
+        for d in module.decls:
+            self._recover(errors, lambda d=d: self.force_all((d,)))
+        while self.deferred:
+            self._recover(errors, self.deferred.pop(0))
+        if errors:
+            first = errors[0]
+            first.also = errors[1:]  # type: ignore[attr-defined]
+            raise first
         self.settle_return_types()
+
+    def _recover(self, errors: list[VerimimError], fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except VerimimError as e:
+            key = (e.code, str(e.loc), e.message)
+            if not any(e is x or (x.code, str(x.loc), x.message) == key for x in errors):
+                errors.append(e)
 
     def return_hole(self, loc: Loc) -> Hole:
         """A left-out return type: a metavariable the body (or a use) solves."""

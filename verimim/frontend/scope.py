@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from verimim.diagnostics import Loc, TypeError_
+from verimim.diagnostics import Loc, TypeError_, VerimimError
 from verimim.ir.defs import Def
 
 
 class Lazy:
     """A declaration elaborated on first demand; a demand while in progress is a cycle."""
 
-    __slots__ = ("name", "loc", "thunk", "value", "busy")
+    __slots__ = ("name", "loc", "thunk", "value", "busy", "error")
 
     def __init__(self, name: str, loc: Loc, thunk: Callable[[], Def]) -> None:
         self.name = name
@@ -23,10 +23,13 @@ class Lazy:
         self.thunk = thunk
         self.value: Def | None = None
         self.busy = False
+        self.error: Exception | None = None  # why the declaration failed: every use re-raises it
 
     def force(self, use: Loc | None = None) -> Def:
         if self.value is not None:
             return self.value
+        if self.error is not None:
+            raise self.error
         if self.busy:
             raise TypeError_(f"`{self.name}` is defined in terms of itself; only continuations "
                              f"(`con`/`fun`) and `lam`s with a declared type may be recursive",
@@ -34,6 +37,9 @@ class Lazy:
         self.busy = True
         try:
             self.value = self.thunk()
+        except VerimimError as e:
+            self.error = e
+            raise
         finally:
             self.busy = False
         return self.value

@@ -175,6 +175,7 @@ class Elaborator:
         # body, checked when the module is done. (hole, where, what it is the return type of)
         self.return_holes: list[tuple[Hole, Loc, str]] = []
         self.block_scopes: dict[int, Scope] = {}  # a block expression (by id) → its scope
+        self.syntax_errors: list[VerimimError] = []  # found while declaring; raised by elab_module
         self.group_members: set[int] = set()  # ids of the declarations in `… and …` groups
         self.final_errors: set[int] = set()  # ids of errors a deferred re-check confirmed
         # Bodies of mutables not elaborated yet, by the mutable's gid: the unifier forces one
@@ -1256,9 +1257,10 @@ class Elaborator:
     def declare_axm(self, d: ast.DeclAxm, scope: Scope) -> None:
         if not d.percent and not self.prefixes:
             # upstream's grammar: an axiom of a program is an annex `%plugin.name`; a plain name
-            # is a plugin file's own (prefixed with the plugin) or a `mod`'s
-            raise ParseError(f"expected an annex name `%plugin.name` after `axm`, found "
-                             f"`{'.'.join(d.name)}`", d.loc)
+            # is a plugin file's own (prefixed with the plugin) or a `mod`'s. Reported with the
+            # module's other errors (elab_module); the axiom is still checked, as upstream does.
+            self.syntax_errors.append(ParseError(f"expected an annex name `%plugin.name` after `axm`, "
+                                                 f"found `{'.'.join(d.name)}`", d.loc))
         base = ".".join(d.name) if d.percent else self.annex_name(".".join(d.name))
         names = [f"{base}.{t}" for t in d.tags] if d.tags else [base]
         prefixes = list(self.prefixes)
@@ -1356,7 +1358,7 @@ class Elaborator:
         self.declare(module.decls, scope)
         # Each top-level declaration is checked on its own, so that independent errors are all
         # reported; a use of a failed declaration re-raises its error (Lazy), reported once.
-        errors: list[VerimimError] = []
+        errors: list[VerimimError] = self.syntax_errors
         for d in module.decls:
             self._recover(errors, lambda d=d: self.force_all((d,)))
         while self.deferred:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from verimim.ir.analysis import apps_with_head, free_muts, postorder, scan_mut as _scan, vars_of
 from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Pi, Sigma, Var
-from verimim.ir.world import World
+from verimim.ir.world import RuleDef, World
 from verimim.printer import ExprPrinter
 from verimim.syntax import ast
 from verimim.frontend.loader import Unit
@@ -336,6 +336,12 @@ def axiom_declarations(dumper: Dumper, world: World, unit: Unit) -> list[str]:
                 if ax is None:
                     continue
                 out.append(f"axm %{full}: {dumper.printer.expr(world.type_of(ax))};")
+        elif isinstance(d, ast.DeclRule):
+            entry = unit.scope.names.get(d.name)
+            v = entry.value if isinstance(entry, Lazy) else entry
+            if isinstance(v, Axiom) and v in world.rule_defs:
+                out.append(_rule_text(dumper, world.rule_defs[v]))
+                dumper.named[v.gid] = d.name
         elif isinstance(d, ast.DeclRecVal):
             entry = unit.scope.names.get(d.name)
             v = entry.value if isinstance(entry, Lazy) else entry
@@ -345,6 +351,19 @@ def axiom_declarations(dumper: Dumper, world: World, unit: Unit) -> list[str]:
                 out.append(f"rec {spelled}: {dumper.printer.expr(world.type_of(v))} = "
                            f"{dumper.printer.expr(world.rec_defs[v])};")
     return out
+
+
+def _rule_text(dumper: Dumper, r: RuleDef) -> str:
+    """`rule N (p: T) : lhs (when g)? => rhs;` — the sides printed under the meta binder."""
+    pr = dumper.printer
+    header, binder = pr._binder_header(r.meta_type, r.lhs, r.meta_names)
+    pr.binders.append(binder)
+    try:
+        lhs, rhs = pr.expr(r.lhs), pr.expr(r.rhs)
+        guard = f" when {pr.expr(r.guard)}" if r.guard is not None else ""
+    finally:
+        pr.binders.pop()
+    return f"{'norm' if r.norm else 'rule'} {r.name} ({header[1:-1]}) : {lhs}{guard} => {rhs};"
 
 
 def _flat_decls(decls: tuple[ast.Decl, ...]) -> Iterator[ast.Decl]:

@@ -176,6 +176,20 @@ def test_rules_are_checked_over_their_meta_variables() -> None:
     assert e.code == "E-TYPE"
 
 
+def test_dump_prints_rules_back_and_round_trips() -> None:
+    from verimim.dump import dump_unit
+
+    src = (HEADER + "rule foo (a: Nat) : (%core.nat.add (a, a)) => (%core.nat.mul (a, 2));\n"
+           "rule bar (b: Nat) : %core.nat.add (b, 1) when %core.ncmp.l (b, 3) => %core.nat.add (1, b);\n"
+           "lam extern rules (): [Rule Nat, Rule Nat] = (foo, bar);\n")
+    w, unit = load_text(src, "t.mim")
+    text = dump_unit(w, unit)
+    assert "rule foo (a: Nat) : " in text and " => core.nat.mul (2, a);" in text
+    assert "when core.ncmp.l (b, 3) =>" in text and "(foo, bar)" in text
+    w2, unit2 = load_text(text, "t2.mim")
+    assert dump_unit(w2, unit2) == text
+
+
 def test_filters_are_accepted_and_imports_share_names() -> None:
     load("fun foo (mem: %mem.M 0, x: I32)@(%core.icmp.e (x, 23I32)): [%mem.M 0, I32] = return (mem, x);\n")
     w, _ = load_text("import compile;\nlet p = optimization_phase;\n", "t.mim")

@@ -18,7 +18,7 @@ from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
     Arr, Bot, Def, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ, Var,
 )
-from verimim.ir.world import IRError, World
+from verimim.ir.world import IRError, RuleDef, World
 from verimim.printer import show
 from verimim.syntax import ast
 
@@ -1093,17 +1093,24 @@ class Elaborator:
         def make() -> Def:
             w = self.world
 
+            sides: list[Def | None] = []
+
             def elaborate() -> Def:
-                meta_t, _, sc = self.pattern_type(d.pattern, scope)
+                meta_t, leaves, sc = self.pattern_type(d.pattern, scope)
                 lhs, lhs_t = self.infer(d.lhs, sc)
-                self.check(d.rhs, lhs_t, sc)
-                if d.guard is not None:
-                    self.check(d.guard, w.bool_t(), sc)
+                rhs = self.check(d.rhs, lhs_t, sc)
+                guard = self.check(d.guard, w.bool_t(), sc) if d.guard is not None else None
+                # the sides over the meta variables (BVar 0: the pattern's value), for `dump`
+                sides[:] = [None if x is None else self.abstract_leaves(w.zonk(x), leaves)
+                            for x in (lhs, rhs, guard)]
                 return w.zonk(meta_t)
 
             meta_t = self.statement(elaborate)
             ax = w.axiom(RULE_PREFIX + d.name, w.app(self.rule_type_former(), meta_t))
             ax.loc = d.loc
+            lhs, rhs, guard = sides
+            assert lhs is not None and rhs is not None
+            w.rule_defs[ax] = RuleDef(d.name, d.norm, meta_t, self.pattern_names(d.pattern), lhs, rhs, guard)
             return ax
 
         lazy = Lazy(d.name, d.loc, make)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from verimim.diagnostics import Loc, VerimimError
@@ -46,6 +47,20 @@ def _structural_key(d: Def, depth: int = 0) -> str:
     return head + "(" + ",".join(_structural_key(op, depth + 1) for op in d.ops) + ")"
 
 
+@dataclass(frozen=True)
+class RuleDef:
+    """A rewrite rule: its meta variables' type and names, its sides (and guard) over them as
+    BVar 0 (the meta variables' value)."""
+
+    name: str
+    norm: bool
+    meta_type: Def
+    meta_names: tuple[str | None, ...]
+    lhs: Def
+    rhs: Def
+    guard: Def | None
+
+
 class World:
     def __init__(self) -> None:
         self._table: dict[tuple[Any, ...], Def] = {}
@@ -61,6 +76,8 @@ class World:
         self.c_functions: dict[str, Axiom] = {}
         # `rec N = e` whose e mentions N (a recursive type): the constant → its definition.
         self.rec_defs: dict[Def, Def] = {}
+        # `rule N p : lhs => rhs` of a program: its axiom → the rule (printed back by `dump`).
+        self.rule_defs: dict[Def, RuleDef] = {}
         self._levels: dict[int, int] = {}  # World.level of closed nodes, by gid
         self._lam_muts: dict[int, MutLam] = {}  # World.lam_as_mut, by the λ's gid
         self._univ = self._hashcons(Univ, (), ())

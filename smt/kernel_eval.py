@@ -28,7 +28,7 @@ import z3
 
 from verimim.diagnostics import Loc
 from verimim.ir.analysis import Scopes
-from verimim.ir.defs import App, Arr, Axiom, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Param, Sigma, Tuple, Var
+from verimim.ir.defs import App, Arr, Axiom, Bot, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Param, Sigma, Tuple, Var
 from verimim.layout import NVPTX64, layout_of
 from verimim.printer import show
 from verimim.smt import bv
@@ -310,6 +310,8 @@ class Evaluator:
         if not isinstance(body, App):
             raise Unsupported(f"a body that is not a jump: `{show(body)}`")
         head = body.head
+        if isinstance(head, Axiom) and head.annex.startswith("c.") and body.depth == 1:
+            return self._c_call(head, body)
         op = self.handlers.get(head.annex) if isinstance(head, Axiom) else None
         if op is not None and op.control and body.depth == op.depth:
             out = op.fn(self, body, [self._arg(a) for a in body.args()])
@@ -360,6 +362,10 @@ class Evaluator:
             if op is None or op.control or d.depth != op.depth:
                 raise Unsupported(f"the operation `{annex}`")
             return op.fn(self, d, [self._arg(a) for a in d.args()])
+        if isinstance(d, App) and not isinstance(d.head, Axiom):
+            curried = self._curried(d)
+            if curried is not None:
+                return curried
         if isinstance(d, Axiom):
             if d.annex in self.values:
                 return self.values[d.annex]
@@ -367,6 +373,55 @@ class Evaluator:
         if _is_type_level(d):
             return d
         raise Unsupported(f"`{show(d)[:80]}`")
+
+    def _c_call(self, ax: Axiom, body: App) -> tuple[Any, Any]:
+        """A call of a C function that takes no pointer (`putchar`, `println_i32`, …): it
+        touches no memory, so its result is any value of its type and the path continues. One
+        that reads or writes through a pointer (`printf`, `atoi`, `malloc`) is not modelled."""
+        from verimim.plug.c_lib import CPtr, PROTOS, c_name, split_cn
+
+        name = c_name(ax) or ax.annex
+        proto = PROTOS.get(name)
+        parts = split_cn(ax.ops[0])
+        if proto is None or parts is None or isinstance(proto.ret, CPtr) or proto.variadic \
+                or any(isinstance(p, CPtr) for p in proto.params):
+            raise Unsupported(f"the C function `{name}` (it reads or writes memory)")
+        arg = self.eval(body.arg)
+        flat: list[Any] = []
+        stack = [arg]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, tuple):
+                stack.extend(reversed(x))
+            else:
+                flat.append(x)
+        toks = [x for x in flat if isinstance(x, Tok)]
+        if not isinstance(arg, tuple) or not toks:
+            raise Unsupported(f"the call of the C function `{name}`")
+        return arg[-1], self._c_result(parts[1], toks[0], name)
+
+    def _c_result(self, t: Def, tok: Tok, name: str) -> Any:
+        if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.M":
+            return tok
+        if isinstance(t, Sigma):
+            return tuple(self._c_result(f, tok, name) for f in t.ops)
+        return self.fresh(t, f"{name}_result")
+
+    def _curried(self, d: App) -> MutLam | None:
+        """`join c` of a curried continuation `con join (c: T) (…)`: the outer `lam`'s whole
+        body is the inner continuation, so the application is that continuation with the outer
+        parameter bound to c (a new activation of the outer: values computed from its previous
+        parameter are forgotten)."""
+        f = self.eval(d.callee)
+        if not isinstance(f, MutLam) or not isinstance(f.body, MutLam) or isinstance(f.pi.codom, Bot):
+            return None
+        arg = self.eval(d.arg)
+        local = self.scopes.local_muts(f)
+        for gid, (x, _) in list(self.memo.items()):
+            if not self.scopes.deps(x).isdisjoint(local):
+                del self.memo[gid]
+        self.frames[f.gid] = arg
+        return f.body
 
     def _core(self, d: App, annex: str) -> Any:
         try:

@@ -269,3 +269,17 @@ def test_branches_to_immutable_lambdas(tmp_path: Path) -> None:
     common, diags = verify(kp.write(tmp_path, "lam_common", kp.program(LAMBDA_BRANCH.replace("CELL", "0"))))
     assert (own[0]["races"], own[0]["divergence"]) == ("proved", "proved"), own[0]["detail"]
     assert common[0]["races"] == "refuted" and "E-RACE" in codes(diags)
+
+
+def test_curried_continuations_and_c_calls_are_modelled() -> None:
+    # A curried join `con join (c: I32) (m1, …)` jumped to as `join c (…)` from both sides of a
+    # branch, with the barriers in it, and a host that prints with `println_i32` (a C function
+    # that touches no memory): both modelled, both verdicts proved (they were `unknown`).
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "programs" / "fuzz_found" / "curried_join_barrier.mim"
+    out = subprocess.run([sys.executable, "-m", "verimim.cli", "check", str(path), "--json"],
+                         capture_output=True, text=True, timeout=300)
+    data = json.loads(out.stdout)
+    assert [(k["races"], k["divergence"]) for k in data["kernels"]] == [("proved", "proved")], data["kernels"]

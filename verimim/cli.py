@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import random
 import sys
 import tempfile
 from collections.abc import Callable
@@ -300,16 +301,25 @@ def dump(file: str | None, dot: bool, after: str | None, pipeline_file: str | No
               help="with --campaign: seconds after which a program is journaled as `hang`")
 @click.option("--reduce-budget", type=click.FloatRange(min=0), default=60.0, show_default=True,
               help="with --campaign: seconds to reduce each new failure")
+@click.option("--oracle", type=click.Choice(["pipeline", "kernels"]), default="pipeline", show_default=True,
+              help="pipeline: every phase and target against the interpreter; kernels: the kernel "
+                   "verifier (`check`'s race and divergence verdicts) against `run`, on race-free "
+                   "kernels and on ones with an injected race or divergence")
 @common
 @click.pass_context
 def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | None, target: str, no_verify: bool,
          campaign_dir: str | None, workers: int | None, scheduler: str | None, preload: tuple[str, ...],
-         program_timeout: float, reduce_budget: float, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+         program_timeout: float, reduce_budget: float, oracle: str, as_json: bool, debug: bool,
+         include: tuple[str, ...]) -> None:
     """Generate random GPU programs and check them for BUDGET seconds (docs/fuzzing.md);
     `fuzz report DIR` reports on a campaign."""
     if ctx.invoked_subcommand is not None:
         return
     as_json = as_json or _format[0] == "json"
+    if oracle == "kernels":
+        if campaign_dir is not None or target == "gpu":
+            _usage_error("--oracle kernels runs on the interpreter, without --campaign", as_json)
+        _fuzz_kernels(budget, seed if seed is not None else random.randrange(2**31), out_dir, as_json)
     from verimim.fuzz.strategies import run_campaign
 
     gpu = target == "gpu"
@@ -346,6 +356,34 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | Non
         for k, v in sorted(res.coverage.items()):
             click.echo(f"  {k:<{width}}  {v}", err=True)
     sys.exit(3 if res.failures else 0)
+
+
+def _fuzz_kernels(budget: float, seed: int, out_dir: str | None, as_json: bool) -> None:
+    """`fuzz --oracle kernels`: verimim.fuzz.kernel_oracle's campaign, reported like a run."""
+    from verimim.driver import run_with_big_stack
+    from verimim.fuzz.kernel_oracle import campaign
+
+    st = run_with_big_stack(lambda: campaign(budget, seed=seed, workdir=out_dir))
+    failures = []
+    for f in st.failures:
+        file, _, rest = f.partition(": ")
+        kind, _, message = rest.partition(": ")
+        failures.append({"kind": kind, "file": file, "message": message})
+        click.echo(f"failure[{kind}]: {message}\n  reproduce: verimim check {file} && verimim run {file}", err=True)
+    kernels = {"kernels": st.kernels, "verdicts": dict(st.statuses), "refuted_programs": st.refuted_programs,
+               "false_alarms": st.false_alarms, "race_free_programs": st.race_free_programs,
+               "by_defect": dict(st.by_defect),
+               "median_check_s": round(sorted(st.check_s)[len(st.check_s) // 2], 3) if st.check_s else None}
+    per_second = st.programs / st.time_s if st.time_s else 0.0
+    if as_json:
+        obj = {"programs": st.programs, "per_second": round(per_second, 3), "failures": failures,
+               "coverage": dict(st.by_defect), "seconds": round(st.time_s, 2), "ok": not failures,
+               "oracle": "kernels", "kernels": kernels, "file": None, "diagnostics": []}
+        click.echo(json.dumps(schemas.complete("fuzz", obj), ensure_ascii=False))
+    else:
+        click.echo(f"{st.programs} programs ({st.kernels} kernels) in {st.time_s:.1f} s, {len(failures)} failures, "
+                   f"{st.false_alarms} false alarms; verdicts {dict(st.statuses)}", err=True)
+    sys.exit(3 if failures else 0)
 
 
 def _fuzz_campaign(directory: str, budget: float, *, as_json: bool, debug: bool, **options: Any) -> None:

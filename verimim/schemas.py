@@ -153,6 +153,9 @@ SCHEMAS: dict[str, Schema] = {
         "journal_programs": _nullable({"type": "integer", "minimum": 0}),
         "new_failures": _nullable({"type": "integer", "minimum": 0}),
         "cluster": _NSTR,
+        # with --oracle kernels (fuzz/kernel_oracle.py): the kernel verifier against the runs
+        "oracle": _NSTR,
+        "kernels": _NOBJ,
     }),
     # `verimim fuzz report DIR --json`: DIR/report.json (fuzz/report.py)
     "fuzz-report": _command("verimim fuzz report --json", {

@@ -100,3 +100,16 @@ def test_fuzz_command_json() -> None:
     assert out.returncode == (3 if obj["failures"] else 0)
     for f in obj["failures"]:
         assert {"kind", "file", "message"} <= set(f)
+
+
+def test_fuzz_kernel_oracle_command_json() -> None:
+    out = subprocess.run([sys.executable, "-m", "verimim.cli", "fuzz", "--oracle", "kernels", "--budget", "12",
+                          "--json", "--seed", "4"], capture_output=True, text=True, timeout=300)
+    obj = json.loads(out.stdout)
+    assert obj["oracle"] == "kernels" and obj["programs"] > 0
+    k = obj["kernels"]
+    assert k["kernels"] > 0 and sum(k["verdicts"].values()) > 0 and k["false_alarms"] == 0
+    assert set(obj["coverage"]) <= {"none", "race", "divergence"}
+    assert out.returncode == (3 if obj["failures"] else 0)
+    for f in obj["failures"]:
+        assert {"kind", "file", "message"} <= set(f)

@@ -25,42 +25,28 @@ ARGS = 7  # the kernel parameter holding its arguments: [M1, M3, M4, M5, Idx G, 
 
 @dataclass
 class Lifted:
-    """A capturing kernel: its own argument count `n` (from its launches) and the host nodes
-    it captures, in the order they are appended."""
+    """A capturing kernel: its own argument count `n` and types `ts` (from its launches, in
+    the old World), and the host nodes it captures, in the order they are appended."""
 
     kernel: MutLam
     n: int
+    ts: Def
     caps: list[Def]
-    cap_types: list[Def]  # in the old World
 
 
 def captures(world: World, scopes: Scopes, k: MutLam) -> list[Def] | str:
     """The host nodes k's bodies use (maximal ones), or why k cannot be made closed."""
     if scopes.deps(k.pi):
         return f"the type of kernel `{k.name}` depends on host values"
-    local = scopes.local_muts(k)
-    out: dict[int, Def] = {}
-    seen: set[int] = set()
-    stack: list[Def] = [m.body for m in local if m.body is not None]
-    while stack:
-        x = stack.pop()
-        if x.gid in seen:
-            continue
-        seen.add(x.gid)
+    out: list[Def] = []
+    for x in scopes.outside(k):
         if isinstance(x, MutLam):
-            if x not in local and scopes.free(x):
-                return f"the host continuation `{x.name}`"
-            continue
-        if not scopes.deps(x):
-            continue  # closed: nothing of the host
-        if x.bvd > 0 or scopes.is_local(k, x):  # open (inside a λ of the kernel's) or the kernel's own
-            stack.extend(x.ops)
-            continue
+            return f"the host continuation `{x.name}`"
         why = _not_data(world, x)
         if why:
             return f"`{show(x)}` ({why})"
-        out[x.gid] = x
-    return sorted(out.values(), key=lambda d: d.gid)
+        out.append(x)
+    return sorted(out, key=lambda d: d.gid)
 
 
 def _not_data(world: World, x: Def) -> str | None:
@@ -100,18 +86,18 @@ def _whole(w: World, parts: list[Def]) -> Def:
     return parts[0] if len(parts) == 1 else w.tuple(parts)
 
 
-def _arg_types(rw: Rewriter, lift: Lifted, ts: Def) -> list[Def]:
-    w = rw.new
-    return _parts(w, ts, lift.n) + [rw.rewrite(t) for t in lift.cap_types]
+def _arg_types(rw: Rewriter, lift: Lifted) -> list[Def]:
+    """The closed kernel's argument types in rw's new World: its own, then the captures'."""
+    return _parts(rw.new, rw.rewrite(lift.ts), lift.n) + [rw.rewrite(rw.old.type_of(x)) for x in lift.caps]
 
 
-def lifted_pi(rw: Rewriter, lift: Lifted, ts: Def) -> Def:
-    """The closed kernel's type in rw's new World; `ts` the launch's argument types there."""
+def lifted_pi(rw: Rewriter, lift: Lifted) -> Def:
+    """The closed kernel's type in rw's new World."""
     w = rw.new
     dom = lift.kernel.pi.dom
     assert isinstance(dom, Sigma) and len(dom.ops) == 9
     fields = [rw.rewrite(f) for f in dom.ops]
-    fields[ARGS] = w.sigma(_arg_types(rw, lift, ts))
+    fields[ARGS] = w.sigma(_arg_types(rw, lift))
     return w.cn(w.sigma(fields))
 
 
@@ -119,16 +105,16 @@ class LiftedKernel(Rewriter):
     """Copies one capturing kernel into the device World: its arguments extended, its uses of
     the old arguments and of the captured nodes read from the new ones."""
 
-    def __init__(self, old: World, new: World, lift: Lifted, ts: Def) -> None:
+    def __init__(self, old: World, new: World, lift: Lifted) -> None:
         super().__init__(old, new)
-        self.lift, self.ts = lift, ts
+        self.lift = lift
 
     def rewrite_mut(self, old: MutLam) -> Def | None:
         lift = self.lift
         if old is not lift.kernel:
             return None
         w = self.new
-        pi = lifted_pi(self, lift, self.rewrite(self.ts))
+        pi = lifted_pi(self, lift)
         assert isinstance(pi, Pi)
         nk = w.mut_lam(pi, old.name or "kernel", old.kind)
         for attr in ("doc", "param_names", "loc"):
@@ -160,9 +146,8 @@ def host_launch(rw: Rewriter, old: App, ops: tuple[Def, ...], lifts: dict[int, L
     w = rw.new
     lift = is_launch_of(old, 3, lifts)
     if lift is not None:
-        imp, cfg, k = old.args()
-        ts = w.extract(rw.rewrite(imp), w.lit_idx(2, 1))
-        types = _arg_types(rw, lift, ts)
+        _, cfg, k = old.args()
+        types = _arg_types(rw, lift)
         new_imp = w.tuple([w.lit_nat(len(types)), _whole(w, types)])
         head = rw.rewrite(old.head)
         return w.app(w.app(w.app(head, new_imp), rw.rewrite(cfg)), rw.rewrite(k))
@@ -174,23 +159,21 @@ def host_launch(rw: Rewriter, old: App, ops: tuple[Def, ...], lifts: dict[int, L
 
 
 def find_lifts(world: World, scopes: Scopes, kernels: list[MutLam],
-               launches: list[App]) -> tuple[dict[int, Lifted], dict[int, Def], str | None, MutLam | None]:
-    """The capturing kernels (by gid), the argument types `Ts` of their launches, and the first
-    reason one cannot be made closed (with that kernel)."""
+               launches: list[App]) -> tuple[dict[int, Lifted], str | None, MutLam | None]:
+    """The capturing kernels (by gid), and the first reason one cannot be made closed (with
+    that kernel)."""
     lifts: dict[int, Lifted] = {}
-    types: dict[int, Def] = {}
     for k in kernels:
         if not scopes.free(k):
             continue
         caps = captures(world, scopes, k)
         if isinstance(caps, str):
-            return lifts, types, f"it captures {caps}", k
+            return lifts, f"it captures {caps}", k
         sites = [a for a in launches if a.arg is k]
         ns = {launch_arity(world, a) for a in sites}
-        if not sites or None in ns or len(ns) != 1:
-            return lifts, types, "its launches' argument count is no single literal", k
-        imp = sites[0].args()[0]
-        types[k.gid] = world.extract(imp, world.lit_idx(2, 1))
-        lifts[k.gid] = Lifted(k, ns.pop(), caps, [world.type_of(x) for x in caps])  # type: ignore[arg-type]
-    return lifts, types, None, None
-
+        n = ns.pop() if len(ns) == 1 else None
+        if n is None:
+            return lifts, "its launches' argument count is no single literal", k
+        ts = world.extract(sites[0].args()[0], world.lit_idx(2, 1))
+        lifts[k.gid] = Lifted(k, n, ts, caps)
+    return lifts, None, None

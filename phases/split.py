@@ -21,11 +21,10 @@ from verimim.phases.rewriter import Rewriter
 class _HostSide(Rewriter):
     """Copies the host program, replacing each kernel by a declaration."""
 
-    def __init__(self, old: World, kernels: set[int], lifts: dict[int, Lifted],
-                 arg_types: dict[int, Def]) -> None:
+    def __init__(self, old: World, kernels: set[int], lifts: dict[int, Lifted]) -> None:
         super().__init__(old)
         self.kernels = kernels
-        self.lifts, self.arg_types = lifts, arg_types
+        self.lifts = lifts
 
     def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
         return host_launch(self, old, ops, self.lifts) if isinstance(old, App) else None
@@ -34,8 +33,7 @@ class _HostSide(Rewriter):
         if old.gid not in self.kernels:
             return None
         lift = self.lifts.get(old.gid)
-        pi = (self.rewrite(old.pi) if lift is None
-              else lifted_pi(self, lift, self.rewrite(self.arg_types[old.gid])))
+        pi = self.rewrite(old.pi) if lift is None else lifted_pi(self, lift)
         decl = self.new.mut_lam(pi, old.name or "kernel", old.kind)  # type: ignore[arg-type]
         decl.external = True
         decl.loc = old.loc
@@ -67,17 +65,17 @@ class SplitApply(Phase):
             return res
         # A kernel that uses host values (a curried kernel specialised at its launch) takes them
         # as extra launch arguments (verimim.phases.kernel_captures).
-        lifts, arg_types, why, bad = find_lifts(world, Scopes(), kernels, apps_of(world, "gpu.launch", 3))
+        lifts, why, bad = find_lifts(world, Scopes(), kernels, apps_of(world, "gpu.launch", 3))
         if why is not None and bad is not None:
             res.diagnostics.append(Diagnostic(
                 "E-UNSUPPORTED", f"kernel `{bad.name}` uses values of an enclosing function and cannot "
                 f"be made closed to run on the device: {why}", bad.loc))
             return res
-        host = _HostSide(world, {k.gid for k in kernels}, lifts, arg_types).run()
+        host = _HostSide(world, {k.gid for k in kernels}, lifts).run()
         dev = Rewriter(world)
         for name, k in names.items():
             lift = lifts.get(k.gid)
-            rw = dev if lift is None else LiftedKernel(world, dev.new, lift, arg_types[k.gid])
+            rw = dev if lift is None else LiftedKernel(world, dev.new, lift)
             nk = rw.rewrite(k)
             rw.finish()
             assert isinstance(nk, MutLam)

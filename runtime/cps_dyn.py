@@ -124,29 +124,7 @@ class DynamicClosures:
         hit = self.captures.get(m.gid)
         if hit is not None:
             return hit
-        local = self.scopes.local_muts(m)
-        out: list[Def] = []
-        seen: set[int] = set()
-        stack: list[Def] = [m.body] if m.body is not None else []
-        while stack:
-            x = stack.pop()
-            if x.gid in seen:
-                continue
-            seen.add(x.gid)
-            if isinstance(x, MutLam):
-                if x in local:
-                    if x.body is not None:
-                        stack.append(x.body)
-                elif self.scopes.free(x):
-                    out.append(x)
-                continue
-            deps = self.scopes.deps(x)
-            if not deps:
-                continue
-            if deps.isdisjoint(local) and not self.ctx.is_static(x):
-                out.append(x)
-                continue
-            stack.extend(x.ops)
+        out = self.scopes.outside(m, self.ctx.is_static)
         self.captures[m.gid] = out
         return out
 

@@ -301,8 +301,8 @@ def test_split_apply_right_and_wrong() -> None:
 class _SwappedCaptures(LiftedKernel):
     """Reads the captured host values in the reverse order of the launch's arguments."""
 
-    def __init__(self, old: World, new: World, lift: Lifted, ts: Def) -> None:
-        super().__init__(old, new, Lifted(lift.kernel, lift.n, lift.caps[::-1], lift.cap_types[::-1]), ts)
+    def __init__(self, old: World, new: World, lift: Lifted) -> None:
+        super().__init__(old, new, Lifted(lift.kernel, lift.n, lift.ts, lift.caps[::-1]))
 
 
 def _host_passes_wrong_values(rw: Rewriter, old: App, ops: tuple[Def, ...], lifts: dict[int, Lifted]) -> Def | None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from verimim.diagnostics import Loc, NameError_, ParseError, Related, TypeError_, VerimimError
 from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
+from verimim.ir.analysis import Scopes
 from verimim.ir.defs import (
     Arr, Bot, Def, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ, Var,
 )
@@ -96,33 +97,15 @@ def _holes_in(d: Def, wanted: set[int]) -> set[int]:
     return out
 
 
-def _vars_in(d: Def) -> list[Var]:
-    out: dict[int, Var] = {}
-    stack, seen = [d], set()
-    while stack:
-        x = stack.pop()
-        if x.gid in seen or isinstance(x, MutLam):
-            continue
-        seen.add(x.gid)
-        if isinstance(x, Var):
-            out[x.gid] = x
-            continue
-        stack.extend(x.ops)
-    return list(out.values())
-
-
-def _mentions(d: Def, v: Def) -> bool:
-    return any(x is v for x in _vars_in(d))
-
-
-def _abstract_var(w: World, d: Def, v: Def) -> Def:
-    """d with the variable v replaced by the de Bruijn variable of the binder just outside d."""
+def _abstract_var(w: World, d: Def, m: MutLam, scopes: Scopes) -> Def:
+    """d with m's parameter replaced by the de Bruijn variable of the binder just outside d."""
+    v = w.var(m)
     memo: dict[tuple[int, int], Def] = {}
 
     def go(x: Def, depth: int) -> Def:
         if x is v:
             return w.bvar(depth)
-        if isinstance(x, MutLam) or not _mentions(x, v):
+        if isinstance(x, MutLam) or m not in scopes.deps(x):
             return x
         key = (x.gid, depth)
         hit = memo.get(key)
@@ -132,19 +115,6 @@ def _abstract_var(w: World, d: Def, v: Def) -> Def:
         return hit
 
     return go(d, 0)
-
-
-def _mentions_var(d: Def) -> bool:
-    stack, seen = [d], set()
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Var):
-            return True
-        if x.gid in seen or isinstance(x, MutLam):
-            continue
-        seen.add(x.gid)
-        stack.extend(x.ops)
-    return False
 
 
 def mentions_name(node: object, name: str) -> bool:
@@ -174,7 +144,7 @@ class Elaborator:
         # Return types left out (`fun f (x: T) = …`, `lam extern g (…) = …`): solved by the
         # body, checked when the module is done. (hole, where, what it is the return type of)
         self.return_holes: list[tuple[Hole, Loc, str]] = []
-        self.block_scopes: dict[int, Scope] = {}  # a block expression (by id) → its scope
+        self.block_scopes: dict[int, Scope | None] = {}  # a parameter type's block (by id) → its scope
         self.syntax_errors: list[VerimimError] = []  # found while declaring; raised by elab_module
         self.group_members: set[int] = set()  # ids of the declarations in `… and …` groups
         self.final_errors: set[int] = set()  # ids of errors a deferred re-check confirmed
@@ -297,6 +267,8 @@ class Elaborator:
         """The type a binder pattern declares, its leaves, and `scope` extended with them."""
         w = self.world
         if isinstance(pat, ast.PVar):
+            if isinstance(pat.type, ast.Block) and not pat.type.braces:
+                self.block_scopes[id(pat.type)] = None  # its lets scope over the binder (_leak_lets)
             if pat.type is not None:
                 t = self.elab_type(pat.type, scope)
                 if expected is not None:
@@ -343,7 +315,7 @@ class Elaborator:
         (`(T: *, U: let F = %foo.F T; F, V: F)`): the type block's lets are bound in sc too."""
         if not isinstance(e, ast.Block) or e.braces:
             return
-        inner = self.block_scopes.get(id(e))
+        inner = self.block_scopes.pop(id(e), None)
         if inner is None:
             return
         for d in e.decls:
@@ -721,7 +693,8 @@ class Elaborator:
 
     def infer_block_like(self, e: ast.Block | ast.Where, scope: Scope, expected: Def | None) -> Def:
         sc = scope.child()
-        self.block_scopes[id(e)] = sc  # (_leak_lets)
+        if id(e) in self.block_scopes:
+            self.block_scopes[id(e)] = sc  # a parameter's type (_leak_lets)
         decls = e.decls
         if isinstance(e, ast.Block) and isinstance(e.expr, ast.Where):
             # `let x = f …; e where lam f … end`: the where block's declarations are hoisted
@@ -1392,33 +1365,33 @@ class Elaborator:
         return h
 
     def settle_return_types(self) -> None:
-        """Every left-out return type must be solved by now, by a closed type (a type that
-        depends on the parameters has to be written); then the mutables' types are final."""
+        """Every left-out return type must be solved by now, by a type over at most the
+        parameters of the functions whose types hold it (`fun f3 (T: *) (x y: T) = return x`
+        returns T); then the mutables' types are final, their own parameters bound."""
+        if not self.return_holes:
+            return
         w = self.world
-        holders: dict[int, set[int]] = {}  # hole → the mutables whose types hold it
-        if self.return_holes:
-            wanted = {h.gid for h, _, _ in self.return_holes}
-            for m in w.muts:
-                for g in _holes_in(m.pi, wanted):
-                    holders.setdefault(g, set()).add(m.gid)
+        scopes = Scopes()
+        wanted = {h.gid for h, _, _ in self.return_holes}
+        holders: dict[int, set[MutLam]] = {}  # hole → the mutables whose types hold it
+        for m in w.muts:
+            for g in _holes_in(m.pi, wanted):
+                holders.setdefault(g, set()).add(m)
         for h, loc, _ in self.return_holes:
             if h.value is None:
                 raise TypeError_("cannot infer the return type; write it: `… (params): T = …`", loc)
-            # A return type may depend on the parameters of the functions whose types hold it
-            # (`fun f3 (T: *) (x y: T) = return x` returns T); on nothing else.
-            stray = [v for v in _vars_in(w.zonk(h)) if v.mut.gid not in holders.get(h.gid, set())]
+            stray = scopes.deps(w.zonk(h)) - holders.get(h.gid, set())
             if stray:
-                raise TypeError_(f"the inferred return type `{show(w.zonk(h))}` depends on `{show(stray[0])}`, "
+                other = show(w.var(min(stray, key=lambda m: m.gid)))
+                raise TypeError_(f"the inferred return type `{show(w.zonk(h))}` depends on `{other}`, "
                                  f"which is not a parameter of the function; write it: `… (params): T = …`", loc)
-        if self.return_holes:
-            for m in w.muts:
-                pi = w.zonk(m.pi)
-                v = w.var(m)
-                if isinstance(pi, Pi) and _mentions(pi.codom, v):
-                    # its own parameter, solved into its return type: bound by the type's binder
-                    pi = w.pi(pi.dom, _abstract_var(w, pi.codom, v), pi.implicit, pi.names)
-                m.pi = pi  # type: ignore[assignment]
-                m._type = pi  # (type_of reads the type a mutable was made with)
+        for m in w.muts:
+            pi = w.zonk(m.pi)
+            if isinstance(pi, Pi) and m in scopes.deps(pi.codom):
+                # its own parameter, solved into its return type: bound by the type's binder
+                pi = w.pi(pi.dom, _abstract_var(w, pi.codom, m, scopes), pi.implicit, pi.names)
+            m.pi = pi  # type: ignore[assignment]
+            m._type = pi  # (type_of reads the type a mutable was made with)
         self.return_holes.clear()
 
     def force_body(self, m: MutLam) -> None:

@@ -253,7 +253,7 @@ class Machine:
             if isinstance(x, MutLam):
                 continue  # a closure this body makes itself
             stack.extend(x.ops)
-        object.__setattr__(v, "captures", out)
+        v.captures = out
         return out
 
     def lam_activation(self, v: LamValue, arg: Value, jump: bool) -> tuple[Code, Env]:

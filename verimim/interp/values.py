@@ -32,7 +32,7 @@ class Closure:
         return f"<closure {self.mut.name}>"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class LamValue:
     """An immutable lambda as a value: the activation that made it (its environment, and its
     frame with the slot of each node it computed), from which a call takes the values of the

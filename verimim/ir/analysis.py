@@ -173,6 +173,36 @@ class Scopes:
                 self._deps[x.gid] = acc
         return self._deps[d.gid]
 
+    def outside(self, m: MutLam, look_into: Callable[[Def], bool] | None = None) -> list[Def]:
+        """What m's bodies (m's and those of the mutables nested in it) take from outside m, in
+        the order found: the maximal nodes computed from enclosing parameters (those parameters
+        included), and the closures made outside that capture something. Open nodes (inside an
+        immutable λ's body) and those `look_into` selects are not taken whole: their operands are."""
+        local = self.local_muts(m)
+        out: list[Def] = []
+        seen: set[int] = set()
+        stack: list[Def] = [m.body] if m.body is not None else []
+        while stack:
+            x = stack.pop()
+            if x.gid in seen:
+                continue
+            seen.add(x.gid)
+            if isinstance(x, MutLam):
+                if x in local:
+                    if x.body is not None:
+                        stack.append(x.body)
+                elif self.free(x):
+                    out.append(x)
+                continue
+            deps = self.deps(x)
+            if not deps:
+                continue
+            if deps.isdisjoint(local) and x.bvd == 0 and not (look_into is not None and look_into(x)):
+                out.append(x)
+                continue
+            stack.extend(x.ops)
+        return out
+
     def is_local(self, k: MutLam, d: Def) -> bool:
         deps = self.deps(d)
         return bool(deps) and not deps.isdisjoint(self.local_muts(k))

@@ -345,6 +345,8 @@ class Evaluator:
             return self.frames[d.mut.gid]
         if isinstance(d, (MutLam, Lam)):
             return d
+        if isinstance(d, Bot):
+            return self._bottom(d)
         if isinstance(d, Param) and d.gid in self.params:
             return self.params[d.gid]
         if isinstance(d, Tuple):
@@ -372,6 +374,15 @@ class Evaluator:
             raise Unsupported(f"the value `{d.annex}`")
         if _is_type_level(d):
             return d
+        raise Unsupported(f"`{show(d)[:80]}`")
+
+    def _bottom(self, d: Bot) -> Any:
+        """`⊥:(mem.M k)` is the dummy memory a lowering passes where the callee's memory
+        parameter is never used for an access (btensor's reducer on the device): a token of
+        space k. Any other ⊥ is an undefined value, which the model does not hold."""
+        t = d.ops[0] if d.ops else None
+        if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.M" and isinstance(t.arg, Lit):
+            return Tok(t.arg.value)
         raise Unsupported(f"`{show(d)[:80]}`")
 
     def _c_call(self, ax: Axiom, body: App) -> tuple[Any, Any]:

@@ -283,3 +283,19 @@ def test_curried_continuations_and_c_calls_are_modelled() -> None:
                          capture_output=True, text=True, timeout=300)
     data = json.loads(out.stdout)
     assert [(k["races"], k["divergence"]) for k in data["kernels"]] == [("proved", "proved")], data["kernels"]
+
+
+VALID = Path(__file__).resolve().parents[1] / "programs" / "valid"
+LAUNCHING = sorted(p for p in VALID.glob("*.mim")
+                   if "gpu.launch" in (t := p.read_text(encoding="utf-8")) or "btensor." in t)
+
+
+@pytest.mark.parametrize("path", LAUNCHING, ids=[p.stem for p in LAUNCHING])
+def test_every_corpus_kernel_is_proved(path: Path) -> None:
+    # The corpus's valid programs are race-free and uniform by construction (each runs with its
+    # EXPECT): every kernel they launch must be proved, not `unknown`. btensor's kernels were
+    # `unknown` here: the lowered reducer receives `⊥:(mem.M 0)` as its (unused) memory.
+    entries, _ = verify(str(path))
+    assert entries, "no kernel found"
+    assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")] * len(entries), \
+        [e["detail"] for e in entries]

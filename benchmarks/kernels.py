@@ -2,7 +2,7 @@
 median time per kernel over the examples, the shared kernel corpus and generated kernels, by
 verdict, and its growth with the number of barriers and with loop depth.
 
-    python benchmarks/kernel_verify.py [--runs 3] [--generated 20]
+    python benchmarks/kernels.py [--runs 3] [--generated 20]
 
 The time is verify_kernels on the World the pipeline produced (exploration of the kernel's
 paths, the host side, every Z3 query); the pipeline itself is not timed. Aim of the issue:
@@ -87,6 +87,9 @@ def main() -> None:
     groups: dict[str, list[Path]] = {
         "examples": sorted((SHARED / "examples").glob("*.mim")),
         "corpus": sorted((SHARED / "kernels").glob("*.mim")),
+        "upstream": sorted((SHARED / "upstream").glob("*.mim")),
+        "valid programs": sorted(p for p in (ROOT / "tests" / "programs" / "valid").glob("*.mim")
+                                 if "gpu.launch" in (t := p.read_text(encoding="utf-8")) or "btensor." in t),
     }
     tmp = Path(tempfile.mkdtemp(prefix="verimim-kbench-"))
     if a.generated:

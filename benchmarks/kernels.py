@@ -23,6 +23,7 @@ SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
 
 from tests.smt import kernel_programs as kp  # noqa: E402
+from verimim.diagnostics import VerimimError  # noqa: E402
 from verimim.driver import run_with_big_stack  # noqa: E402
 from verimim.smt.kernel_verify import verify_kernels  # noqa: E402
 from verimim.smt.solver import SpecContext  # noqa: E402
@@ -116,7 +117,7 @@ def main() -> None:
         for f in files:
             try:
                 rows = measure(str(f), a.runs)
-            except AssertionError:  # a program a checker phase rejects has no kernels to verify
+            except (AssertionError, VerimimError):  # rejected by the front end or a checker: no kernels
                 continue
             for name, verdict, t in rows:
                 per.append(t)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import shlex
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 KERNEL_CODES = ("E-RACE", "E-BARRIER-DIVERGENCE")
@@ -104,11 +104,41 @@ def reproduces(path: str, cmd: str, code: str) -> bool:
     return any(d.code == code for d in rep.diagnostics)
 
 
+def judge(verdicts: KernelVerdicts, run_codes: set[str], race_free: bool,
+          reproduce: Callable[[list[str], int], set[str]]) -> tuple[str, str] | None:
+    """(failure kind, message) where check's kernel verdicts disagree with what the runs found,
+    else None. `reproduce(args, schedule)` runs the program and gives the codes it reports."""
+    for code in sorted(run_codes & set(KERNEL_CODES)):
+        if not verdicts.refutes(code):
+            return "missed", f"run reports {code}; check says {dict(verdicts.statuses())}"
+    if race_free and any(verdicts.refutes(c) for c in KERNEL_CODES):
+        return "false-alarm", (f"check refutes a program without races or divergence: "
+                               f"{[(e['name'], e['races'], e['divergence']) for e in verdicts.entries]}")
+    for e in verdicts.entries:
+        cex = e.get("counterexample") or {}
+        for part in ([cex] + [v for v in cex.values() if isinstance(v, dict)]):
+            cmd = part.get("run") if isinstance(part, dict) else None
+            if not cmd:
+                continue
+            code = "E-BARRIER-DIVERGENCE" if "barriers" in part or e["races"] != "refuted" else "E-RACE"
+            args, schedule = _command_args(cmd)
+            if code not in reproduce(args, schedule):
+                return "reproducer", f"`{cmd}` does not report {code}"
+    return None
+
+
 def compare(path: str, args_list: list[list[str]], race_free: bool | None = None,
             schedules: int = 2, timeout_ms: int = 5_000) -> OracleResult:
-    """Check's kernel verdicts on `path` against runs with each argument list."""
+    """Check's kernel verdicts on the program file `path` against runs with each argument list
+    (the oracle of `check_generated`'s "kernels" stage, on a file)."""
+    from verimim import driver
+
     t0 = time.perf_counter()
     res = OracleResult()
+
+    def reproduce(args: list[str], schedule: int) -> set[str]:
+        return {d.code for d in driver.run(path, [], args, seed=schedule).diagnostics}
+
     try:
         res.check = verdicts = kernel_verdicts(path, timeout_ms)
         res.check_s = time.perf_counter() - t0
@@ -118,26 +148,10 @@ def compare(path: str, args_list: list[list[str]], race_free: bool | None = None
             res.kind = "rejected"
             return res
         for args in args_list:
-            got = run_codes(path, args, schedules)
-            res.run_codes |= got
-            for code in got:
-                if not verdicts.refutes(code):
-                    return res.fail("missed", f"run {' '.join(args)} reports {code}; check says "
-                                    f"{dict(verdicts.statuses())}")
-        if race_free and any(verdicts.refutes(c) for c in KERNEL_CODES):
-            return res.fail("false-alarm", f"check refutes a program without races or divergence: "
-                            f"{[(e['name'], e['races'], e['divergence']) for e in verdicts.entries]}")
-        for e in verdicts.entries:
-            cex = e.get("counterexample") or {}
-            for part in ([cex] + [v for v in cex.values() if isinstance(v, dict)]):
-                cmd = part.get("run") if isinstance(part, dict) else None
-                if not cmd:
-                    continue
-                code = "E-RACE" if e["races"] == "refuted" else "E-BARRIER-DIVERGENCE"
-                if "barriers" in part:
-                    code = "E-BARRIER-DIVERGENCE"
-                if not reproduces(path, cmd, code):
-                    return res.fail("reproducer", f"`{cmd}` does not report {code}")
+            res.run_codes |= run_codes(path, args, schedules)
+        bad = judge(verdicts, res.run_codes, bool(race_free), reproduce)
+        if bad is not None:
+            return res.fail(*bad)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # a crash is a failure of the verifier, never a pass
@@ -145,79 +159,3 @@ def compare(path: str, args_list: list[list[str]], race_free: bool | None = None
     finally:
         res.time_s = time.perf_counter() - t0
     return res
-
-
-@dataclass
-class CampaignStats:
-    programs: int = 0
-    kernels: int = 0
-    statuses: Counter[str] = field(default_factory=Counter)
-    refuted_programs: int = 0
-    false_alarms: int = 0
-    race_free_programs: int = 0
-    failures: list[str] = field(default_factory=list)
-    time_s: float = 0.0
-    by_defect: Counter[str] = field(default_factory=Counter)
-    slowest: tuple[float, str] = (0.0, "")  # seconds of check + runs, and the program
-    check_s: list[float] = field(default_factory=list)  # check's kernel part per program
-
-
-def campaign(budget_s: float, seed: int = 0, workdir: str | None = None) -> CampaignStats:
-    """Generated kernels (`fuzz.strategies`) for `budget_s` seconds: race-free ones and ones with
-    an injected race or divergence, each compared by `compare`."""
-    import tempfile
-
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
-
-    from verimim.fuzz.strategies import programs
-
-    out = Path(workdir or tempfile.mkdtemp(prefix="verimim-kernel-oracle-"))
-    stats = CampaignStats()
-    start = time.monotonic()
-
-    class _Over(Exception):
-        pass
-
-    def _one(prog: Any, defect: str | None) -> None:
-        path = prog.write(out, f"p{stats.programs}")
-        stats.programs += 1
-        stats.by_defect[defect or "none"] += 1
-        race_free = defect is None and not prog.expected_codes
-        res = compare(str(path), [list(prog.args)], race_free=race_free)
-        if res.time_s > stats.slowest[0]:
-            stats.slowest = (res.time_s, str(path))
-        stats.check_s.append(res.check_s)
-        if res.check is not None:
-            stats.kernels += len(res.check.entries)
-            stats.statuses.update(res.check.statuses())
-            if any(res.check.refutes(c) for c in KERNEL_CODES):
-                stats.refuted_programs += 1
-        stats.race_free_programs += race_free
-        if not res.ok:
-            stats.false_alarms += res.kind == "false-alarm"
-            stats.failures.append(f"{path}: {res.kind}: {res.message[:300]}")
-        else:
-            path.unlink()
-
-    # Half of the budget on race-free programs, a quarter each on injected races and divergence;
-    # one Hypothesis run per kind (a draw must not depend on state outside the test).
-    shares: list[tuple[str | None, float]] = [(None, 0.5), ("race", 0.25), ("divergence", 0.25)]
-    for defect, share in shares:
-        until = time.monotonic() + budget_s * share
-
-        @hseed(seed)
-        @settings(database=None, deadline=None, max_examples=10 ** 6, suppress_health_check=list(HealthCheck),
-                  phases=[Phase.generate])
-        @given(programs(defect=defect))
-        def one(prog: Any) -> None:
-            if time.monotonic() > until:
-                raise _Over()
-            _one(prog, defect)
-
-        try:
-            one()
-        except _Over:
-            pass
-    stats.time_s = time.monotonic() - start
-    return stats

@@ -1004,10 +1004,12 @@ def kernels(defect: str | None = None, **features: Any) -> st.SearchStrategy[Gen
     return gen()
 
 
-def mixed_programs(defect_ratio: float = 0.25, **features: Any) -> st.SearchStrategy[GeneratedProgram]:
+def mixed_programs(defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | None = None,
+                   **features: Any) -> st.SearchStrategy[GeneratedProgram]:
     """What a campaign checks: clean programs, and with probability about `defect_ratio` one
-    with an injected defect, its kind drawn first (so it is the first generator choice)."""
-    kinds = list(DEFECTS)
+    with an injected defect of one of `defect_kinds` (default: every kind), its kind drawn
+    first (so it is the first generator choice)."""
+    kinds = list(defect_kinds or DEFECTS)
     strategies = {None: programs(**features), **{k: programs(defect=k, **features) for k in kinds}}
     clean = max(0, round(len(kinds) * (1 - defect_ratio) / max(defect_ratio, 1e-9)))
 
@@ -1035,6 +1037,7 @@ class Verdict:
     where: str = ""
     times: dict[str, float] = field(default_factory=dict)        # seconds per oracle stage
     phases: list[tuple[str, str]] = field(default_factory=list)  # (phase, status) of the pipeline
+    kernels: Counter[str] = field(default_factory=Counter)  # check's race/divergence verdicts by status
     _last: float = field(default_factory=time.perf_counter, repr=False)
 
     def mark(self, stage: str) -> None:
@@ -1103,6 +1106,10 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
 
         results = [("source", s, interp(Program(world), s)) for s in range(schedules)]
         v.mark("interp")
+        bad = _kernel_stage(v, prog, run, [r for _, _, r in results],
+                            lambda args, seed: _run_codes(Program(world), ["prog.mim", *args], seed))
+        if bad is not None:
+            return bad
         if prog.defect:
             want = DEFECTS[prog.defect][0]
             got = {r[1] for _, _, r in results if r[0] == "fault"}
@@ -1168,11 +1175,45 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
                       phase, where)
 
 
+def _run_codes(p: Any, argv: list[str], seed: int) -> set[str]:
+    """The error codes one interpreter run of p reports (a reproducing command's run)."""
+    from verimim.diagnostics import VerimimError
+    from verimim.interp.machine import Machine, find_main
+    from verimim.interp.values import RuntimeFault
+
+    m = Machine(p.host, fuel=2_000_000, seed=seed, device=p.device)
+    try:
+        m.run_main(find_main(p.host), argv)
+    except (RuntimeFault, VerimimError) as e:
+        return {e.code}
+    return {d.code for d in m.warnings if d.severity == "error"}
+
+
+def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[Any],
+                  reproduce: Callable[[list[str], int], set[str]]) -> Verdict | None:
+    """`check`'s kernel verdicts (races and divergence, for all inputs) against what the runs
+    found (verimim.fuzz.kernel_oracle.judge): a failure Verdict, or None when they agree."""
+    from verimim.fuzz.kernel_oracle import KernelVerdicts, judge
+    from verimim.smt.kernel_verify import verify_kernels
+
+    if run.program.device is None:
+        return None
+    rep = verify_kernels(run.program, run.ctx, "prog.mim")
+    verdicts = KernelVerdicts(rep.entries, {d.code for d in rep.diagnostics if d.severity == "error"})
+    v.kernels.update(verdicts.statuses())
+    v.mark("kernels")
+    found = {r[1] for r in results if r[0] == "fault"}
+    race_free = prog.defect is None and not prog.expected_codes
+    bad = judge(verdicts, found, race_free, reproduce)
+    if bad is None:
+        return None
+    kind, message = bad
+    code = next((c for c in sorted(found) if c in ("E-RACE", "E-BARRIER-DIVERGENCE")), "")
+    return v.fail({"missed": "missed-defect", "false-alarm": "false-positive"}.get(kind, kind),
+                  f"kernel verification: {message}", code, "kernels")
+
+
 # ============================================================================ the campaign
-
-
-class _BudgetOver(Exception):
-    pass
 
 
 @dataclass
@@ -1183,6 +1224,9 @@ class CampaignResult:
     coverage: dict[str, int]
     defects: dict[str, int]
     sizes: list[tuple[int, int, int]]
+    kernels: dict[str, int] = field(default_factory=dict)  # check's race/divergence verdicts by status
+    kernel_programs: int = 0  # programs whose kernels were verified
+    false_alarms: int = 0
 
     @property
     def per_second(self) -> float:
@@ -1192,50 +1236,50 @@ class CampaignResult:
 def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None = None,
                  defect_ratio: float = 0.25, verify: bool = True,
                  progress: Callable[[int, float, int], None] | None = None,
-                 max_failures: int = 20, gpu: bool = False) -> CampaignResult:
-    """Generate and check programs for `budget_s` seconds (a `@given` function driven by
-    Hypothesis, database off, stopped by a private exception when the budget is over).
-    A quarter of the programs carry one injected defect, cycling through the kinds."""
-    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings, target
+                 max_failures: int = 20, gpu: bool = False,
+                 defect_kinds: tuple[str, ...] | None = None,
+                 max_programs: int | None = None) -> CampaignResult:
+    """Generate and check programs for `budget_s` seconds (or `max_programs`), in this process.
+
+    Program i is drawn exactly as a campaign task draws it (verimim.fuzz.task.generate from
+    program_seed(seed, i)), so a seeded run is reproducible and `defect_ratio` of the programs
+    carry one injected defect of `defect_kinds` — no Hypothesis engine in between to bias the
+    mix (a `target` on the size made defects 44% of the programs where a quarter was asked)."""
+    import random
+
+    from verimim.driver import run_with_big_stack
+    from verimim.fuzz.task import generate, program_seed
 
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="verimim-fuzz-"))
+    campaign_seed = seed if seed is not None else random.getrandbits(32)
     start = time.monotonic()
     coverage: Counter[str] = Counter()
     defects: Counter[str] = Counter()
     failures: list[dict[str, Any]] = []
     sizes: list[tuple[int, int, int]] = []
-    count = [0]
-    choose = mixed_programs(defect_ratio)
+    kernels: Counter[str] = Counter()
+    kernel_programs = false_alarms = count = 0
+    while time.monotonic() - start < budget_s and len(failures) < max_failures \
+            and (max_programs is None or count < max_programs):
+        index_seed = program_seed(campaign_seed, count)
 
-    @settings(database=None, deadline=None, max_examples=10 ** 9, derandomize=False,
-              suppress_health_check=list(HealthCheck), phases=[Phase.generate], report_multiple_bugs=False)
-    @given(choose)
-    def one(prog: GeneratedProgram) -> None:
-        if time.monotonic() - start > budget_s or len(failures) >= max_failures:
-            raise _BudgetOver()
-        target(float(prog.ops), label="operations")
-        verdict = check_generated(prog, verify=verify, gpu=gpu)
-        count[0] += 1
+        def one() -> tuple[GeneratedProgram, Verdict]:
+            prog, _ = generate(index_seed, defect_ratio=defect_ratio, defect_kinds=defect_kinds)
+            return prog, check_generated(prog, verify=verify, gpu=gpu)
+
+        prog, verdict = run_with_big_stack(one)
+        count += 1
         coverage.update(prog.features_used)
         sizes.append((prog.ops, prog.stat("kernels"), prog.stat("launches")))
         if prog.defect:
             defects[prog.defect] += 1
+        kernels.update(verdict.kernels)
+        kernel_programs += "kernels" in verdict.checked
+        false_alarms += verdict.phase == "kernels" and verdict.kind == "false-positive"
         if not verdict.ok:
             path = prog.write(out, f"failure_{len(failures)}_{verdict.kind}")
             failures.append({"kind": verdict.kind, "file": str(path), "message": verdict.message.splitlines()[0][:500]})
         if progress is not None:
-            progress(count[0], time.monotonic() - start, len(failures))
-
-    if seed is not None:
-        one = hseed(seed)(one)
-    from verimim.driver import run_with_big_stack
-
-    def go() -> None:
-        try:
-            one()
-        except _BudgetOver:
-            pass
-
-    while time.monotonic() - start < budget_s and len(failures) < max_failures:
-        run_with_big_stack(go)  # one() returns early only if Hypothesis ran out of examples
-    return CampaignResult(count[0], time.monotonic() - start, failures, dict(coverage), dict(defects), sizes)
+            progress(count, time.monotonic() - start, len(failures))
+    return CampaignResult(count, time.monotonic() - start, failures, dict(coverage), dict(defects), sizes,
+                          dict(kernels), kernel_programs, false_alarms)

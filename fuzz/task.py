@@ -9,6 +9,7 @@ what the journal stores as the program's "generator choices".
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -69,19 +70,25 @@ def program_seed(campaign_seed: int, index: int) -> int:
 
 
 def generate(seed: int | None = None, choices: tuple[Choice, ...] | None = None,
-             defect_ratio: float = 0.25) -> tuple[Any, tuple[Choice, ...]]:
+             defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | None = None) -> tuple[Any, tuple[Choice, ...]]:
     """(GeneratedProgram, its choice sequence) from a seed, or replayed from choices."""
     from hypothesis.internal.conjecture.data import ConjectureData
-
-    from verimim.fuzz.strategies import mixed_programs
 
     if choices is not None:
         data = ConjectureData.for_choices(choices)
     else:
         data = ConjectureData(random=random.Random(seed))
-    prog = data.draw(mixed_programs(defect_ratio))
+    prog = data.draw(_mix(defect_ratio, defect_kinds))
     data.freeze()
     return prog, tuple(data.choices)
+
+
+@functools.lru_cache(maxsize=8)
+def _mix(defect_ratio: float, defect_kinds: tuple[str, ...] | None) -> Any:
+    """The campaign's strategy, built once per process (not once per program)."""
+    from verimim.fuzz.strategies import mixed_programs
+
+    return mixed_programs(defect_ratio, defect_kinds)
 
 
 def _stats(prog: Any) -> dict[str, Any]:

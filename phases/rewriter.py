@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from verimim.ir.defs import Axiom, BVar, Def, Hole, Lit, MutLam, Param, Pi, Var
+from verimim.ir.defs import App, Axiom, BVar, Def, Extract, Hole, Lit, MutLam, Param, Pi, Var
 from verimim.ir.world import World
 
 
@@ -108,6 +108,8 @@ class Rewriter:
             res = self.default(x, ops)
         if res.loc is None:
             res.loc = x.loc
+        if res.let_name is None and isinstance(res, (App, Extract)):
+            res.let_name = x.let_name
         return res
 
     def default(self, x: Def, ops: tuple[Def, ...]) -> Def:

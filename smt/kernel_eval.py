@@ -206,6 +206,7 @@ class Evaluator:
     steps: int = 0
     world: Any = None  # the World, to open immutable lambdas jumped to (None: not modelled)
     params: dict[int, Any] = field(default_factory=dict)  # placeholders of opened lambdas
+    end_loc: Any = None  # a path that returned: the jump to the kernel's return continuation
     _counter: int = 0
 
     # -------------------------------------------------------------- fresh values
@@ -250,15 +251,18 @@ class Evaluator:
         """Run from `entry` bound to `arg` until the graph returns; "done", or why it stopped."""
         callee: Any = entry
         came_from: MutLam | None = None
+        jumped: Def | None = None  # the last body run: where a path that returns, returns
         try:
             while True:
                 if isinstance(callee, Return):
+                    self.end_loc = jumped.loc if jumped is not None else None
                     return "done"
                 if isinstance(callee, Lam) and self.world is not None:
                     # An immutable lambda (not recursive): its body opened with a placeholder
                     # for its parameter, which stands for the argument's value.
                     p = Param(callee.pi.dom, "lam")
                     self.params[p.gid] = arg
+                    jumped = callee.body
                     callee, arg = self.jump(self.world.open(callee.body, p))
                     continue
                 if not isinstance(callee, MutLam) or callee.body is None:
@@ -266,6 +270,7 @@ class Evaluator:
                                       f"which has no body here")
                 self.enter(callee, arg, came_from)
                 came_from = callee
+                jumped = callee.body
                 callee, arg = self.jump(callee.body)
         except _Stop as s:
             self.cut_at = s.where

@@ -77,6 +77,7 @@ class KPath:
     status: str
     cut_at: str
     fresh: tuple[z3.ExprRef, ...]  # the path's memory values and loaded pointers (per work-item)
+    end: Loc | None = None  # where a path that returned returns
 
 
 @dataclass
@@ -254,7 +255,7 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
         arg = (Tok(1), Tok(3), Tok(4), Tok(5), inp.group, inp.item, smem, inp.args, RETURN)
         status = ev.run(kernel, arg)
         return KPath(z3.BoolVal(True), tuple(tr.accesses), tuple(tr.barriers), status, ev.cut_at,
-                     tuple(ev.fresh_vars))
+                     tuple(ev.fresh_vars), ev.end_loc)
 
     try:
         raw = explorer.run(one)
@@ -266,7 +267,7 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
             raise Unsupported(f"{type(p.error).__name__}: {p.error}")
         assert p.outcome is not None
         o = p.outcome
-        paths.append(KPath(p.condition(), o.accesses, o.barriers, o.status, o.cut_at, o.fresh))
+        paths.append(KPath(p.condition(), o.accesses, o.barriers, o.status, o.cut_at, o.fresh, o.end))
     return KernelPaths(kernel, inp, paths, loop_bound, explorer.feasibility_queries,
                        dict(loops.notes) if loops is not None else {})
 

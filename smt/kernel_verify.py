@@ -254,7 +254,7 @@ def _divergence_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSit
            f"group {w_first['group']} reach different barriers (work-item {w_first['item']}: {n1}, "
            f"work-item {w_other['item']}: {n2})")
     obar = other.barriers[0] if other.barriers else None
-    related = (Related(f"work-item {w_other['item']} " + ("waits here" if obar else "returns without reaching it"),
-                       obar.loc if obar else None), Related("launched here", site.loc))
+    related = (Related(f"work-item {w_other['item']} " + ("waits here" if obar else "returns here without reaching it"),
+                       obar.loc if obar else other.end), Related("launched here", site.loc))
     loc = bar.loc if bar is not None else site.loc
     return cex, Diagnostic("E-BARRIER-DIVERGENCE", msg, loc, "error", related)

@@ -316,10 +316,9 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | Non
     if ctx.invoked_subcommand is not None:
         return
     as_json = as_json or _format[0] == "json"
-    if oracle == "kernels":
-        if campaign_dir is not None or target == "gpu":
-            _usage_error("--oracle kernels runs on the interpreter, without --campaign", as_json)
-        _fuzz_kernels(budget, seed if seed is not None else random.randrange(2**31), out_dir, as_json)
+    if oracle == "kernels" and campaign_dir is not None:
+        _usage_error("--oracle kernels is a plain run: give it no --campaign (campaigns verify every kernel)",
+                     as_json)
     from verimim.fuzz.strategies import run_campaign
 
     gpu = target == "gpu"
@@ -338,11 +337,16 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | Non
                        scheduler=scheduler, preload=preload, program_timeout=program_timeout,
                        reduce_budget=reduce_budget, as_json=as_json, debug=debug)
 
+    # --oracle kernels: the same oracle on a mix for the kernel verifier — half the programs
+    # race-free, the others with an injected race or barrier divergence.
+    mix: dict[str, Any] = {"defect_kinds": ("race", "divergence"), "defect_ratio": 0.5} if oracle == "kernels" else {}
     with progress("fuzzing", budget) as update:
-        res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu, progress=update)
+        res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu, progress=update, **mix)
+    kernels = {"kernels": sum(res.kernels.values()) // 2, "verdicts": dict(sorted(res.kernels.items())),
+               "programs": res.kernel_programs, "false_alarms": res.false_alarms}
     obj = {"programs": res.programs, "per_second": round(res.per_second, 3), "failures": res.failures,
            "coverage": dict(sorted(res.coverage.items())), "defects": res.defects,
-           "seconds": round(res.seconds, 2), "ok": not res.failures}
+           "seconds": round(res.seconds, 2), "ok": not res.failures, "oracle": oracle, "kernels": kernels}
     for f in res.failures:
         click.echo(f"failure[{f['kind']}]: {f['message']}\n  reproduce: verimim check {f['file']} && "
                    f"verimim run {f['file']}", err=True)
@@ -351,39 +355,13 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | Non
         click.echo(json.dumps(schemas.complete("fuzz", obj), ensure_ascii=False))
     else:
         click.echo(f"{res.programs} programs in {res.seconds:.1f} s ({res.per_second:.2f}/s), "
-                   f"{len(res.failures)} failures", err=True)
+                   f"{len(res.failures)} failures; {kernels['kernels']} kernels verified "
+                   f"({', '.join(f'{n} {k}' for k, n in kernels['verdicts'].items()) or 'none'}), "
+                   f"{res.false_alarms} false alarms", err=True)
         width = max((len(k) for k in res.coverage), default=10)
         for k, v in sorted(res.coverage.items()):
             click.echo(f"  {k:<{width}}  {v}", err=True)
     sys.exit(3 if res.failures else 0)
-
-
-def _fuzz_kernels(budget: float, seed: int, out_dir: str | None, as_json: bool) -> None:
-    """`fuzz --oracle kernels`: verimim.fuzz.kernel_oracle's campaign, reported like a run."""
-    from verimim.driver import run_with_big_stack
-    from verimim.fuzz.kernel_oracle import campaign
-
-    st = run_with_big_stack(lambda: campaign(budget, seed=seed, workdir=out_dir))
-    failures = []
-    for f in st.failures:
-        file, _, rest = f.partition(": ")
-        kind, _, message = rest.partition(": ")
-        failures.append({"kind": kind, "file": file, "message": message})
-        click.echo(f"failure[{kind}]: {message}\n  reproduce: verimim check {file} && verimim run {file}", err=True)
-    kernels = {"kernels": st.kernels, "verdicts": dict(st.statuses), "refuted_programs": st.refuted_programs,
-               "false_alarms": st.false_alarms, "race_free_programs": st.race_free_programs,
-               "by_defect": dict(st.by_defect),
-               "median_check_s": round(sorted(st.check_s)[len(st.check_s) // 2], 3) if st.check_s else None}
-    per_second = st.programs / st.time_s if st.time_s else 0.0
-    if as_json:
-        obj = {"programs": st.programs, "per_second": round(per_second, 3), "failures": failures,
-               "coverage": dict(st.by_defect), "seconds": round(st.time_s, 2), "ok": not failures,
-               "oracle": "kernels", "kernels": kernels, "file": None, "diagnostics": []}
-        click.echo(json.dumps(schemas.complete("fuzz", obj), ensure_ascii=False))
-    else:
-        click.echo(f"{st.programs} programs ({st.kernels} kernels) in {st.time_s:.1f} s, {len(failures)} failures, "
-                   f"{st.false_alarms} false alarms; verdicts {dict(st.statuses)}", err=True)
-    sys.exit(3 if failures else 0)
 
 
 def _fuzz_campaign(directory: str, budget: float, *, as_json: bool, debug: bool, **options: Any) -> None:

@@ -51,8 +51,10 @@ class ExprPrinter:
     def __init__(self, mut_name: Callable[[MutLam], str] | None = None,
                  var_name: Callable[[Var], str | None] | None = None,
                  field_name: Callable[[Var, int], str | None] | None = None,
-                 type_of: Callable[[Def], Def] | None = None) -> None:
+                 type_of: Callable[[Def], Def] | None = None,
+                 path_name: Callable[[Def], str | None] | None = None) -> None:
         self.mut_name = mut_name or (lambda m: m.name or f"_{m.gid}")
+        self.path_name = path_name or (lambda d: None)  # a name for `x#i#j` deeper than one field
         self.type_of = type_of
         self.named: dict[int, str] = {}  # nodes printed by a name (parameters, let-bound nodes)
         self.var_name = var_name or (lambda v: None)
@@ -160,6 +162,10 @@ class ExprPrinter:
         hit = self.named.get(d.gid)
         if hit is not None:
             return hit
+        if isinstance(d, Extract):
+            field = self._extract_name(d)
+            if field is not None:
+                return field
         if isinstance(d, Hole):
             return self.atom(d.value) if d.value is not None else f"?{d.hint.split(' ')[0]}"
         if isinstance(d, Univ):
@@ -239,8 +245,10 @@ class ExprPrinter:
             if fields and j < len(fields):
                 return fields[j]
         if isinstance(d.tup, Var):
-            return self.field_name(d.tup, j)
-        return None
+            name = self.field_name(d.tup, j)
+            if name is not None:
+                return name
+        return self.path_name(d)
 
     def _is_cn(self, d: Pi) -> bool:
         return isinstance(d.codom, Bot) and isinstance(d.codom.ops[0], TypeU) and d.codom.ops[0].level == 0
@@ -326,6 +334,47 @@ def _mentions0(d: Def) -> bool:
     return mentions(d, 0)
 
 
+def source_name(d: Def) -> str | None:
+    """The name the source gave a parameter or one of its fields (`argc` for `main`'s
+    `main_var#0#1`), where the mutable kept its parameters' names; None otherwise."""
+    path: list[int] = []
+    while isinstance(d, Extract) and isinstance(d.index, Lit):
+        path.append(d.index.value)
+        d = d.tup
+    if not isinstance(d, Var):
+        return None
+    path.reverse()
+    m, names = d.mut, d.mut.param_names
+    dom = m.pi.dom
+    if m.kind == "fun" and isinstance(dom, Sigma) and len(dom.ops) == 2 and isinstance(dom.ops[1], Pi):
+        # a `fun`'s parameter is (its arguments, its return continuation)
+        if path == [1]:
+            return "return"
+        if not path or path[0] != 0:
+            return None
+        path, dom = path[1:], dom.ops[0]
+    if not names:
+        return None
+    if not path:
+        return names[0] if len(names) == 1 else None
+    if len(path) == 1 and isinstance(dom, Sigma) and len(names) == len(dom.ops) and path[0] < len(names):
+        return names[path[0]]
+    return None
+
+
 def show(d: Def) -> str:
-    """One node as Mim text (for diagnostics and repr)."""
-    return ExprPrinter().show(d)
+    """One node as Mim text (for diagnostics and repr): parameters by their source names, and
+    its operands that a `let` bound by that name (`m4` for `(gpu.init m0)#2`); d itself in full."""
+    p = ExprPrinter(var_name=source_name, path_name=source_name)
+    stack, seen = list(d.ops), {d.gid}
+    while stack:
+        x = stack.pop()
+        if x.gid in seen:
+            continue
+        seen.add(x.gid)
+        if x.let_name is not None and x.bvd == 0:
+            p.named[x.gid] = x.let_name
+            continue
+        if not isinstance(x, MutLam):
+            stack.extend(x.ops)
+    return p.show(d)

@@ -153,7 +153,8 @@ SCHEMAS: dict[str, Schema] = {
         "journal_programs": _nullable({"type": "integer", "minimum": 0}),
         "new_failures": _nullable({"type": "integer", "minimum": 0}),
         "cluster": _NSTR,
-        # with --oracle kernels (fuzz/kernel_oracle.py): the kernel verifier against the runs
+        # the oracle's mix ("pipeline" or "kernels"), and check's kernel verdicts against the runs
+        # (fuzz/kernel_oracle.judge): kernels verified, verdicts by status, false alarms
         "oracle": _NSTR,
         "kernels": _NOBJ,
     }),

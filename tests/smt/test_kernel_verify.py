@@ -299,3 +299,15 @@ def test_every_corpus_kernel_is_proved(path: Path) -> None:
     assert entries, "no kernel found"
     assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")] * len(entries), \
         [e["detail"] for e in entries]
+
+
+@needs_shared
+def test_divergence_points_at_the_return_the_other_item_takes() -> None:
+    # The related location is the `return` the work-item that misses the barrier takes — not
+    # null, not the barrier again.
+    _, diags = verify(str(EXAMPLES / "divergent_barrier.mim"))
+    d = next(d for d in diags if d.code == "E-BARRIER-DIVERGENCE")
+    other = d.related[0]
+    assert "returns here" in other.message and other.loc is not None and other.loc != d.loc
+    line = (EXAMPLES / "divergent_barrier.mim").read_text(encoding="utf-8").splitlines()[other.loc.line - 1]
+    assert line[other.loc.col - 1:].startswith("return"), line

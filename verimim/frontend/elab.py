@@ -17,7 +17,7 @@ from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.analysis import Scopes
 from verimim.ir.defs import (
-    Arr, Bot, Def, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ, Var,
+    App, Arr, Bot, Def, Extract, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ, Var,
 )
 from verimim.ir.world import IRError, RuleDef, World
 from verimim.printer import show
@@ -130,6 +130,43 @@ def mentions_name(node: object, name: str) -> bool:
     return False
 
 
+def differing_component(expected: Def, found: Def, sub_e: Def, sub_f: Def) -> str:
+    """Where in the two types the unifier's differing pair sits, as a reader names it:
+    `parameter 5 (group_id)`, `element 2 of parameter 8 (args)`, `the result` — "" when the
+    pair is not found by walking both types in step."""
+    path = _component_path(expected, found, sub_e, sub_f, 0)
+    return " of ".join(path) if path else ""  # innermost first
+
+
+def _component_path(e: Def, f: Def, sub_e: Def, sub_f: Def, depth: int) -> list[str] | None:
+    if e is sub_e and f is sub_f:
+        return []
+    if depth > 32 or type(e) is not type(f) or len(e.ops) != len(f.ops):
+        return None
+    if isinstance(e, Pi) and isinstance(f, Pi):
+        dom = _component_path(e.dom, f.dom, sub_e, sub_f, depth + 1)
+        if dom is not None:
+            if isinstance(e.dom, Sigma) and dom and dom[-1].startswith("element "):
+                dom[-1] = "parameter " + dom[-1][len("element "):]  # a continuation's fields are its parameters
+                return dom
+            return dom + ["the parameter"]
+        cod = _component_path(e.codom, f.codom, sub_e, sub_f, depth + 1)
+        return None if cod is None else cod + ["the result"]
+    if isinstance(e, Sigma) and isinstance(f, Sigma):
+        names = f.names or e.names or ()
+        for j, (x, y) in enumerate(zip(e.ops, f.ops)):
+            r = _component_path(x, y, sub_e, sub_f, depth + 1)
+            if r is not None:
+                name = names[j] if j < len(names) and names[j] and names[j] != "_" else None
+                return r + [f"element {j + 1}" + (f" (`{name}`)" if name else "")]
+        return None
+    for x, y in zip(e.ops, f.ops):
+        r = _component_path(x, y, sub_e, sub_f, depth + 1)
+        if r is not None:
+            return r
+    return None
+
+
 class Elaborator:
     def __init__(self, world: World, annexes: AnnexTable, file: str, plugin: str | None) -> None:
         self.world = world
@@ -163,7 +200,13 @@ class Elaborator:
         related: tuple[Related, ...] = ()
         sub_e, sub_f = show(w.zonk(sub[0])), show(w.zonk(sub[1]))
         if (sub_e, sub_f) != (exp_s, found_s):
-            msg += f"; they differ at `{sub_f}` where `{sub_e}` is expected"
+            where = differing_component(w.zonk(expected), w.zonk(found), w.zonk(sub[0]), w.zonk(sub[1]))
+            ze, zf = w.zonk(sub[0]), w.zonk(sub[1])
+            if isinstance(ze, Sigma) and isinstance(zf, Sigma) and len(ze.ops) != len(zf.ops):
+                msg += (f"; {where or 'a tuple type'} has {len(zf.ops)} elements where "
+                        f"{len(ze.ops)} are expected")
+            else:
+                msg += f"; they differ {'in ' + where if where else 'at'}: `{sub_f}` where `{sub_e}` is expected"
         return TypeError_(msg, loc, related)
 
     def expect(self, loc: Loc, expected: Def, found: Def, what: str = "") -> None:
@@ -343,6 +386,9 @@ class Elaborator:
                 t = self.elab_type(pat.type, scope)
                 self.expect(pat.loc, t, vtype, f" in the pattern `{pat.name}`")
             scope.bind(pat.name, value)
+            if isinstance(value, (App, Extract)) and value.let_name is None and pat.name != "_" \
+                    and self.world.level(vtype) == 0:  # values only: types print as written (`gpu.GlobalM`)
+                value.let_name = pat.name
             return
         if isinstance(pat, ast.PAs):
             self.bind_pattern(pat.pattern, value, vtype, scope)

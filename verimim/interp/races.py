@@ -109,9 +109,16 @@ class RaceTracker:
 
     @staticmethod
     def _race(message: str, loc: Loc | None, other: Loc | None) -> None:
-        raise RuntimeFault("E-RACE", message, loc, (Related("the other access", other),))
+        raise RuntimeFault("E-RACE", message, loc, (Related(_other("access", loc, other), other),))
 
     def _benign(self, where: str, loc: Loc | None, other: Loc | None) -> None:
         if self.benign is None:
             self.benign = (f"benign write-write race on {where}: every work-item stores the same value",
-                           loc, (Related("the other write", other),))
+                           loc, (Related(_other("write", loc, other), other),))
+
+
+def _other(what: str, loc: Loc | None, other: Loc | None) -> str:
+    """The related note of a race: where the other work-item's access is — or that it is this
+    same statement (both work-items ran it), which a second snippet would only repeat."""
+    return f"the other {what} is this same statement, run by the other work-item" if other == loc \
+        else f"the other {what}"

@@ -30,7 +30,7 @@ class Def:
     """Base of all nodes. `ops` are the operands; `binder_ops` names the operand positions that
     lie under this node's binder (one more enclosing binder for BVar indices)."""
 
-    __slots__ = ("ops", "gid", "loc", "name", "bvd", "has_hole", "has_param", "_type", "__weakref__")
+    __slots__ = ("ops", "gid", "loc", "name", "let_name", "bvd", "has_hole", "has_param", "_type", "__weakref__")
     binder_ops: ClassVar[frozenset[int]] = frozenset()
     mutable: ClassVar[bool] = False
 
@@ -39,6 +39,9 @@ class Def:
         self.gid = next(_gid)
         self.loc: Loc | None = None
         self.name: str | None = None
+        # The name a `let` first bound this value to (messages print operands by it); like
+        # `loc`, no part of the node's identity.
+        self.let_name: str | None = None
         self._type: Def | None = None
         bvd = 0
         has_hole = False

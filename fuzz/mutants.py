@@ -1,0 +1,360 @@
+"""Mutation analysis of verimim itself: deliberate bugs in the phases, normalizers, layouts and
+the interpreter, and what catches each one.
+
+A mutant is one textual replacement in one module (`old` occurs exactly once there). It is
+loaded in a fresh Python process by compiling the patched source under the module's own name
+before anything imports it, so the rest of verimim uses the broken code exactly as if it had
+been written that way. Three killers run in turn, each stopping at the first difference:
+
+- `check`: `verimim check` on the corpus (every program's diagnostics — severity, code and
+  line — against those of the unmutated compiler);
+- `run`: `verimim run` on the corpus programs that state their result (`// EXPECT:`);
+- `fuzz`: a short seeded `verimim fuzz` run (any failure).
+
+A mutant no killer catches *survives*; the report names it with the reason found by reading
+it (an equivalent mutant, or a gap in what verimim checks). `benchmarks/mutation.py` runs the
+catalogue and prints the table; research users add their own `Mutant`s for their phases.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    module: str  # the dotted module the replacement is made in
+    phase: str   # what it breaks, for the report (a phase, a normalizer, the interpreter, …)
+    kind: str    # wrong side | off-by-one | forgotten case | wrong size | symbolic as literal | …
+    old: str
+    new: str
+    what: str
+    focus: tuple[str, ...] = ()  # words of programs likely to show it (checked first)
+
+
+def _m(id: str, module: str, phase: str, kind: str, old: str, new: str, what: str,
+       *focus: str) -> Mutant:
+    return Mutant(id, module, phase, kind, old, new, what, focus)
+
+
+_R, _C, _L, _I, _S = ("verimim.phases.repl", "verimim.phases.checks", "verimim.phases.lower_ptr",
+                      "verimim.phases.inline", "verimim.phases.kernel_captures")
+_B, _N, _O = "verimim.phases.btensor", "verimim.plug.core", "verimim.plug.core_ops"
+
+CATALOGUE: tuple[Mutant, ...] = (
+    # ---------------------------------------------------------------- mem.alloc2malloc_repl
+    _m("a2m-size-align", _R, "mem.alloc2malloc_repl", "wrong size",
+       'w.tuple([m, w.app(self.annex("core.trait.size"), t)]))',
+       'w.tuple([m, w.app(self.annex("core.trait.align"), t)]))',
+       "malloc gets the type's alignment instead of its size", "mem.alloc"),
+    _m("a2m-slot-id", _R, "mem.alloc2malloc_repl", "symbolic as literal",
+       "w.tuple([m, size, slot_id])", "w.tuple([m, size, w.lit_nat(0)])",
+       "every mslot gets id 0 instead of the slot's id", "mem.slot"),
+    _m("a2m-no-slot", _R, "mem.alloc2malloc_repl", "forgotten case",
+       'if full_app(old, "mem.slot", 2):', 'if False:',
+       "slots are not rewritten (the phase says it did its work)", "mem.slot"),
+    _m("a2m-slot-size", _R, "mem.alloc2malloc_repl", "wrong size",
+       '            size = w.app(self.annex("core.trait.size"), t)\n',
+       '            size = w.app(self.annex("core.trait.size"), w.sigma([t, t]))\n',
+       "mslot of twice the slot's size", "mem.slot"),
+    # ---------------------------------------------------------------- gpu.host_malloc2gpualloc_repl
+    _m("h2g-space", _R, "gpu.host_malloc2gpualloc_repl", "wrong side",
+       "ty_a.ops[1] is w.lit_nat(1)):\n                return None\n            t = ty_a.ops[0]",
+       "ty_a.ops[1] is w.lit_nat(0)):\n                return None\n            t = ty_a.ops[0]",
+       "host (space 0) mallocs become device allocations, global ones stay", "mem.malloc", "gpu.alloc"),
+    _m("h2g-no-free", _R, "gpu.host_malloc2gpualloc_repl", "forgotten case",
+       'if full_app(old, "mem.free", 2):', 'if False:',
+       "frees of global memory are not rewritten", "mem.free"),
+    _m("h2g-any-size", _R, "gpu.host_malloc2gpualloc_repl", "forgotten case",
+       "            if size is not want:\n", "            if False:\n",
+       "a malloc of another size than its type becomes an allocation of the type (upstream's bug)",
+       "mem.malloc"),
+    # ---------------------------------------------------------------- gpu.remove_double_syncs
+    _m("rds-any-entry", _R, "gpu.remove_double_syncs", "wrong side",
+       "if isinstance(src, Var) and src.mut.gid in self.kernels and", "if isinstance(src, Var) and",
+       "a sync on the entry tokens of any continuation (not only the kernel's) is dropped",
+       "sync_work_items"),
+    _m("rds-any-source", _R, "gpu.remove_double_syncs", "forgotten case",
+       "        if src is not b.tup:\n            return False\n", "",
+       "the two tokens need not come from the same sync", "sync_work_items"),
+    _m("rds-all", _R, "gpu.remove_double_syncs", "forgotten case",
+       'if full_app(old, "gpu.sync_work_items", 1) and isinstance(old, App) and self.redundant(old):',
+       'if full_app(old, "gpu.sync_work_items", 1) and isinstance(old, App):',
+       "every sync is dropped", "sync_work_items"),
+    _m("rds-swapped", _R, "gpu.remove_double_syncs", "wrong side",
+       'if full_app(src, "gpu.sync_work_items", 1) and (a.index.value, b.index.value) == (0, 1):',
+       'if full_app(src, "gpu.sync_work_items", 1):',
+       "tokens of the preceding sync in either order count as straight from it", "sync_work_items"),
+    # ---------------------------------------------------------------- gpu.check_addr_spaces_repl
+    _m("cas-malloc-shared", _C, "gpu.check_addr_spaces_repl", "forgotten case",
+       '("mem.malloc", frozenset({3, 4, 5})', '("mem.malloc", frozenset({4, 5})',
+       "malloc in shared memory is accepted", "mem.malloc"),
+    _m("cas-mslot-global", _C, "gpu.check_addr_spaces_repl", "forgotten case",
+       '("mem.mslot", frozenset({1, 4})', '("mem.mslot", frozenset({4})',
+       "mslot in global memory is accepted", "mem.mslot", "mem.slot"),
+    _m("cas-store-const", _C, "gpu.check_addr_spaces_repl", "forgotten case",
+       '("mem.store", frozenset({4})', '("mem.store", frozenset()',
+       "stores to constant memory are accepted", "mem.store"),
+    _m("cas-symbolic", _C, "gpu.check_addr_spaces_repl", "symbolic as literal",
+       "if isinstance(a, Lit) and a.value not in bad:", "if not isinstance(a, Lit) or a.value not in bad:",
+       "a non-literal address space is accepted", "mem."),
+    _m("cas-slot-shared", _C, "gpu.check_addr_spaces_repl", "wrong side",
+       '("mem.slot", frozenset({1, 4})', '("mem.slot", frozenset({3, 4})',
+       "slots are refused in shared memory and accepted in global memory", "mem.slot"),
+    # ---------------------------------------------------------------- gpu.mem_checks
+    _m("mc-one-token", _C, "gpu.mem_checks", "off-by-one",
+       "                if mem_types_in(world, t):\n", "                if len(mem_types_in(world, t)) > 1:\n",
+       "one memory token passed to a kernel is accepted", "gpu.launch"),
+    _m("mc-no-return", _C, "gpu.mem_checks", "forgotten case",
+       "        if isinstance(ret, Pi):\n", "        if False:\n",
+       "main may return a device memory token", "main"),
+    _m("mc-main-space", _C, "gpu.mem_checks", "wrong side",
+       "m.arg.value == 0):\n                res.diagnostics.append(Diagnostic(\n"
+       "                    \"E-MEM-CROSSING\", \"the `main` function must not take",
+       "m.arg.value in (0, 1)):\n                res.diagnostics.append(Diagnostic(\n"
+       "                    \"E-MEM-CROSSING\", \"the `main` function must not take",
+       "main may take global memory", "main"),
+    # ---------------------------------------------------------------- buffer.lower_ptr
+    _m("lp-column-major", _L, "buffer.lower_ptr", "wrong side",
+       "i = idx if rank == 1 else w.extract(idx, w.lit_idx(rank, k))",
+       "i = idx if rank == 1 else w.extract(idx, w.lit_idx(rank, rank - 1 - k))",
+       "multi-dimensional indices read in reverse order", "buffer."),
+    _m("lp-malloc-size", _L, "buffer.lower_ptr", "wrong size",
+       '        size = w.app(self.annex("core.trait.size"), a)\n',
+       '        size = w.app(self.annex("core.trait.size"), t)\n',
+       "a buffer's block has the size of one element", "buffer."),
+    _m("lp-copy-reversed", _L, "buffer.lower_ptr", "wrong side",
+       "m, dst, src = (w.extract_n(arg, 3, k) for k in range(3))",
+       "m, src, dst = (w.extract_n(arg, 3, k) for k in range(3))",
+       "buffer.copy copies the other way", "buffer.copy"),
+    _m("lp-shape-rank1", _L, "buffer.lower_ptr", "symbolic as literal",
+       "            return s  # `i: Idx 1` is 0", "            return w.lit_nat(1)  # `i: Idx 1` is 0",
+       "the shape of a rank-1 buffer is 1", "buffer.shape"),
+    _m("lp-init-value", _L, "buffer.lower_ptr", "wrong side",
+       "return self.stored_fresh(w.extract_n(arg, 2, 0), s, t, w.extract_n(arg, 2, 1))",
+       "return self.stored_fresh(w.extract_n(arg, 2, 0), s, t, w.pack(s, w.shift(w.lit_idx(2**32, 0), 1)))",
+       "buffer.init stores zeros, not its values", "buffer.init"),
+    # ---------------------------------------------------------------- compile.beta_red / lam_spec
+    _m("inl-barrier-sites", _I, "compile.lam_spec", "off-by-one",
+       "if self._sites(f) > 1 and self._has_barrier(f):", "if self._sites(f) > 2 and self._has_barrier(f):",
+       "a continuation with a barrier and two call sites is inlined into both", "sync_work_items"),
+    _m("inl-idx2", _I, "compile.beta_red", "off-by-one",
+       "t.size.value == 1\n", "t.size.value <= 2\n",
+       "values of an `Idx 2` are folded to 0 as if the type had one value", "lam "),
+    _m("inl-kernels", _I, "compile.lam_spec", "forgotten case",
+       "if any(m.gid in self.kernels for m in self.local_muts(f)):", "if False:",
+       "a function whose scope holds a kernel is inlined (the kernel is duplicated)", "gpu.launch"),
+    # ---------------------------------------------------------------- gpu.split_apply (captures)
+    _m("kc-read-order", _S, "gpu.split_apply", "wrong side",
+       "            self.memo[x.gid] = parts[lift.n + j]\n",
+       "            self.memo[x.gid] = parts[lift.n + len(lift.caps) - 1 - j]\n",
+       "a lifted kernel reads its captured values in reverse order", "gpu.launch"),
+    _m("kc-host-order", _S, "gpu.split_apply", "wrong side",
+       "parts = _parts(w, ops[1], lift.n) + [rw.rewrite(x) for x in lift.caps]",
+       "parts = _parts(w, ops[1], lift.n) + [rw.rewrite(x) for x in reversed(lift.caps)]",
+       "the host passes captured values in reverse order", "gpu.launch"),
+    # ---------------------------------------------------------------- gpu.lower_btensor_map_reduce
+    _m("bt-floor-groups", _B, "gpu.lower_btensor_map_reduce", "off-by-one",
+       "return -(-total // n_items), n_items", "return max(total // n_items, 1), n_items",
+       "too few groups when the cells are not a multiple of the group size", "btensor."),
+    _m("bt-cell-stride", _B, "gpu.lower_btensor_map_reduce", "off-by-one",
+       'b.bitcast(w.idx_n(n_groups), b.I64, group), b.i64(n_items)),',
+       'b.bitcast(w.idx_n(n_groups), b.I64, group), b.i64(max(n_items - 1, 1))),',
+       "the cell of a work-item uses a group stride one too small", "btensor."),
+    _m("bt-guard", _B, "gpu.lower_btensor_map_reduce", "off-by-one",
+       'return self.ap("core.icmp.ul", self.w.lit_nat(2 ** 64), self.tup(a, self.i64(b)))',
+       'return self.ap("core.icmp.ule", self.w.lit_nat(2 ** 64), self.tup(a, self.i64(b)))',
+       "the surplus guard lets the cell `total` through", "btensor."),
+    # ---------------------------------------------------------------- core normalizers
+    _m("core-shl-width", _N, "core normalizers", "off-by-one",
+       'if name == "shl" and b >= max(s.bit_length() - 1, 1):', 'if name == "shl" and b > max(s.bit_length() - 1, 1):',
+       "a shift left by exactly the width is folded (it is poison)", "core.wrap.shl"),
+    _m("core-nuw", _N, "core normalizers", "forgotten case",
+       "if mode & MODE_NUW and ops.wrap_unsigned_overflow(name, s, a, b):\n            return None",
+       "if False:\n            return None",
+       "an unsigned overflow under `nuw` folds to the wrapped value", "core.wrap"),
+    _m("core-bitcast-fit", _N, "core normalizers", "off-by-one",
+       "if dst_n is not None and x.value >= dst_n:", "if dst_n is not None and x.value > dst_n:",
+       "bitcast of a literal equal to the target's size folds (out of range)", "core.bitcast"),
+    _m("core-shr-width", _N, "core normalizers", "off-by-one",
+       "        if b >= max(s.bit_length() - 1, 1):\n            return None\n        return w.lit(w.idx(s_def), ops.shr(",
+       "        if b > max(s.bit_length() - 1, 1):\n            return None\n        return w.lit(w.idx(s_def), ops.shr(",
+       "a shift right by the width is folded", "core.shr"),
+    _m("core-trait-swap", _N, "core normalizers", "wrong side",
+       'return w.lit_nat(lay.size if which == "size" else lay.align)',
+       'return w.lit_nat(lay.align if which == "size" else lay.size)',
+       "core.trait.size folds to the alignment", "mem.alloc", "core.trait"),
+    _m("core-idx-range", _N, "core normalizers", "off-by-one",
+       "if s is None or not isinstance(l_def, Lit) or l_def.value >= s:",
+       "if s is None or not isinstance(l_def, Lit) or l_def.value > s:",
+       "core.idx of a literal equal to the size folds", "core.idx"),
+    # ---------------------------------------------------------------- semantics shared by folds and the interpreter
+    _m("ops-ule", _O, "core semantics", "off-by-one",
+       '"l": lambda: a < b, "le": lambda: a <= b,\n            "g": lambda: a > b, "ge": lambda: a >= b}[name]()\n\n\ndef ncmp',
+       '"l": lambda: a < b, "le": lambda: a < b,\n            "g": lambda: a > b, "ge": lambda: a >= b}[name]()\n\n\ndef ncmp',
+       "icmp `le` (signed and unsigned) computes `<`", "core.icmp"),
+    _m("ops-signed-unsigned", _O, "core semantics", "wrong side",
+       '    if name.startswith("s"):\n        a, b = signed(a, s), signed(b, s)',
+       '    if name.startswith("u"):\n        a, b = signed(a, s), signed(b, s)',
+       "unsigned comparisons compare the signed values", "core.icmp"),
+    _m("ops-nat-sub", _O, "core semantics", "off-by-one",
+       "return ite(a >= b, a - b, 0)  # saturates at 0", "return ite(a >= b, a - b, 1)  # saturates at 0",
+       "Nat subtraction saturates at 1", "core.nat.sub"),
+    # ---------------------------------------------------------------- layouts (sizes of types)
+    _m("layout-no-pad", "verimim.layout", "layouts", "wrong size",
+       "        return Layout(_align_up(offset, align), align)", "        return Layout(offset, align)",
+       "a sigma's size is not rounded up to its alignment", "mem.alloc", "["),
+    _m("layout-array", "verimim.layout", "layouts", "off-by-one",
+       "        return Layout(t.shape.value * lay.size, lay.align)",
+       "        return Layout(max(t.shape.value - 1, 1) * lay.size, lay.align)",
+       "an array is one element too small", "«"),
+)
+
+
+def source_path(m: Mutant) -> Path:
+    spec = importlib.util.find_spec(m.module)
+    if spec is None or spec.origin is None:
+        raise LookupError(f"no module {m.module}")
+    return Path(spec.origin)
+
+
+def occurrences(m: Mutant) -> int:
+    """How often the mutant's `old` text occurs in its module (a valid mutant: exactly once)."""
+    return source_path(m).read_text(encoding="utf-8").count(m.old)
+
+
+def install(m: Mutant) -> None:
+    """Load m's module from its patched source, under its own name, before anything imports
+    it (the process must not have imported it yet)."""
+    if m.module in sys.modules:
+        raise RuntimeError(f"{m.module} is already imported: a mutant needs a fresh process")
+    path = source_path(m)
+    text = path.read_text(encoding="utf-8")
+    if text.count(m.old) != 1:
+        raise ValueError(f"mutant {m.id}: its text occurs {text.count(m.old)} times in {path}")
+    parent, _, child = m.module.rpartition(".")
+    if parent:
+        importlib.import_module(parent)
+    spec = importlib.util.spec_from_file_location(m.module, path)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[m.module] = module
+    try:
+        exec(compile(text.replace(m.old, m.new, 1), str(path), "exec"), module.__dict__)  # noqa: S102
+    except BaseException:
+        del sys.modules[m.module]
+        raise
+    if parent:
+        setattr(sys.modules[parent], child, module)
+
+
+# ------------------------------------------------------------------------------ the killers
+
+
+def check_outcome(path: str) -> list[tuple[str, str, int]]:
+    """What `verimim check` says about a program: its diagnostics (severity, code, line)."""
+    from verimim import driver
+
+    rep = driver.check(path, [])
+    return sorted({(d.severity, d.code, d.loc.line if d.loc else 0) for d in rep.diagnostics})
+
+
+def expected_result(path: str) -> str | None:
+    """The `// EXPECT: N` of a corpus program, if it states one."""
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.startswith("//"):
+            break
+        if line.startswith("// EXPECT:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def run_result(path: str) -> str:
+    from verimim import driver
+
+    args_line = next((ln for ln in Path(path).read_text(encoding="utf-8").splitlines()
+                      if ln.startswith("// ARGS:")), "")
+    args = args_line.split(":", 1)[1].split() if args_line else []
+    rep = driver.run(path, [], args)
+    errors = sorted(d.code for d in rep.diagnostics if d.severity == "error")
+    return " ".join(errors) if errors else str(rep.data.get("result"))
+
+
+def ordered(corpus: list[str], m: Mutant | None) -> list[str]:
+    """The corpus with the programs that mention one of m's focus words first."""
+    if m is None or not m.focus:
+        return corpus
+    def hit(p: str) -> bool:
+        text = Path(p).read_text(encoding="utf-8")
+        return any(f in text for f in m.focus)
+    return sorted(corpus, key=lambda p: not hit(p))
+
+
+def kill(m: Mutant | None, corpus: list[str], baseline: dict[str, Any], fuzz_s: float,
+         fuzz_seed: int) -> dict[str, Any]:
+    """Run the killers on the (already installed) mutant m; the baseline's outcomes are the
+    unmutated compiler's. Without a baseline (m None) it computes one."""
+    from verimim.driver import run_with_big_stack
+
+    out: dict[str, Any] = {"id": m.id if m else None, "killed_by": None, "program": None, "detail": ""}
+    t0 = time.monotonic()
+    checks: dict[str, Any] = {}
+    for p in ordered(corpus, m):
+        got = run_with_big_stack(lambda: check_outcome(p))
+        checks[p] = got
+        if m is not None and [tuple(x) for x in baseline["check"][p]] != got:
+            out.update(killed_by="check", program=p, detail=f"{baseline['check'][p]} became {got}")
+            break
+    runs: dict[str, str] = {}
+    if out["killed_by"] is None:
+        for p in ordered(corpus, m):
+            want = expected_result(p)
+            if want is None:
+                continue
+            got_r = run_with_big_stack(lambda: run_result(p))
+            runs[p] = got_r
+            if m is not None and baseline["run"].get(p) != got_r:
+                out.update(killed_by="run", program=p, detail=f"result {baseline['run'].get(p)} became {got_r}")
+                break
+    if out["killed_by"] is None and m is not None and fuzz_s > 0:
+        from verimim.fuzz.strategies import run_campaign
+
+        res = run_campaign(fuzz_s, seed=fuzz_seed, max_failures=1)
+        if res.failures:
+            f = res.failures[0]
+            out.update(killed_by="fuzz", program=f["file"], detail=f"{f['kind']}: {f['message'][:200]}")
+        out["fuzz_programs"] = res.programs
+    out["seconds"] = round(time.monotonic() - t0, 1)
+    if m is None:
+        out["check"], out["run"] = checks, runs
+    return out
+
+
+def worker(argv: list[str]) -> int:
+    """`python -m verimim.fuzz.mutants ID CORPUS.json [BASELINE.json] FUZZ_S SEED`: one mutant
+    (or `none`, the baseline) in this fresh process; prints its result as one JSON line."""
+    mid, corpus_file, baseline_file, fuzz_s, seed = argv
+    corpus = json.loads(Path(corpus_file).read_text(encoding="utf-8"))
+    m = None if mid == "none" else next(x for x in CATALOGUE if x.id == mid)
+    if m is not None:
+        install(m)
+    baseline = json.loads(Path(baseline_file).read_text(encoding="utf-8")) if baseline_file != "-" else {}
+    print(json.dumps(kill(m, corpus, baseline, float(fuzz_s), int(seed))), flush=True)
+    return 0
+
+
+def as_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_id = {m.id: m for m in CATALOGUE}
+    return [dict(asdict(by_id[r["id"]]), **r) for r in results if r.get("id") in by_id]
+
+
+if __name__ == "__main__":
+    sys.exit(worker(sys.argv[1:]))

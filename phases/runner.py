@@ -48,10 +48,23 @@ def run_pipeline(world: World, *, verify: bool = True, timeout_ms: int = DEFAULT
     if plan is None:
         plan = build_plan(world, pipeline, host_phases, device_phases)
     host, device = list(plan.host), list(plan.device)
+    if verify and world.folds is not None:
+        _prove_folds(run, world)
     _run_steps(run, list(plan.main), None, host, device)
     _run_steps(run, list(plan.backend), "host", host, device)
     run.pipeline = {**plan.describe(), "ran": run.ran}
     return run
+
+
+def _prove_folds(run: PipelineRun, world: World) -> None:
+    """`core.normalize`: the normalizers' folds while the program was built, each proved."""
+    from verimim.smt.spec_normalize import NAME, entry  # z3 only when verifying
+
+    e, at = entry(world, run.ctx)
+    run.phases.append(e)
+    if e["status"] == "refuted":
+        run.diagnostics.append(Diagnostic("E-SPEC", f"`{NAME}` violates its specification: {e['detail']}",
+                                          at.loc if at is not None else None))
 
 
 def _run_steps(run: PipelineRun, steps: list[Step], side: str | None,

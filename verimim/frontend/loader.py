@@ -133,6 +133,7 @@ def _record_pipeline(world: World, unit: Unit) -> None:
 
 def load_program(path: str, include_dirs: list[str] | None = None) -> tuple[World, Unit]:
     world = World()
+    world.folds = {}  # what the normalizers fold while the program is built: `check` proves it
     loader = Loader(world, [Path(d) for d in include_dirs or []])
     unit = loader.load_file(path)
     _record_pipeline(world, unit)
@@ -141,6 +142,7 @@ def load_program(path: str, include_dirs: list[str] | None = None) -> tuple[Worl
 
 def load_text(text: str, path: str = "<text>", include_dirs: list[str] | None = None) -> tuple[World, Unit]:
     world = World()
+    world.folds = {}
     loader = Loader(world, [Path(d) for d in include_dirs or []])
     unit = loader.elaborate(text, path, plugin=None)
     _record_pipeline(world, unit)

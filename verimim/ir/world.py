@@ -70,6 +70,10 @@ class World:
         self.muts: list[MutLam] = []
         self.externals: dict[str, MutLam] = {}
         self.origin: World | None = None  # the World a phase rebuilt this one from
+        # Folds by the normalizers while the program was built (the front end turns this on):
+        # application gid → (the application as written, what it was normalized to). `check`
+        # proves each of them (smt/spec_normalize.py).
+        self.folds: dict[int, tuple[App, Def]] | None = None
         # The program's own pipeline definitions (`_compile`, …), by name (verimim.phases.program_pipeline).
         self.pipeline_defs: dict[str, Def] = {}
         # C functions declared with `ccon`/`cfun`: C name → the axiom `c.<name>` standing for it.
@@ -327,6 +331,8 @@ class World:
             if entry is not None and entry[0] == node.depth:
                 res = entry[1](self, node)
                 if res is not None:
+                    if self.folds is not None and res is not node:
+                        self.folds.setdefault(node.gid, (node, res))
                     return res
         return node
 

@@ -1,0 +1,128 @@
+"""`core.normalize`: every fold the `core` normalizers made while the checked program was built,
+proved at check time, one rewrite instance at a time.
+
+The front end records each fold as (the application as written, what the normalizer made of
+it) (`World.folds`). Both sides are encoded with the bit-vector semantics of `verimim.smt.bv`,
+which is independent of the normalizers (core.py, core_rules.py, core_ops.py); every operand
+that is no literal or `core` term (a parameter, a load, a call's result) is a free variable of
+its type, so a proof holds for every value the program may give it. Z3 looks for inputs on
+which the application is defined and the fold undefined or different, or the application
+undefined and the fold defined (normalizer_proofs.violation: undefined behaviour must stay
+visible to the interpreter). unsat for every fold: proved; a model: refuted, with the fold's
+place and the inputs; a time-out or a fold without bit-vector meaning: unknown, naming it.
+
+`core.trait.size`/`align` folds are facts about a type's layout, not integer operations: they
+are counted apart and stated in the detail, never passed off as proved by Z3.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import z3
+
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, Pack, Tuple
+from verimim.ir.world import World
+from verimim.printer import show
+from verimim.smt import bv
+from verimim.smt.normalizer_proofs import violation
+from verimim.smt.solver import Outcome, SpecContext
+
+NAME = "core.normalize"
+
+
+class _Leaves(dict):  # type: ignore[type-arg]
+    """bv.encode's environment: each operand that is no literal or core term is a variable of
+    its type (one per node), with the range facts of its type."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__()
+        self.world = world
+        self.facts: list[z3.BoolRef] = []
+
+    @staticmethod
+    def structural(d: Def) -> bool:
+        if isinstance(d, (Lit, Tuple)):
+            return True
+        if isinstance(d, Pack):
+            return isinstance(d.shape, Lit) and d.body.closed
+        if isinstance(d, Extract):
+            return isinstance(d.index, Lit) and _Leaves.structural(d.tup)
+        return isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex.startswith("core.")
+
+    def __contains__(self, d: object) -> bool:
+        return isinstance(d, Def) and not self.structural(d)
+
+    def __missing__(self, d: Def) -> z3.ExprRef:
+        t = bv.int_type(self.world.type_of(d))  # NoSemantics for a non-integer operand
+        bits = bv.NAT_BITS if t is None else t.width
+        v = z3.BitVec(f"x{len(self)}", bits)
+        if t is not None and not t.pow2:
+            self.facts.append(z3.ULT(v, t.s))
+        if t is None:
+            self.facts.append(z3.ULT(v, 2 ** 64))  # Nat operands below 2^64, as normalizer_proofs
+        self[d] = v
+        return v
+
+
+def prove_folds(world: World, ctx: SpecContext) -> tuple[Outcome, Def | None]:
+    """The verdict on every recorded fold of `world`, and the application a refutation is at."""
+    t0 = time.perf_counter()
+    folds = list((world.folds or {}).values())
+    core = [(a, r) for a, r in folds if isinstance(a.head, Axiom) and a.head.annex.startswith("core.")]
+    layout = [(a, r) for a, r in core if a.head.annex.startswith("core.trait.")]  # type: ignore[union-attr]
+    checked = [(a, r) for a, r in core if (a, r) not in layout]
+    if not checked:
+        what = f"; {len(layout)} layout fold(s) of core.trait are no integer operation" if layout else ""
+        return Outcome("skipped", f"no integer fold by the core normalizers while building the program{what}",
+                       time_s=time.perf_counter() - t0), None
+    unknown: list[str] = []
+    literal = 0  # core.idx_unsafe folds, checked to be their literal
+    for app, res in checked:
+        if app.head.annex == "core.idx_unsafe":  # type: ignore[union-attr]
+            # `core.idx_unsafe l` is the literal l of `Idx ⊤` (no bit-vector type: ⊤ has no
+            # width): the fold must be that literal, nothing else.
+            (arg,) = app.args()
+            if isinstance(arg, Lit) and isinstance(res, Lit) and res.value == arg.value:
+                literal += 1
+                continue
+            return Outcome("refuted", f"`{show(app)}` folded to `{show(res)}`, not the literal {show(arg)}",
+                           {"before": show(app), "after": show(res)}, time_s=time.perf_counter() - t0), app
+        env = _Leaves(world)
+        try:
+            before = bv.encode(app, env)
+            after = bv.encode(res, env)
+        except (bv.NoSemantics, AssertionError) as e:  # AssertionError: bv's shape checks
+            unknown.append(f"`{show(app)[:120]}` ({e or 'no bit-vector meaning'})")
+            continue
+        s = ctx.solver()
+        s.add(*env.facts)
+        s.add(violation(before, after))
+        r = ctx.check(s, f"{NAME} {app.head.annex}")  # type: ignore[union-attr]
+        if r == z3.sat:
+            model = s.model()
+            inputs = {show(d)[:60]: str(model.eval(v, model_completion=True)) for d, v in env.items()}
+            where = f" at {app.loc}" if app.loc else ""
+            return Outcome("refuted", f"the fold of `{show(app)[:200]}`{where} to `{show(res)[:200]}` is wrong "
+                           f"for {inputs or 'every input'}",
+                           {"before": show(app)[:300], "after": show(res)[:300], "inputs": inputs},
+                           time_s=time.perf_counter() - t0), app
+        if r != z3.unsat:
+            unknown.append(f"`{show(app)[:120]}` (solver: {r})")
+    layout_note = (f"; {len(layout)} layout fold(s) of core.trait (a type's size or alignment) are no "
+                   f"integer operation and not proved here") if layout else ""
+    if unknown:
+        return Outcome("unknown", f"{len(checked) - len(unknown)} of {len(checked)} folds by the core normalizers "
+                       f"proved; not decided: {'; '.join(unknown[:3])}{layout_note}",
+                       time_s=time.perf_counter() - t0), None
+    lit_note = f" ({literal} of them `core.idx_unsafe`, each its literal)" if literal else ""
+    return Outcome("proved", f"{len(checked)} folds by the core normalizers while building the program, each "
+                   f"proved for every value of its operands with smt.bv's semantics{lit_note}{layout_note}",
+                   time_s=time.perf_counter() - t0), None
+
+
+def entry(world: World, ctx: SpecContext) -> tuple[dict[str, Any], Def | None]:
+    """The `phases` entry of `check` for the folds."""
+    out, at = prove_folds(world, ctx)
+    return ({"name": NAME, "status": out.status, "time_s": round(out.time_s, 4), "detail": out.detail,
+             "counterexample": out.counterexample}, at)

@@ -1,0 +1,96 @@
+"""`core.normalize` (smt/spec_normalize.py): the folds made while a program is built are proved
+at check time — and wrong folds (a wrong value, undefined behaviour folded away, an
+`idx_unsafe` that is not its literal) are refuted."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.test_cli import verimim
+from verimim.frontend.loader import load_text
+from verimim.ir.defs import App, Lit
+from verimim.smt.normalizer_proofs import raw_app
+from verimim.smt.solver import SpecContext
+from verimim.smt.spec_normalize import prove_folds
+
+PROGRAM = """plugin core;
+plugin mem;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let a = core.wrap.add 0 (2I32, 3I32);
+    let b = core.wrap.add 0 (argc, 0I32);
+    return (m0, core.wrap.add 0 (a, b));
+"""
+
+
+def world_with_folds():  # type: ignore[no-untyped-def]
+    world, _ = load_text(PROGRAM)
+    assert world.folds, "the front end records the normalizers' folds"
+    return world
+
+
+def test_the_folds_of_a_program_are_proved() -> None:
+    world = world_with_folds()
+    out, at = prove_folds(world, SpecContext())
+    assert out.status == "proved" and at is None, out.detail
+    assert f"{len(world.folds)} folds" in out.detail
+
+
+def _one_fold(world, before: App, after) -> None:  # type: ignore[no-untyped-def]
+    world.folds = {before.gid: (before, after)}
+
+
+def test_a_wrong_value_is_refuted() -> None:
+    world = world_with_folds()
+    i32 = world.idx(world.lit_nat(2 ** 32))
+    head = world.annexes["core.wrap.add"]
+    before = raw_app(world, head, world.lit_nat(2 ** 32), world.lit_nat(0),
+                     world.tuple([world.lit(i32, 2), world.lit(i32, 3)]))
+    _one_fold(world, before, world.lit(i32, 6))
+    out, at = prove_folds(world, SpecContext())
+    assert out.status == "refuted" and at is before, out.detail
+
+
+def test_a_wrong_identity_over_a_variable_is_refuted() -> None:
+    # x + 1 ↦ x is wrong for every x: found with the operand a free variable
+    world = world_with_folds()
+    i32 = world.idx(world.lit_nat(2 ** 32))
+    # argc + 0 ↦ argc was folded: its first operand is main's argc
+    argc = next(a.args()[2].ops[0] for a, _ in world.folds.values() if not isinstance(a.args()[2].ops[0], Lit))
+    head = world.annexes["core.wrap.add"]
+    before = raw_app(world, head, world.lit_nat(2 ** 32), world.lit_nat(0), world.tuple([argc, world.lit(i32, 1)]))
+    _one_fold(world, before, argc)
+    out, _ = prove_folds(world, SpecContext())
+    assert out.status == "refuted", out.detail
+
+
+def test_folding_undefined_behaviour_away_is_refuted() -> None:
+    # a shift by the width is undefined: folding it to a value hides it from the interpreter
+    world = world_with_folds()
+    i32 = world.idx(world.lit_nat(2 ** 32))
+    head = world.annexes["core.wrap.shl"]
+    before = raw_app(world, head, world.lit_nat(2 ** 32), world.lit_nat(0),
+                     world.tuple([world.lit(i32, 1), world.lit(i32, 32)]))
+    _one_fold(world, before, world.lit(i32, 0))
+    out, _ = prove_folds(world, SpecContext())
+    assert out.status == "refuted", out.detail
+
+
+def test_idx_unsafe_must_fold_to_its_literal() -> None:
+    world = world_with_folds()
+    head = world.annexes["core.idx_unsafe"]
+    before = raw_app(world, head, world.lit_nat(3))
+    top_idx = world.idx(world.top(world.nat()))
+    _one_fold(world, before, world.lit(top_idx, 3))
+    assert prove_folds(world, SpecContext())[0].status == "proved"
+    _one_fold(world, before, world.lit(top_idx, 4))
+    assert prove_folds(world, SpecContext())[0].status == "refuted"
+
+
+def test_check_reports_the_folds_as_one_entry(tmp_path: Path) -> None:
+    p = tmp_path / "folds.mim"
+    p.write_text(PROGRAM, encoding="utf-8")
+    data = json.loads(verimim("check", str(p), "--json").stdout)
+    entry = next(e for e in data["phases"] if e["name"] == "core.normalize")
+    assert entry["status"] == "proved" and "folds by the core normalizers" in entry["detail"]

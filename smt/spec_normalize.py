@@ -11,8 +11,11 @@ undefined and the fold defined (normalizer_proofs.violation: undefined behaviour
 visible to the interpreter). unsat for every fold: proved; a model: refuted, with the fold's
 place and the inputs; a time-out or a fold without bit-vector meaning: unknown, naming it.
 
-`core.trait.size`/`align` folds are facts about a type's layout, not integer operations: they
-are counted apart and stated in the detail, never passed off as proved by Z3.
+`core.trait.size`/`align` folds are facts about a type's layout, not integer operations: each
+is compared with the ABI size and alignment LLVM itself gives the type under the NVPTX64 data
+layout (llvmlite's target data, SEMANTICS.md's rule: "sizes and alignments follow the LLVM
+data layout of the target"), built here from the type and never from verimim.layout, which
+the normalizer uses.
 """
 from __future__ import annotations
 
@@ -65,20 +68,82 @@ class _Leaves(dict):  # type: ignore[type-arg]
         return v
 
 
+NVPTX64_DATA_LAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+
+
+def llvm_layout(t: Def) -> tuple[int, int] | None:
+    """(ABI size, ABI alignment) of t's LLVM type under the NVPTX64 data layout, or None."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from verimim.ir.defs import Arr, IdxT, NatT, Sigma
+
+    def ty(d: Def) -> ir.Type | None:
+        if isinstance(d, NatT):
+            return ir.IntType(64)
+        if isinstance(d, IdxT) and isinstance(d.size, Lit) and isinstance(d.size.value, int):
+            n = d.size.value  # the smallest of i1/i8/i16/i32/i64 that holds n - 1
+            bits = next((b for b in (1, 8, 16, 32, 64) if n <= 2 ** b), None)
+            return None if bits is None else ir.IntType(bits)
+        if isinstance(d, Axiom) and d.annex == "gpu.Stream":
+            return ir.IntType(8).as_pointer()
+        if isinstance(d, App) and isinstance(d.head, Axiom):
+            if d.head.annex in ("mem.Ptr", "buffer.Buf"):
+                return ir.IntType(8).as_pointer()
+            if d.head.annex == "mem.M":
+                return ir.LiteralStructType([])
+            return None
+        if isinstance(d, Sigma) and not d.dependent:
+            fields = [ty(f) for f in d.ops]
+            return None if any(f is None for f in fields) else ir.LiteralStructType(fields)  # type: ignore[arg-type]
+        if isinstance(d, Arr) and isinstance(d.shape, Lit) and not d.body.bvd:
+            elem = ty(d.body)
+            return None if elem is None else ir.ArrayType(elem, d.shape.value)
+        return None
+
+    lt = ty(t)
+    if lt is None:
+        return None
+    td = llvm.create_target_data(NVPTX64_DATA_LAYOUT)
+    return lt.get_abi_size(td), lt.get_abi_alignment(td)
+
+
+def _check_layout(app: App, res: Def) -> str | None:
+    """Why a `core.trait.size`/`align` fold is wrong (None: it is LLVM's value); raises
+    bv.NoSemantics for a type LLVM's layout is not built for here."""
+    which = app.head.annex.rsplit(".", 1)[1]  # type: ignore[union-attr]
+    lay = llvm_layout(app.arg)
+    if lay is None:
+        raise bv.NoSemantics(f"no LLVM type for `{show(app.arg)}`")
+    want = lay[0] if which == "size" else lay[1]
+    if isinstance(res, Lit) and res.value == want:
+        return None
+    return f"`{show(app)}` folded to `{show(res)}`; LLVM's NVPTX64 data layout gives {want}"
+
+
 def prove_folds(world: World, ctx: SpecContext) -> tuple[Outcome, Def | None]:
     """The verdict on every recorded fold of `world`, and the application a refutation is at."""
     t0 = time.perf_counter()
     folds = list((world.folds or {}).values())
-    core = [(a, r) for a, r in folds if isinstance(a.head, Axiom) and a.head.annex.startswith("core.")]
-    layout = [(a, r) for a, r in core if a.head.annex.startswith("core.trait.")]  # type: ignore[union-attr]
-    checked = [(a, r) for a, r in core if (a, r) not in layout]
+    checked = [(a, r) for a, r in folds if isinstance(a.head, Axiom) and a.head.annex.startswith("core.")]
     if not checked:
-        what = f"; {len(layout)} layout fold(s) of core.trait are no integer operation" if layout else ""
-        return Outcome("skipped", f"no integer fold by the core normalizers while building the program{what}",
+        return Outcome("skipped", "no fold by the core normalizers while building the program",
                        time_s=time.perf_counter() - t0), None
     unknown: list[str] = []
     literal = 0  # core.idx_unsafe folds, checked to be their literal
+    layouts = 0  # core.trait folds, checked against LLVM's data layout
     for app, res in checked:
+        if app.head.annex.startswith("core.trait."):  # type: ignore[union-attr]
+            try:
+                wrong = _check_layout(app, res)
+            except bv.NoSemantics as e:
+                unknown.append(f"`{show(app)[:120]}` ({e})")
+                continue
+            if wrong is not None:
+                return Outcome("refuted", wrong, {"before": show(app), "after": show(res)},
+                               time_s=time.perf_counter() - t0), app
+            layouts += 1
+            continue
         if app.head.annex == "core.idx_unsafe":  # type: ignore[union-attr]
             # `core.idx_unsafe l` is the literal l of `Idx ⊤` (no bit-vector type: ⊤ has no
             # width): the fold must be that literal, nothing else.
@@ -109,16 +174,18 @@ def prove_folds(world: World, ctx: SpecContext) -> tuple[Outcome, Def | None]:
                            time_s=time.perf_counter() - t0), app
         if r != z3.unsat:
             unknown.append(f"`{show(app)[:120]}` (solver: {r})")
-    layout_note = (f"; {len(layout)} layout fold(s) of core.trait (a type's size or alignment) are no "
-                   f"integer operation and not proved here") if layout else ""
+    layout_note = f"; {layouts} core.trait folds agree with LLVM's data layout" if layouts else ""
     if unknown:
         return Outcome("unknown", f"{len(checked) - len(unknown)} of {len(checked)} folds by the core normalizers "
                        f"proved; not decided: {'; '.join(unknown[:3])}{layout_note}",
                        time_s=time.perf_counter() - t0), None
-    lit_note = f" ({literal} of them `core.idx_unsafe`, each its literal)" if literal else ""
-    return Outcome("proved", f"{len(checked)} folds by the core normalizers while building the program, each "
-                   f"proved for every value of its operands with smt.bv's semantics{lit_note}{layout_note}",
-                   time_s=time.perf_counter() - t0), None
+    parts = [f"{len(checked) - literal - layouts} proved for every value of their operands with smt.bv's semantics"]
+    if literal:
+        parts.append(f"{literal} `core.idx_unsafe`, each its literal")
+    if layouts:
+        parts.append(f"{layouts} `core.trait.size`/`align`, each LLVM's NVPTX64 data layout")
+    return Outcome("proved", f"{len(checked)} folds by the core normalizers while building the program: "
+                   + "; ".join(parts), time_s=time.perf_counter() - t0), None
 
 
 def entry(world: World, ctx: SpecContext) -> tuple[dict[str, Any], Def | None]:

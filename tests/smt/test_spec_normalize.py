@@ -94,3 +94,16 @@ def test_check_reports_the_folds_as_one_entry(tmp_path: Path) -> None:
     data = json.loads(verimim("check", str(p), "--json").stdout)
     entry = next(e for e in data["phases"] if e["name"] == "core.normalize")
     assert entry["status"] == "proved" and "folds by the core normalizers" in entry["detail"]
+
+
+def test_layout_folds_are_compared_with_llvm() -> None:
+    # [I32, I8] is 8 bytes under LLVM's NVPTX64 data layout (5 rounded up to its alignment 4)
+    world = world_with_folds()
+    i32, i8 = world.idx(world.lit_nat(2 ** 32)), world.idx(world.lit_nat(2 ** 8))
+    head = world.annexes["core.trait.size"]
+    before = raw_app(world, head, world.sigma([i32, i8]))
+    _one_fold(world, before, world.lit_nat(8))
+    assert prove_folds(world, SpecContext())[0].status == "proved"
+    _one_fold(world, before, world.lit_nat(5))
+    out, at = prove_folds(world, SpecContext())
+    assert out.status == "refuted" and at is before and "LLVM" in out.detail, out.detail

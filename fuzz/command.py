@@ -20,13 +20,13 @@ from verimim.diagnostics import EXIT_INTERNAL, EXIT_OK
 def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, gpu: bool, workers: int | None,
              scheduler: str | None, preload: tuple[str, ...], program_timeout: float, reduce_budget: float,
              as_json: bool, complete: Callable[[dict[str, Any]], dict[str, Any]],
-             progress: Callable[[int, float, int], None] | None = None) -> int:
+             progress: Callable[[int, float, int], None] | None = None, max_programs: int | None = None) -> int:
     """Run or resume the campaign; print the run's summary; return the exit code."""
     from verimim.fuzz.campaign import run
 
     summary = run(directory, budget, seed=seed, verify=verify, gpu=gpu, workers=workers, scheduler=scheduler,
                   preload=preload, program_timeout=program_timeout, reduce_budget=reduce_budget,
-                  command=" ".join(sys.argv), progress=progress)
+                  command=" ".join(sys.argv), progress=progress, max_programs=max_programs)
     obj = summary.to_json()
     for f in summary.failures:
         tag = "new" if f["new"] else "known"

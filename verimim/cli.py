@@ -286,6 +286,8 @@ def dump(file: str | None, dot: bool, after: str | None, pipeline_file: str | No
 @click.option("--budget", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
               help="seconds to spend generating and checking programs")
 @click.option("--seed", type=int, default=None, help="seed of the campaign (default: random)")
+@click.option("--programs", "max_programs", type=click.IntRange(min=1), default=None,
+              help="stop after N programs (with --seed: exactly the same programs every time)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="directory for reproducer .mim files of failures (default: a temp dir)")
 @click.option("--target", type=click.Choice(["interp", "gpu"]), default="interp", show_default=True,
@@ -307,7 +309,8 @@ def dump(file: str | None, dot: bool, after: str | None, pipeline_file: str | No
                    "kernels and on ones with an injected race or divergence")
 @common
 @click.pass_context
-def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | None, target: str, no_verify: bool,
+def fuzz(ctx: click.Context, budget: float, seed: int | None, max_programs: int | None, out_dir: str | None,
+         target: str, no_verify: bool,
          campaign_dir: str | None, workers: int | None, scheduler: str | None, preload: tuple[str, ...],
          program_timeout: float, reduce_budget: float, oracle: str, as_json: bool, debug: bool,
          include: tuple[str, ...]) -> None:
@@ -335,13 +338,14 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, out_dir: str | Non
     if campaign_dir is not None:
         _fuzz_campaign(campaign_dir, budget, seed=seed, verify=not no_verify, gpu=gpu, workers=workers,
                        scheduler=scheduler, preload=preload, program_timeout=program_timeout,
-                       reduce_budget=reduce_budget, as_json=as_json, debug=debug)
+                       reduce_budget=reduce_budget, max_programs=max_programs, as_json=as_json, debug=debug)
 
     # --oracle kernels: the same oracle on a mix for the kernel verifier — half the programs
     # race-free, the others with an injected race or barrier divergence.
     mix: dict[str, Any] = {"defect_kinds": ("race", "divergence"), "defect_ratio": 0.5} if oracle == "kernels" else {}
     with progress("fuzzing", budget) as update:
-        res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu, progress=update, **mix)
+        res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu, progress=update,
+                           max_programs=max_programs, **mix)
     kernels = {"kernels": sum(res.kernels.values()) // 2, "verdicts": dict(sorted(res.kernels.items())),
                "programs": res.kernel_programs, "false_alarms": res.false_alarms}
     obj = {"programs": res.programs, "per_second": round(res.per_second, 3), "failures": res.failures,

@@ -113,3 +113,14 @@ def test_fuzz_kernel_oracle_command_json() -> None:
     assert out.returncode == (3 if obj["failures"] else 0)
     for f in obj["failures"]:
         assert {"kind", "file", "message"} <= set(f)
+
+
+def test_fuzz_programs_stops_after_n_and_a_seed_repeats_them() -> None:
+    def once() -> dict:
+        out = subprocess.run([sys.executable, "-m", "verimim.cli", "fuzz", "--programs", "2", "--seed", "4",
+                              "--budget", "600", "--no-verify", "--json"], capture_output=True, text=True, timeout=300)
+        return json.loads(out.stdout)
+
+    a, b = once(), once()
+    assert a["programs"] == b["programs"] == 2
+    assert (a["coverage"], a["defects"], a["kernels"]) == (b["coverage"], b["defects"], b["kernels"])

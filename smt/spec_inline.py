@@ -29,7 +29,6 @@ What either phase must achieve, stated without its code:
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from verimim.ir.analysis import apps_with_head
@@ -41,9 +40,9 @@ from verimim.printer import show
 from verimim.smt.inline_proof import prove_inlining
 from verimim.smt.names import Namer
 from verimim.smt.solver import Outcome, SpecContext
-from verimim.smt.specs import DIFF_FUEL, spec
+from verimim.smt.differential import compare
+from verimim.smt.specs import spec
 
-ARGVS = (["prog"], ["prog", "1"])
 
 
 def _loc(d: Any) -> str:
@@ -204,83 +203,6 @@ def _claims(res: PhaseResult) -> Outcome | None:
 # ----------------------------------------------------------------------------- 4. differential execution
 
 
-def _has_token(args: list[Any]) -> bool:
-    from verimim.interp.values import Token
-
-    for a in args:
-        if isinstance(a, Token):
-            return True
-        if isinstance(a, tuple) and any(isinstance(x, Token) for x in a):
-            return True
-    return False
-
-
-# Operations that only observe memory: how often the interpreter performs them depends on where
-# it schedules them (`Scopes.avail`), not on the program's meaning; what they read is compared
-# through the result, and a read that faults through the fault code.
-OBSERVERS = frozenset({"mem.load"})
-
-
-def _trace(machine: Any, effects: Counter[str]) -> None:
-    """Count every operation on a memory token that changes state (writes, allocations, frees,
-    copies, launches, synchronisations, stream operations) that the machine runs, by axiom.
-    (Not by location: operations the World makes while β-reducing an immutable lambda have
-    none, and the interpreter makes such copies itself when it applies one.)"""
-    def wrap(annex: str, fn: Any) -> Any:
-        def run(m: Any, th: Any, args: list[Any], node: Any) -> Any:
-            if _has_token(args):
-                effects[annex] += 1
-            return fn(m, th, args, node)
-        return run
-
-    for annex, (arity, fn) in list(machine.semantics.items()):
-        if annex not in OBSERVERS:
-            machine.semantics[annex] = (arity, wrap(annex, fn))
-
-
-def _run(prog: Program, argv: list[str]) -> tuple[Any, list[str], Counter[str] | None]:
-    """(result or fault code, warning codes, executed effects — None when the run faulted)."""
-    from verimim.interp.machine import Machine, find_main
-    from verimim.interp.values import RuntimeFault
-
-    effects: Counter[str] = Counter()
-    m = Machine(prog.host, fuel=DIFF_FUEL, device=prog.device)
-    _trace(m, effects)
-    try:
-        value: Any = m.run_main(find_main(prog.host), argv)
-    except RuntimeFault as e:
-        return ("fault", e.code), sorted(w.code for w in m.warnings), None
-    except Exception as e:  # noqa: BLE001 — an ill-formed output can stop the interpreter itself
-        return ("crash", type(e).__name__), sorted(w.code for w in m.warnings), None
-    return ("ok", value), sorted(w.code for w in m.warnings), effects
-
-
-def _differential(res: PhaseResult) -> tuple[Outcome | None, str]:
-    seen = []
-    for argv in ARGVS:
-        r0, w0, e0 = _run(res.before, argv)
-        r1, w1, e1 = _run(res.after, argv)
-        where = f"with argc = {len(argv)}"
-        if r0 == ("fault", "E-UNSUPPORTED") and r1 != r0:
-            return Outcome("unknown", f"differential execution {where} is inconclusive: the interpreter "
-                           f"cannot run the input (E-UNSUPPORTED); after the phase: {r1}"), ""
-        if r0 != r1:
-            return Outcome("refuted", f"differential execution {where}: {r0} before, {r1} after",
-                           {"argc": len(argv), "before": r0, "after": r1}), ""
-        if w0 != w1:
-            return Outcome("refuted", f"differential execution {where}: warnings {w0} before, {w1} after",
-                           {"argc": len(argv), "before": w0, "after": w1}), ""
-        if e0 is not None and e1 is not None and e0 != e1:
-            lost = sorted((e0 - e1).items())[:5]
-            extra = sorted((e1 - e0).items())[:5]
-            return Outcome("refuted", f"differential execution {where}: the executed memory effects differ "
-                           f"(only before: {lost}; only after: {extra})",
-                           {"argc": len(argv), "only_before": lost, "only_after": extra}), ""
-        what = r0[1] if r0[0] == "ok" else f"fault {r0[1]}"
-        seen.append(f"argc = {len(argv)}: {what}" + (f", {sum(e0.values())} state-changing effects" if e0 else ""))
-    return None, "; ".join(seen)
-
-
 def spec_inline(res: PhaseResult, ctx: SpecContext) -> Outcome:
     # The structural checks can fail on their own; then the output is compared with the input
     # β-reduced by the textbook substitution (smt.inline_proof): equal graphs, a proof for all
@@ -295,7 +217,7 @@ def spec_inline(res: PhaseResult, ctx: SpecContext) -> Outcome:
     proved, shown = prove_inlining(res)
     if proved:
         return Outcome("proved", f"inlined {what}{kept}; {shown}")
-    out, runs = _differential(res)
+    out, runs = compare(res)
     if out is not None:
         return out
     # The equivalence rests on the executions only: shown for these inputs, not proved.

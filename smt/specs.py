@@ -284,7 +284,6 @@ def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
     return _rewrite_spec(res, ctx, rule_for, "host_malloc2gpualloc", none_left)
 
 
-DIFF_FUEL = 2_000_000  # steps of each differential run
 
 
 @spec("compile.cleanup")
@@ -588,7 +587,7 @@ def _lifted_captures(res: PhaseResult, partition: str) -> Outcome:
     """Kernels that captured host values now take them as launch arguments: each launch's
     kernel declaration has the device kernel's type, and the program computes what it computed
     before (differential execution: shown for these inputs, not proved)."""
-    from verimim.smt.spec_inline import _differential
+    from verimim.smt.differential import compare
 
     host, dev = res.after.host, res.after.device
     assert dev is not None
@@ -601,7 +600,7 @@ def _lifted_captures(res: PhaseResult, partition: str) -> Outcome:
         if target is None or names.key(target.pi) != names.key(k.pi):
             return Outcome("refuted", f"the launch of `{k.name}` at {_loc(app)} declares a kernel of type "
                            f"`{show(k.pi)}`, the device has {show(target.pi) if target else 'none'}")
-    out, runs = _differential(res)
+    out, runs = compare(res)
     if out is not None:
         return out
     lifted = ", ".join(f"{k} ({n} values)" for k, n in sorted(res.log["lifted_captures"].items()))

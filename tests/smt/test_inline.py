@@ -23,7 +23,7 @@ from verimim.phases.rewriter import Rewriter
 from verimim.phases.program_pipeline import PipelineSpec
 from verimim.phases.runner import run_pipeline
 from verimim.smt.solver import Outcome, SpecContext
-from verimim.smt.spec_inline import _differential
+from verimim.smt.differential import compare
 from verimim.smt.specs import check_spec
 
 VALID = sorted((PROGRAMS / "valid").glob("*.mim"))
@@ -318,7 +318,7 @@ def test_a_lam_argument_closing_over_kernel_values_is_proved_and_runs_alike() ->
     spec = apply(LamSpec(), prog)
     # The input runs (the λ reads the slot its kernel made, never making it again): the same
     # result and the same effects before and after ...
-    diff, runs = run_with_big_stack(lambda: _differential(spec))
+    diff, runs = run_with_big_stack(lambda: compare(spec))
     assert diff is None, diff
     assert "argc = 1: 13" in runs
     # ... and the structural proof needs no run.
@@ -548,7 +548,7 @@ def test_inlining_a_recursive_function_is_refuted() -> None:
     cut = apply(Cutting(), prog)
     refuted(cut, "recursive")
     # Cutting the recursion is also caught by differential execution on its own.
-    out, _ = run_with_big_stack(lambda: _differential(cut))
+    out, _ = run_with_big_stack(lambda: compare(cut))
     assert out is not None and out.status == "refuted" and "differential execution" in out.detail
 
 

@@ -74,15 +74,16 @@ def kernel_verdicts(path: str, timeout_ms: int = 5_000) -> KernelVerdicts:
     return run_with_big_stack(go)
 
 
-def run_codes(path: str, args: list[str], schedules: int = 2) -> set[str]:
-    """The kernel codes `run` reports for these arguments under `schedules` schedules."""
+def _run_file(path: str, args: list[str], seed: int) -> set[str]:
+    """The codes `verimim run path args --schedule seed` reports."""
     from verimim import driver
 
-    codes: set[str] = set()
-    for seed in range(schedules):
-        rep = driver.run(path, [], args, seed=seed)
-        codes |= {d.code for d in rep.diagnostics if d.severity == "error" and d.code in KERNEL_CODES}
-    return codes
+    return {d.code for d in driver.run(path, [], args, seed=seed).diagnostics}
+
+
+def run_codes(path: str, args: list[str], schedules: int = 2) -> set[str]:
+    """The kernel codes `run` reports for these arguments under `schedules` schedules."""
+    return {c for seed in range(schedules) for c in _run_file(path, args, seed) if c in KERNEL_CODES}
 
 
 def _command_args(cmd: str) -> tuple[list[str], int]:
@@ -97,11 +98,7 @@ def _command_args(cmd: str) -> tuple[list[str], int]:
 
 
 def reproduces(path: str, cmd: str, code: str) -> bool:
-    from verimim import driver
-
-    args, schedule = _command_args(cmd)
-    rep = driver.run(path, [], args, seed=schedule)
-    return any(d.code == code for d in rep.diagnostics)
+    return code in _run_file(path, *_command_args(cmd))
 
 
 def judge(verdicts: KernelVerdicts, run_codes: set[str], race_free: bool,
@@ -131,14 +128,8 @@ def compare(path: str, args_list: list[list[str]], race_free: bool | None = None
             schedules: int = 2, timeout_ms: int = 5_000) -> OracleResult:
     """Check's kernel verdicts on the program file `path` against runs with each argument list
     (the oracle of `check_generated`'s "kernels" stage, on a file)."""
-    from verimim import driver
-
     t0 = time.perf_counter()
     res = OracleResult()
-
-    def reproduce(args: list[str], schedule: int) -> set[str]:
-        return {d.code for d in driver.run(path, [], args, seed=schedule).diagnostics}
-
     try:
         res.check = verdicts = kernel_verdicts(path, timeout_ms)
         res.check_s = time.perf_counter() - t0
@@ -149,7 +140,7 @@ def compare(path: str, args_list: list[list[str]], race_free: bool | None = None
             return res
         for args in args_list:
             res.run_codes |= run_codes(path, args, schedules)
-        bad = judge(verdicts, res.run_codes, bool(race_free), reproduce)
+        bad = judge(verdicts, res.run_codes, bool(race_free), lambda args, seed: _run_file(path, args, seed))
         if bad is not None:
             return res.fail(*bad)
     except KeyboardInterrupt:

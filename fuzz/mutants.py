@@ -267,22 +267,10 @@ def check_outcome(path: str) -> list[tuple[str, str, int]]:
     return sorted({(d.severity, d.code, d.loc.line if d.loc else 0) for d in rep.diagnostics})
 
 
-def expected_result(path: str) -> str | None:
-    """The `// EXPECT: N` of a corpus program, if it states one."""
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line.startswith("//"):
-            break
-        if line.startswith("// EXPECT:"):
-            return line.split(":", 1)[1].strip()
-    return None
-
-
-def run_result(path: str) -> str:
+def run_result(path: str, args: list[str]) -> str:
+    """What `verimim run` gives: the result, or the error codes."""
     from verimim import driver
 
-    args_line = next((ln for ln in Path(path).read_text(encoding="utf-8").splitlines()
-                      if ln.startswith("// ARGS:")), "")
-    args = args_line.split(":", 1)[1].split() if args_line else []
     rep = driver.run(path, [], args)
     errors = sorted(d.code for d in rep.diagnostics if d.severity == "error")
     return " ".join(errors) if errors else str(rep.data.get("result"))
@@ -303,11 +291,13 @@ def kill(m: Mutant | None, corpus: list[str], baseline: dict[str, Any], fuzz_s: 
     """Run the killers on the (already installed) mutant m; the baseline's outcomes are the
     unmutated compiler's. Without a baseline (m None) it computes one."""
     from verimim.driver import run_with_big_stack
+    from verimim.pytest_plugin import Annotations
 
     out: dict[str, Any] = {"id": m.id if m else None, "killed_by": None, "program": None, "detail": ""}
     t0 = time.monotonic()
+    programs = ordered(corpus, m)
     checks: dict[str, Any] = {}
-    for p in ordered(corpus, m):
+    for p in programs:
         got = run_with_big_stack(lambda: check_outcome(p))
         checks[p] = got
         if m is not None and [tuple(x) for x in baseline["check"][p]] != got:
@@ -315,11 +305,11 @@ def kill(m: Mutant | None, corpus: list[str], baseline: dict[str, Any], fuzz_s: 
             break
     runs: dict[str, str] = {}
     if out["killed_by"] is None:
-        for p in ordered(corpus, m):
-            want = expected_result(p)
-            if want is None:
+        for p in programs:
+            ann = Annotations.parse(Path(p).read_text(encoding="utf-8"))
+            if ann.get("EXPECT") is None:  # only programs that state their result
                 continue
-            got_r = run_with_big_stack(lambda: run_result(p))
+            got_r = run_with_big_stack(lambda: run_result(p, ann.args))
             runs[p] = got_r
             if m is not None and baseline["run"].get(p) != got_r:
                 out.update(killed_by="run", program=p, detail=f"result {baseline['run'].get(p)} became {got_r}")

@@ -1095,19 +1095,15 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
         messages: dict[str, str] = {}
 
         def interp(p: Program, seed: int) -> tuple[str, Any]:
-            m = Machine(p.host, fuel=2_000_000, seed=seed, device=p.device)
-            try:
-                r = m.run_main(find_main(p.host), argv)
-            except (RuntimeFault, VerimimError) as e:
-                messages.setdefault(e.code, str(e))
-                return ("fault", e.code)
-            errs = [d.code for d in m.warnings if d.severity == "error"]
-            return ("fault", errs[0]) if errs else ("ok", r, bytes(m.stdout))  # what C calls printed too
+            return _interpret(p, argv, seed, messages)
+
+        def reproduce(args: list[str], seed: int) -> set[str]:  # a counterexample's `verimim run`
+            r = _interpret(Program(world), ["prog.mim", *args], seed, {})
+            return {r[1]} if r[0] == "fault" else set()
 
         results = [("source", s, interp(Program(world), s)) for s in range(schedules)]
         v.mark("interp")
-        bad = _kernel_stage(v, prog, run, [r for _, _, r in results],
-                            lambda args, seed: _run_codes(Program(world), ["prog.mim", *args], seed))
+        bad = _kernel_stage(v, prog, run, [r for _, _, r in results], reproduce)
         if bad is not None:
             return bad
         if prog.defect:
@@ -1175,18 +1171,21 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
                       phase, where)
 
 
-def _run_codes(p: Any, argv: list[str], seed: int) -> set[str]:
-    """The error codes one interpreter run of p reports (a reproducing command's run)."""
+def _interpret(p: Any, argv: list[str], seed: int, messages: dict[str, str]) -> tuple[Any, ...]:
+    """One interpreter run of p: ("ok", result, what C calls printed) or ("fault", the first
+    error code); a fault's message goes into `messages`."""
     from verimim.diagnostics import VerimimError
     from verimim.interp.machine import Machine, find_main
     from verimim.interp.values import RuntimeFault
 
     m = Machine(p.host, fuel=2_000_000, seed=seed, device=p.device)
     try:
-        m.run_main(find_main(p.host), argv)
+        r = m.run_main(find_main(p.host), argv)
     except (RuntimeFault, VerimimError) as e:
-        return {e.code}
-    return {d.code for d in m.warnings if d.severity == "error"}
+        messages.setdefault(e.code, str(e))
+        return ("fault", e.code)
+    errs = [d.code for d in m.warnings if d.severity == "error"]
+    return ("fault", errs[0]) if errs else ("ok", r, bytes(m.stdout))
 
 
 def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[Any],

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verimim.ir.analysis import Scopes
-from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Pi, Sigma
+from verimim.ir.analysis import Scopes, apps_with_head
+from verimim.ir.defs import App, Def, Lit, MutLam, Pi, Sigma
 from verimim.ir.world import World
 from verimim.phases.base import is_app_of
+from verimim.phases.inline import higher_order
 from verimim.phases.rewriter import Rewriter
 from verimim.printer import show
 
@@ -53,17 +54,10 @@ def _not_data(world: World, x: Def) -> str | None:
     t = world.type_of(x)
     if world.level(t) >= 1:
         return "a type"
-    stack, seen = [t], set()
-    while stack:
-        y = stack.pop()
-        if y.gid in seen:
-            continue
-        seen.add(y.gid)
-        if isinstance(y, Pi):
-            return "a function"
-        if isinstance(y, App) and isinstance(y.head, Axiom) and y.head.annex == "mem.M":
-            return "a memory token"
-        stack.extend(y.ops)
+    if higher_order(t):
+        return "a function"
+    if apps_with_head(t, "mem.M"):
+        return "a memory token"
     return None
 
 

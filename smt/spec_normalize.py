@@ -19,6 +19,7 @@ the normalizer uses.
 """
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -73,7 +74,6 @@ NVPTX64_DATA_LAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 
 def llvm_layout(t: Def) -> tuple[int, int] | None:
     """(ABI size, ABI alignment) of t's LLVM type under the NVPTX64 data layout, or None."""
-    import llvmlite.binding as llvm
     from llvmlite import ir
 
     from verimim.ir.defs import Arr, IdxT, NatT, Sigma
@@ -104,8 +104,15 @@ def llvm_layout(t: Def) -> tuple[int, int] | None:
     lt = ty(t)
     if lt is None:
         return None
-    td = llvm.create_target_data(NVPTX64_DATA_LAYOUT)
+    td = _target_data()
     return lt.get_abi_size(td), lt.get_abi_alignment(td)
+
+
+@functools.lru_cache(maxsize=1)
+def _target_data() -> Any:
+    import llvmlite.binding as llvm
+
+    return llvm.create_target_data(NVPTX64_DATA_LAYOUT)
 
 
 def _check_layout(app: App, res: Def) -> str | None:

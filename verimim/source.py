@@ -72,7 +72,6 @@ class SourceLoader(Loader):
 
 def load_source(path: str, include_dirs: list[str] | None = None) -> tuple[World, Unit]:
     world = World()
-    world.folds = {}  # what the normalizers fold while the program is built: `check` proves it
     loader = SourceLoader(world, [Path(d) for d in include_dirs or []])
     unit = loader.load_file(path)
     _record_pipeline(world, unit)

@@ -138,18 +138,18 @@ def differing_component(expected: Def, found: Def, sub_e: Def, sub_f: Def) -> st
     return " of ".join(path) if path else ""  # innermost first
 
 
-def _component_path(e: Def, f: Def, sub_e: Def, sub_f: Def, depth: int) -> list[str] | None:
+def _component_path(e: Def, f: Def, sub_e: Def, sub_f: Def, depth: int,
+                    unit: str = "element") -> list[str] | None:
+    """The path to the pair, innermost first; a sigma's fields are `unit`s (a function's
+    domain's fields are its parameters)."""
     if e is sub_e and f is sub_f:
         return []
     if depth > 32 or type(e) is not type(f) or len(e.ops) != len(f.ops):
         return None
     if isinstance(e, Pi) and isinstance(f, Pi):
-        dom = _component_path(e.dom, f.dom, sub_e, sub_f, depth + 1)
+        dom = _component_path(e.dom, f.dom, sub_e, sub_f, depth + 1, "parameter")
         if dom is not None:
-            if isinstance(e.dom, Sigma) and dom and dom[-1].startswith("element "):
-                dom[-1] = "parameter " + dom[-1][len("element "):]  # a continuation's fields are its parameters
-                return dom
-            return dom + ["the parameter"]
+            return dom if isinstance(e.dom, Sigma) and dom else dom + ["the parameter"]
         cod = _component_path(e.codom, f.codom, sub_e, sub_f, depth + 1)
         return None if cod is None else cod + ["the result"]
     if isinstance(e, Sigma) and isinstance(f, Sigma):
@@ -158,7 +158,7 @@ def _component_path(e: Def, f: Def, sub_e: Def, sub_f: Def, depth: int) -> list[
             r = _component_path(x, y, sub_e, sub_f, depth + 1)
             if r is not None:
                 name = names[j] if j < len(names) and names[j] and names[j] != "_" else None
-                return r + [f"element {j + 1}" + (f" (`{name}`)" if name else "")]
+                return r + [f"{unit} {j + 1}" + (f" (`{name}`)" if name else "")]
         return None
     for x, y in zip(e.ops, f.ops):
         r = _component_path(x, y, sub_e, sub_f, depth + 1)

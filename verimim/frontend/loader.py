@@ -48,6 +48,8 @@ class Loader:
 
     def __post_init__(self) -> None:
         self.annexes = AnnexTable(self.world)
+        if self.world.folds is None:
+            self.world.folds = {}  # what the normalizers fold while the program is built: `check` proves it
 
     def search_path(self) -> list[Path]:
         return [self.plugin_dir, *self.include_dirs]
@@ -133,7 +135,6 @@ def _record_pipeline(world: World, unit: Unit) -> None:
 
 def load_program(path: str, include_dirs: list[str] | None = None) -> tuple[World, Unit]:
     world = World()
-    world.folds = {}  # what the normalizers fold while the program is built: `check` proves it
     loader = Loader(world, [Path(d) for d in include_dirs or []])
     unit = loader.load_file(path)
     _record_pipeline(world, unit)
@@ -142,7 +143,6 @@ def load_program(path: str, include_dirs: list[str] | None = None) -> tuple[Worl
 
 def load_text(text: str, path: str = "<text>", include_dirs: list[str] | None = None) -> tuple[World, Unit]:
     world = World()
-    world.folds = {}
     loader = Loader(world, [Path(d) for d in include_dirs or []])
     unit = loader.elaborate(text, path, plugin=None)
     _record_pipeline(world, unit)

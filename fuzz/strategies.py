@@ -31,6 +31,7 @@ from typing import Any, Callable
 from hypothesis import strategies as st
 
 from verimim.fuzz import shapes_host, shapes_kernel
+from verimim.interp.observe import Observation, describe, differences, observe
 from verimim.ir.defs import App, Axiom, Def, MutLam
 from verimim.ir.world import World
 
@@ -1052,6 +1053,12 @@ class Verdict:
         return self
 
 
+FUZZ_FUEL = 2_000_000  # interpreter steps of each oracle run
+# What the oracle compares between schedules, phases and targets (verimim.interp.observe): not
+# the effects, which a lowering changes by design.
+ORACLE_ASPECTS = ("result", "warnings", "heap", "output")
+
+
 def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int = 2,
                     timeout_ms: int = 2000, gpu: bool = False) -> Verdict:
     """Run what `verimim check` and `run` do on the program's text and compare.
@@ -1060,8 +1067,6 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
     the interpreter; the same result under `schedules` work-item orders and after every phase.
     Defect programs: the expected code is reported (by check for phase errors, by run else)."""
     from verimim.diagnostics import VerimimError
-    from verimim.interp.machine import Machine, find_main
-    from verimim.interp.values import RuntimeFault
     from verimim.phases.base import Program
     from verimim.phases.runner import run_pipeline
 
@@ -1094,12 +1099,15 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
 
         messages: dict[str, str] = {}
 
-        def interp(p: Program, seed: int) -> tuple[str, Any]:
-            return _interpret(p, argv, seed, messages)
+        def interp(p: Program, seed: int) -> Observation:
+            obs = _interpret(p, argv, seed)
+            if obs.code is not None:
+                messages.setdefault(obs.code, str(obs.fault or obs.message))
+            return obs
 
         def reproduce(args: list[str], seed: int) -> set[str]:  # a counterexample's `verimim run`
-            r = _interpret(Program(world), ["prog.mim", *args], seed, {})
-            return {r[1]} if r[0] == "fault" else set()
+            obs = _interpret(Program(world), ["prog.mim", *args], seed)
+            return {obs.code} if obs.code is not None else set()
 
         results = [("source", s, interp(Program(world), s)) for s in range(schedules)]
         v.mark("interp")
@@ -1108,55 +1116,64 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
             return bad
         if prog.defect:
             want = DEFECTS[prog.defect][0]
-            got = {r[1] for _, _, r in results if r[0] == "fault"}
-            if want not in got or any(r[0] == "ok" for _, _, r in results):
-                return v.fail("missed-defect", f"run gave {[r for _, _, r in results]}, expected {want}; "
+            got = {r.code for _, _, r in results if r.code is not None}
+            if want not in got or any(r.ok for _, _, r in results):
+                return v.fail("missed-defect", f"run gave {[r.outcome() for _, _, r in results]}, expected {want}; "
                               + "; ".join(messages.values()), want, "interp")
             return v
-        faults = [(n, s, r) for n, s, r in results if r[0] == "fault"]
+        faults = [(n, s, r) for n, s, r in results if r.code is not None]
         if faults:
-            return v.fail("false-positive", f"the interpreter reported {faults[0][2][1]} "
+            return v.fail("false-positive", f"the interpreter reported {faults[0][2].code} "
                           f"(schedule {faults[0][1]}) on a well-defined program: "
-                          + messages.get(faults[0][2][1], ""), str(faults[0][2][1]), "interp")
-        if len({r for _, _, r in results}) != 1:
-            return v.fail("diff", f"schedules disagree: {results}", "E-DIFF", "schedules")
+                          + messages.get(str(faults[0][2].code), ""), str(faults[0][2].code), "interp")
         expected = results[0][2]
+        # One observation-and-compare (verimim.interp.observe), as `verimim diff` and the
+        # differential specs: the result, the warnings, the final host heap, the output.
+        for _, s, r in results[1:]:
+            diff = differences(expected, r, ORACLE_ASPECTS)
+            if diff:
+                return v.fail("diff", f"schedules disagree: schedule {s} gives {r.shown()}{describe(diff)}; "
+                              f"schedule 0 gives {expected.shown()}", "E-DIFF", "schedules")
         for res in run.results:
             if res.skipped is None and not res.rejected:
                 got = interp(res.after, 0)
                 name = res.name + (f"[{res.log['side']}]" if "side" in res.log else "")
-                if got != expected:
-                    return v.fail("diff", f"after {name}: {got} != {expected} on the source", "E-DIFF", name)
+                diff = differences(expected, got, ORACLE_ASPECTS)
+                if diff:
+                    return v.fail("diff", f"after {name}: {got.shown()}{describe(diff)}; the source gives "
+                                  f"{expected.shown()}", "E-DIFF", name)
         v.mark("phases-differential")
         if gpu:
             from verimim.runtime.backend import GpuBackend, install
 
             backend = GpuBackend.for_world(world)
-            m = Machine(world, fuel=2_000_000)
-            install(m, backend)
             try:
-                got_gpu = ("ok", m.run_main(find_main(world), argv), bytes(m.stdout))
-            except (RuntimeFault, VerimimError) as e:
-                got_gpu = ("fault", e.code)
-                messages.setdefault(e.code, str(e))
+                got_gpu = observe(world, argv, fuel=FUZZ_FUEL, prepare=lambda m: install(m, backend))
             finally:
                 backend.close()
-            if got_gpu != expected:
-                return v.fail("diff", f"the GPU gives {got_gpu}, the interpreter {expected}: "
-                              + "; ".join(messages.values()), "E-DIFF", "gpu")
+            if got_gpu.code is not None:
+                messages.setdefault(got_gpu.code, str(got_gpu.fault or got_gpu.message))
+            diff = differences(expected, got_gpu, ORACLE_ASPECTS)
+            if diff:
+                return v.fail("diff", f"the GPU gives {got_gpu.shown()}{describe(diff)}, the interpreter "
+                              f"{expected.shown()}: " + "; ".join(messages.values()), "E-DIFF", "gpu")
             v.mark("gpu")
-            # The compiled program: host code JIT-compiled (verimim.runtime.host), kernels on the GPU.
+            # The compiled program: host code JIT-compiled (verimim.runtime.host), kernels on the GPU
+            # (its heap is the native process's: not observed).
             from verimim.runtime.hostrt import run_native
 
             try:
                 out = bytearray()
-                got_native = ("ok", run_native(world, argv, out=out), bytes(out))
+                got_native = Observation(("ok", run_native(world, argv, out=out)), bytes(out),
+                                         nondeterministic=expected.nondeterministic)
             except VerimimError as e:
-                got_native = ("fault", e.code)
+                got_native = Observation(("fault", e.code), message=e.message, fault=e)
                 messages.setdefault(e.code, str(e))
-            if got_native != expected:
-                return v.fail("diff", f"the compiled program on the GPU gives {got_native}, the "
-                              f"interpreter {expected}: " + "; ".join(messages.values()), "E-DIFF", "gpu-native")
+            diff = differences(expected, got_native, ORACLE_ASPECTS)
+            if diff:
+                return v.fail("diff", f"the compiled program on the GPU gives {got_native.shown()}{describe(diff)}, "
+                              f"the interpreter {expected.shown()}: " + "; ".join(messages.values()),
+                              "E-DIFF", "gpu-native")
             v.mark("gpu-native")
         return v
     except KeyboardInterrupt:
@@ -1171,21 +1188,9 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
                       phase, where)
 
 
-def _interpret(p: Any, argv: list[str], seed: int, messages: dict[str, str]) -> tuple[Any, ...]:
-    """One interpreter run of p: ("ok", result, what C calls printed) or ("fault", the first
-    error code); a fault's message goes into `messages`."""
-    from verimim.diagnostics import VerimimError
-    from verimim.interp.machine import Machine, find_main
-    from verimim.interp.values import RuntimeFault
-
-    m = Machine(p.host, fuel=2_000_000, seed=seed, device=p.device)
-    try:
-        r = m.run_main(find_main(p.host), argv)
-    except (RuntimeFault, VerimimError) as e:
-        messages.setdefault(e.code, str(e))
-        return ("fault", e.code)
-    errs = [d.code for d in m.warnings if d.severity == "error"]
-    return ("fault", errs[0]) if errs else ("ok", r, bytes(m.stdout))
+def _interpret(p: Any, argv: list[str], seed: int) -> Observation:
+    """One interpreter run of p under schedule `seed` (verimim.interp.observe)."""
+    return observe(p.host, argv, device=p.device, fuel=FUZZ_FUEL, seed=seed)
 
 
 def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[Any],
@@ -1201,7 +1206,7 @@ def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[An
     verdicts = KernelVerdicts(rep.entries, {d.code for d in rep.diagnostics if d.severity == "error"})
     v.kernels.update(verdicts.statuses())
     v.mark("kernels")
-    found = {r[1] for r in results if r[0] == "fault"}
+    found = {r.code for r in results if r.code is not None}
     race_free = prog.defect is None and not prog.expected_codes
     bad = judge(verdicts, found, race_free, reproduce)
     if bad is None:

@@ -42,8 +42,9 @@ from math import prod
 
 from verimim.diagnostics import NO_LOC, Diagnostic, Loc
 from verimim.frontend.loader import Loader
-from verimim.ir.analysis import Scopes, apps_with_head, postorder
+from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, MutLam, NatT, Sigma, Var
+from verimim.ir.schedule import Scopes, postorder
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.rewriter import Rewriter
@@ -229,7 +230,7 @@ def op_problem(world: World, mr: MapReduce, scopes: Scopes) -> str | None:
 
 def owners_of(world: World, scopes: Scopes, ops: set[int]) -> dict[int, list[MutLam]]:
     """For each operation, the continuations whose activations compute it (the interpreter's
-    schedule: verimim.ir.analysis.Scopes.sched)."""
+    schedule: verimim.ir.schedule.Scopes.sched)."""
     def leaf(d: Def) -> bool:
         return isinstance(d, (Var, Lit, Axiom)) or (isinstance(d, MutLam) and (d.annex is not None or not scopes.free(d)))
 

@@ -40,8 +40,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from verimim.ir.analysis import Scopes, scan_mut
+from verimim.ir.analysis import scan_mut
 from verimim.ir.defs import App, Arr, Axiom, Def, Extract, IdxT, Lit, MutLam, Pi, Sigma, Var
+from verimim.ir.schedule import Scopes
 from verimim.ir.world import IRError, World
 from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.rewriter import Rewriter

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verimim.ir.analysis import Scopes, apps_with_head
+from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Def, Lit, MutLam, Pi, Sigma
+from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.phases.base import is_app_of
 from verimim.phases.inline import higher_order

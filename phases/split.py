@@ -9,8 +9,8 @@ sides (`gpu.host_specific_phases ()` and `gpu.device_specific_phases ()`).
 from __future__ import annotations
 
 from verimim.diagnostics import Diagnostic
-from verimim.ir.analysis import Scopes
 from verimim.ir.defs import App, Def, MutLam
+from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
 from verimim.phases.kernel_captures import Lifted, LiftedKernel, find_lifts, host_launch, lifted_pi

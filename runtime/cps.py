@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from verimim.diagnostics import Loc
-from verimim.ir.analysis import postorder
 from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lam, Lit, MutLam, Pack, Sigma, Var
+from verimim.ir.schedule import jump_roots, postorder
 from verimim.plug.c_lib import c_name
 from verimim.runtime.cps_dyn import DynamicClosures, DynClo, NeedDynamic
 from verimim.runtime.nvptx import (
@@ -165,15 +165,13 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
         self.scope = scope
         callee, arg = body.callee, body.arg
         if isinstance(callee, Extract) and not isinstance(callee.index, Lit):
-            self._compute(callee.tup)
-            self._compute(callee.index)
-            self._compute(arg)
+            # a branch: the selected continuation is a switch, not a value (else jump_roots' order)
+            self._compute([callee.tup, callee.index, arg])
             self._branch(self._val(callee.tup), self._val(callee.index), self._val(arg), body.loc)
             return
         if self._special_jump(callee, arg, body.loc):
             return
-        self._compute(callee)
-        self._compute(arg)
+        self._compute(jump_roots(body))
         self._goto(self._val(callee), self._val(arg), body.loc)
 
     def _goto(self, cv: Any, av: Any, loc: Loc | None) -> None:

@@ -14,7 +14,7 @@ continuation's block, and the kernel's `return` is `ret void`.
 
 Scheduling mirrors the reference interpreter (verimim.interp.compile): a body's nodes are
 emitted in post-order from its jump (operands left to right), except those its *creator*
-(the innermost continuation whose parameter it uses, verimim.ir.analysis.Scopes.creator) or
+(the innermost continuation whose parameter it uses, verimim.ir.schedule.Scopes.creator) or
 the creator's creators have already computed. A nested continuation is only entered from the
 continuations nested in its creator, so the creator's block dominates it and SSA is valid.
 
@@ -33,7 +33,7 @@ from verimim.ir.defs import (
     App, Arr, Axiom, Bot, Def, Extract, IdxT, Insert, Lit, MutLam, NatT, Pack, Pi, Sigma, Top, Tuple,
     TypeU, Univ, Var,
 )
-from verimim.ir.analysis import Scopes
+from verimim.ir.schedule import Scopes, schedule
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, field_offsets, layout_of
 from verimim.plug.core import BIT2_TAGS as _BIT2_TAGS, MODE_NSW, MODE_NUW  # the core plugin's, not a copy
@@ -442,27 +442,13 @@ class _BodyCompiler:
             return [d.body] if d.body.bvd == 0 else []
         return list(d.ops)
 
-    def _compute(self, root: Def) -> None:
-        """Emit the nodes below root not yet available, in post-order (operands left to right)."""
+    def _compute(self, root: Def | list[Def]) -> None:
+        """Emit the nodes below root (or roots, in order) not yet available, in the one body schedule
+        (verimim.ir.schedule: operands left to right), which the interpreter follows too."""
         scope = self.scope
-        done: set[int] = set()
-        work: list[tuple[Def, bool]] = [(root, False)]
-        while work:
-            d, expanded = work.pop()
-            if d.gid in done:
-                continue
-            if expanded:
-                done.add(d.gid)
-                if not self._is_leaf(d) and not scope.has(d.gid):
-                    scope.vals[d.gid] = self._emit(d)
-                continue
-            if self._is_leaf(d) or scope.has(d.gid):
-                done.add(d.gid)
-                continue
-            work.append((d, True))
-            for op in reversed(self._operands(d)):
-                if op.gid not in done:
-                    work.append((op, False))
+        for d in schedule(root if isinstance(root, list) else [root], lambda x: self._is_leaf(x) or scope.has(x.gid), self._operands):
+            if not scope.has(d.gid):
+                scope.vals[d.gid] = self._emit(d)
 
     def _val(self, d: Def) -> Any:
         ctx, ir = self.ctx, self.ir

@@ -27,8 +27,8 @@ from typing import Any
 import z3
 
 from verimim.diagnostics import Loc
-from verimim.ir.analysis import Scopes
 from verimim.ir.defs import App, Arr, Axiom, Bot, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Param, Sigma, Tuple, Var
+from verimim.ir.schedule import Scopes, schedule
 from verimim.layout import NVPTX64, layout_of
 from verimim.printer import show
 from verimim.smt import bv
@@ -335,9 +335,26 @@ class Evaluator:
         hit = self.memo.get(d.gid)
         if hit is not None:
             return hit[1]
-        v = self._compute(d)
-        self.memo[d.gid] = (d, v)
-        return v
+        # The one body schedule (verimim.ir.schedule), as the interpreter and the code generators
+        # run a body: operands first, left to right; what a node evaluates only on demand
+        # (`_core`'s operands, a curried call) it asks `eval` for while it is computed.
+        for x in schedule([d], lambda x: x.gid in self.memo, self._eager_operands):
+            self.memo[x.gid] = (x, self._compute(x))
+        return self.memo[d.gid][1]
+
+    def _eager_operands(self, d: Def) -> list[Def]:
+        """The operands `_compute` evaluates before anything else, in its order."""
+        if isinstance(d, Tuple):
+            return list(d.ops)
+        if isinstance(d, Extract):
+            return [d.tup] if isinstance(d.index, Lit) else [d.tup, d.index]
+        if isinstance(d, Pack) and isinstance(d.shape, Lit) and d.body.closed:
+            return [d.body]
+        if isinstance(d, App) and isinstance(d.head, Axiom):
+            op = self.handlers.get(d.head.annex)
+            if op is not None and not op.control and d.depth == op.depth:
+                return [a for a in d.args() if not _is_type_level(a)]
+        return []
 
     def _compute(self, d: Def) -> Any:
         if isinstance(d, Lit):

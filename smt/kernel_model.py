@@ -21,8 +21,8 @@ from typing import Any
 import z3
 
 from verimim.diagnostics import Loc
-from verimim.ir.analysis import Scopes
 from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, MutLam, Pack, Sigma, Tuple
+from verimim.ir.schedule import Scopes
 from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt.kernel_loops import LoopSummaries, path_facts

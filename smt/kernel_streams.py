@@ -27,8 +27,8 @@ from typing import Any, Callable
 import z3
 
 from verimim.diagnostics import Loc
-from verimim.ir.analysis import Scopes
 from verimim.ir.defs import App, Arr, Def, Lit, MutLam, Sigma
+from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.smt.kernel_eval import (
     DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, field_offset,

@@ -39,10 +39,11 @@ from typing import Any
 
 import z3
 
-from verimim.ir.analysis import Scopes, apps_with_head
+from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import (
     App, Arr, Axiom, Bot, Def, Extract, IdxT, Lit, MutLam, NatT, Pack, Pi, Sigma, Top, Tuple, TypeU, Var,
 )
+from verimim.ir.schedule import Scopes, schedule
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, walk
 from verimim.plug import core_ops
@@ -615,12 +616,25 @@ class Kernel:
         found, v = self.lookup(d, frame)
         if found:
             return v
-        self.steps += 1
-        if self.steps > STEP_BOUND:
-            raise Unknown(f"the kernel needs more than {STEP_BOUND} evaluation steps (the stated unrolling bound)")
-        v = self.compute(d, frame)
-        frame.memo[d.gid] = v
-        return v
+        # The one body schedule (verimim.ir.schedule), as the interpreter and the code generators
+        # run the kernel: operands first, left to right.
+        for x in schedule([d], lambda x: self.lookup(x, frame)[0], lambda x: self.eager_operands(x, frame)):
+            self.steps += 1
+            if self.steps > STEP_BOUND:
+                raise Unknown(f"the kernel needs more than {STEP_BOUND} evaluation steps (the stated unrolling bound)")
+            frame.memo[x.gid] = self.compute(x, frame)
+        return frame.memo[d.gid]
+
+    def eager_operands(self, d: Def, frame: Frame) -> list[Def]:
+        """The operands `compute` evaluates first, in its order (a pack's elements are opened
+        one by one, so it asks for them itself)."""
+        if isinstance(d, Tuple):
+            return list(d.ops)
+        if isinstance(d, Extract):
+            return [d.tup, d.index]
+        if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex not in TYPE_HEADS:
+            return d.args()
+        return []
 
     def compute(self, d: Def, frame: Frame) -> Any:
         if isinstance(d, Lit):

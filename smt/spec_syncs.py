@@ -91,7 +91,7 @@ def _justified(r: App, entries: set[int], blocks: Blocks) -> str | None:
 def _blocks(world: World) -> Blocks:
     """Each shared/global memory operation or barrier → the blocks that perform it, each with
     all the operations it performs (the interpreter's own account: smt.specs._events)."""
-    from verimim.ir.analysis import Scopes
+    from verimim.ir.schedule import Scopes
     from verimim.smt.specs import _events
 
     scopes = Scopes()

@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 import z3
 
-from verimim.ir.analysis import Scopes, apps_with_head, postorder
+from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple
+from verimim.ir.schedule import Scopes, activation
 from verimim.ir.world import World
 from verimim.layout import X86_64, layout_of
 from verimim.phases.base import PhaseResult, Program, apps_of, walk
@@ -364,12 +365,9 @@ MAX_PATHS = 256
 def _events(m: MutLam, scopes: Scopes) -> list[Def]:
     """The memory operations and barriers an activation of m performs itself (not those its
     creator already did), in the order the interpreter runs them."""
-    body = m.body
-    assert body is not None
-    captured = scopes.avail(m, lambda d: isinstance(d, (Lit, Axiom)))
-    roots = [body.callee, body.arg] if isinstance(body, App) else [body]
-    nodes = postorder(roots, lambda d: d.gid in captured,
-                      lambda d: () if isinstance(d, MutLam) else d.ops)
+    assert m.body is not None
+    nodes = activation(m, scopes, lambda d: isinstance(d, (Lit, Axiom)),
+                       lambda d: () if isinstance(d, MutLam) else d.ops)
     return [d for d in nodes if isinstance(d, App) and isinstance(d.head, Axiom) and (
         (d.head.annex in MEM_OPS and d.head.annex != "mem.lea" and d.depth == 2 and _shared_or_global(d))
         or (d.head.annex == "gpu.sync_work_items" and d.depth == 1))]

@@ -273,61 +273,46 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
     every phase, the GPU when one is present — and demand the same result and the same final
     contents of main's host blocks. A program with an error diagnostic has no defined result:
     it is skipped, saying why."""
-    from verimim.interp.machine import DEFAULT_FUEL, Machine, find_main
-    from verimim.interp.values import RuntimeFault
+    from verimim.interp.observe import Observation, describe, differences, observe
     from verimim.phases.runner import run_pipeline
 
     report = Report(path)
     targets: dict[str, Any] = {}
     report.data["targets"] = targets
     argv = [path, *args]
+    # main's result, its final host heap and what it printed (verimim.interp.observe, the
+    # observation the fuzz oracle and the differential specs compare too)
+    aspects = ("result", "heap", "output")
 
-    def observe(machine: Machine, world: World) -> tuple[int, bytes, bytes]:
-        """main's result, the final bytes of its host heap blocks, what it printed."""
-        result = machine.run_main(find_main(world), argv)
-        clock = machine.state.get("c.clock_blocks", set())  # what C's `time` wrote differs run to run
-        host = b"".join(bytes(b.data) for b in sorted(machine.memory.blocks.values(), key=lambda b: b.id)
-                        if b.space == 0 and b.kind == "heap" and b.id not in clock)
-        return result, host, bytes(machine.stdout)
-
-    def other(got: tuple[Any, ...], ref: tuple[Any, ...]) -> str:
-        """What besides the result differs (empty when the result does)."""
-        if got[0] != ref[0]:
-            return ""
-        what = [w for w, i in (("other host memory", 1), ("other output", 2)) if got[i] != ref[i]]
-        return f" with {' and '.join(what)}" if what else ""
-
-    def comparable(obs: tuple[Any, ...]) -> tuple[Any, ...]:
-        return obs if ref_output[0] else (obs[0], obs[1], None)
-
-    ref_output = [True]  # False: the output depends on the clock and is not compared
+    def mismatch(got: Observation, ref: Observation, target: str, subject: str, reference: str) -> None:
+        diff = differences(ref, got, aspects)
+        targets[target] = got.result[1] if got.ok else got.shown()
+        if diff:
+            report.diagnostics.append(Diagnostic(
+                "E-DIFF", f"{subject} gives {got.shown()}{describe(diff)}; {reference} gives {ref.result[1]}", None))
 
     def body() -> None:
         world, unit = load(path, include)
-        ref_machine = Machine(world, fuel=fuel or DEFAULT_FUEL)
-        try:
-            ref = observe(ref_machine, world)
-        except RuntimeFault as e:
+        ref = observe(world, argv, fuel=fuel)
+        if not ref.ok:
             # Undefined behaviour: the user's program is at fault (exit 1) and there is nothing to
             # compare, which a note of the error says (a separate note would repeat its code).
             from verimim.plug.gpu_interp import LaunchTooLarge
 
-            d = e.diagnostic()
-            why = ("the interpreter cannot run it" if isinstance(e, LaunchTooLarge)
+            assert isinstance(ref.fault, VerimimError)
+            d = ref.fault.diagnostic()
+            why = ("the interpreter cannot run it" if isinstance(ref.fault, LaunchTooLarge)
                    else "the program has no defined result")
             note = Related(f"not compared on other targets: {why}", None)
             report.diagnostics.append(replace(d, related=(*d.related, note)))
-            report.data["skipped"] = e.code
+            report.data["skipped"] = ref.code
             return
-        targets["interp"] = ref[0]
-        report.data["result"] = ref[0]
-        if "c.nondeterministic" in ref_machine.state:
+        targets["interp"] = ref.result[1]
+        report.data["result"] = ref.result[1]
+        if ref.nondeterministic:
             # Output that depends on the clock cannot be compared; results and memory still are.
             report.diagnostics.append(Diagnostic("W-UNSUPPORTED", "the program's output is not compared "
-                                                 f"across targets: {ref_machine.state['c.nondeterministic']}",
-                                                 None, "warning"))
-            ref_output[0] = False
-            ref = comparable(ref)
+                                                 f"across targets: {ref.nondeterministic}", None, "warning"))
         plan = plan_for(world, include, host_phases, device_phases, pipeline)
         run = run_pipeline(world, verify=False, plan=plan)
         report.data["pipeline"] = run.pipeline
@@ -339,16 +324,8 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             if res.skipped is not None:
                 continue
             name = res.name + (f"[{res.log['side']}]" if "side" in res.log else "")
-            m = Machine(res.after.host, fuel=fuel or DEFAULT_FUEL, device=res.after.device)
-            try:
-                got = comparable(observe(m, res.after.host))
-            except RuntimeFault as e:
-                got = (f"{e.code}: {e.message}", b"", b"")  # type: ignore[assignment]
-            targets[f"interp after {name}"] = got[0]
-            if got != ref:
-                report.diagnostics.append(Diagnostic(
-                    "E-DIFF", f"after `{name}` the program gives {got[0]!r}"
-                    f"{other(got, ref)}; the source gives {ref[0]}", None))
+            got = observe(res.after.host, argv, device=res.after.device, fuel=fuel)
+            mismatch(got, ref, f"interp after {name}", f"after `{name}` the program", "the source")
         want_gpu = use_gpu
         if want_gpu is None:
             from verimim.runtime.cuda import device_available
@@ -358,28 +335,19 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             from verimim.runtime.backend import GpuBackend, install
             from verimim.runtime.hostrt import run_native
 
-            # The compiled program: host code JIT-compiled, kernels on the GPU.
+            # The compiled program: host code JIT-compiled, kernels on the GPU (its heap is not
+            # observed: it is the native process's).
             out = bytearray()
             native = run_native(world, argv, out=out, plan=plan)
-            targets["gpu"] = native
-            native_obs = comparable((native, ref[1], bytes(out)))
-            if native_obs != ref:
-                report.diagnostics.append(Diagnostic(
-                    "E-DIFF", f"the compiled program on the GPU gives {native!r}{other(native_obs, ref)}; "
-                    f"the interpreter gives {ref[0]}", None))
+            mismatch(Observation(("ok", native), bytes(out), nondeterministic=ref.nondeterministic),
+                     ref, "gpu", "the compiled program on the GPU", "the interpreter")
             # Host code interpreted, kernels on the GPU: also compares the final host memory.
             backend = GpuBackend(run.program.device)
-            m = Machine(world, fuel=fuel or DEFAULT_FUEL)
-            install(m, backend)
             try:
-                got = comparable(observe(m, world))
+                got = observe(world, argv, fuel=fuel, prepare=lambda m: install(m, backend))
             finally:
                 backend.close()
-            targets["gpu (interpreted host)"] = got[0]
-            if got != ref:
-                report.diagnostics.append(Diagnostic(
-                    "E-DIFF", f"the GPU with interpreted host code gives {got[0]!r}"
-                    f"{other(got, ref)}; the interpreter gives {ref[0]}", None))
+            mismatch(got, ref, "gpu (interpreted host)", "the GPU with interpreted host code", "the interpreter")
         if any(d.code == "E-DIFF" for d in report.diagnostics):
             report.data["reproducer"] = f"verimim diff {path} {' '.join(args)}".strip()
 

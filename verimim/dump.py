@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from verimim.ir.analysis import apps_with_head, free_muts, postorder, scan_mut as _scan, vars_of
+from verimim.ir.analysis import apps_with_head, free_muts, scan_mut as _scan, vars_of
 from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Pi, Sigma, Var
 from verimim.ir.world import RuleDef, World
 from verimim.printer import ExprPrinter
 from verimim.syntax import ast
 from verimim.frontend.loader import Unit
 from verimim.frontend.scope import Lazy
+from verimim.ir.schedule import postorder
 
 INDENT = "    "
 

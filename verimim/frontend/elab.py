@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from verimim.diagnostics import Loc, NameError_, ParseError, Related, TypeError_, VerimimError
 from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
-from verimim.ir.analysis import Scopes
 from verimim.ir.defs import (
     App, Arr, Bot, Def, Extract, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ, Var,
 )
+from verimim.ir.schedule import Scopes
 from verimim.ir.world import IRError, RuleDef, World
 from verimim.printer import show
 from verimim.syntax import ast

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from verimim.interp.values import Closure, LamValue, Partial, RuntimeFault, Tagged, Value
-from verimim.ir.analysis import postorder
 from verimim.ir.defs import (
     App, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Sigma, Top, Tuple,
     TypeU, Univ, Var,
 )
+from verimim.ir.schedule import jump_roots, postorder, schedule
 from verimim.printer import show
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class Compiler:
 
     def captured(self, owner: MutLam | None, d: Def) -> bool:
         """Whether `d` is computed by an enclosing activation and reaches this one through the
-        closure's environment (see verimim.ir.analysis.Scopes)."""
+        closure's environment (see verimim.ir.schedule.Scopes)."""
         if owner is None:
             return False
         return d is owner or d.gid in self.m.scopes.avail(owner, self.is_leaf)
@@ -131,41 +131,21 @@ class Compiler:
         def needs_instr(d: Def) -> bool:
             return self.leaf_getter(d) is None and d.gid not in preset and not self.captured(owner, d)
 
-        # Post-order over the DAG, operands left to right, without Python recursion.
-        top_ops: list[Def]
         callee_node: Def | None = None
+        if jump and not isinstance(root, App):
+            raise RuntimeFault("E-UNSUPPORTED", f"a continuation body must end in a jump; found "
+                               f"`{show(root)}`", root.loc)
+        top_ops = jump_roots(root) if jump else [root]
         if jump:
-            if not isinstance(root, App):
-                raise RuntimeFault("E-UNSUPPORTED", f"a continuation body must end in a jump; found "
-                                   f"`{show(root)}`", root.loc)
-            callee_node, arg_node = root.callee, root.arg
-            top_ops = [callee_node, arg_node]
-        else:
-            top_ops = [root]
-        done: set[int] = set()
-        visiting: set[int] = set()
-        for top in top_ops:
-            work: list[tuple[Def, bool]] = [(top, False)]
-            while work:
-                d, expanded = work.pop()
-                if d.gid in done:
-                    continue
-                if expanded:
-                    done.add(d.gid)
-                    if needs_instr(d):
-                        if isinstance(d, MutLam):
-                            premade.append((slots[d.gid], d))
-                        instrs.append(self.instr(d, slots[d.gid], getter))
-                    continue
-                if d.gid in visiting:
-                    continue  # a cycle through closures that capture each other
-                visiting.add(d.gid)
-                work.append((d, True))
-                if needs_instr(d):
-                    slots[d.gid] = len(slots)
-                    for op in reversed(self.operands(d)):
-                        if op.gid not in done:
-                            work.append((op, False))
+            callee_node = top_ops[0]
+        # The one body schedule (verimim.ir.schedule), which the code generators follow too.
+        order = list(schedule(top_ops, lambda d: not needs_instr(d), self.operands))
+        for d in order:
+            slots[d.gid] = len(slots)
+        for d in order:
+            if isinstance(d, MutLam):
+                premade.append((slots[d.gid], d))
+            instrs.append(self.instr(d, slots[d.gid], getter))
         if jump:
             assert callee_node is not None
             return Code(instrs, len(slots), getter(top_ops[1]), getter(callee_node), premade, root, slots)

@@ -23,7 +23,7 @@ from verimim.interp.values import (
 from verimim.ir.defs import (
     App, Arr, Axiom, Def, Extract, Lit, MutLam, Pack, Sigma, Var,
 )
-from verimim.ir.analysis import Scopes
+from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.plug.c_lib import C_PREFIX
 from verimim.printer import show
@@ -251,7 +251,12 @@ class Machine:
                     out[x.gid] = v.env[x.gid]
                     continue
             if isinstance(x, MutLam):
-                continue  # a closure this body makes itself
+                # A closure this body makes itself: what it captures (verimim.ir.schedule's
+                # Scopes.avail) the body must provide, so look there too — else the body would
+                # compute it again, repeating its effects.
+                if x.annex is None:
+                    stack.extend(self.scopes.avail(x, self.compiler.is_leaf).values())
+                continue
             stack.extend(x.ops)
         v.captures = out
         return out

@@ -1,0 +1,66 @@
+"""Tests of verimim.interp.observe: the one observation-and-compare of `diff`, the fuzz oracle and
+the differential specs."""
+from __future__ import annotations
+
+from verimim.frontend.loader import load_text
+from verimim.interp.observe import Observation, describe, differences, observe
+
+HEADER = """
+plugin core;
+plugin mem;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («⊤:Nat; I8», 0)», 0)): [mem.M 0, I32] =
+"""
+
+
+def program(body: str) -> str:
+    return HEADER + body
+
+
+STORE_7 = program("""    let (m1, p) = mem.malloc (I32, 0) (m0, 4);
+    let m2 = mem.store (m1, p, 7I32);
+    let m3 = mem.free (m2, p);
+    return (m3, 0I32);
+""")
+STORE_8 = STORE_7.replace("7I32", "8I32")
+READ_UNINIT = program("""    let (m1, p) = mem.malloc (I32, 0) (m0, 4);
+    let (m2, v) = mem.load (m1, p);
+    let m3 = mem.free (m2, p);
+    return (m3, v);
+""")
+
+
+def test_a_store_only_the_heap_shows_is_a_difference_of_host_memory() -> None:
+    a = observe(load_text(STORE_7)[0], ["prog"])
+    b = observe(load_text(STORE_8)[0], ["prog"])
+    assert a.result == b.result == ("ok", 0)
+    diff = differences(a, b)
+    assert diff == ["heap"]
+    assert describe(diff) == " with other host memory"
+
+
+def test_a_fault_is_a_result_with_its_code_and_message() -> None:
+    obs = observe(load_text(READ_UNINIT)[0], ["prog"])
+    assert obs.result == ("fault", "E-UNINIT") and obs.code == "E-UNINIT" and not obs.ok
+    assert obs.message and obs.shown().startswith("E-UNINIT: ")
+    assert obs.outcome() == ("fault", "E-UNINIT")
+
+
+def test_effects_are_traced_only_when_asked_and_loads_do_not_count() -> None:
+    w, _ = load_text(READ_UNINIT.replace("let (m2, v) = mem.load (m1, p);",
+                                         "let m1b = mem.store (m1, p, 3I32);\n    let (m2, v) = mem.load (m1b, p);"))
+    assert observe(w, ["prog"]).effects is None
+    traced = dict(observe(w, ["prog"], effects=True).effects or ())
+    assert traced == {"mem.malloc": 1, "mem.store": 1, "mem.free": 1}
+
+
+def test_what_one_side_did_not_observe_never_differs_and_clock_output_is_not_compared() -> None:
+    ref = Observation(("ok", 1), b"hello", (b"\x01",), ())
+    native = Observation(("ok", 1), b"hello")  # a compiled program: no heap, no warnings observed
+    assert differences(ref, native) == []
+    assert differences(ref, Observation(("ok", 2), b"hello")) == ["result"]
+    assert differences(ref, Observation(("ok", 1), b"bye")) == ["output"]
+    clock = Observation(("ok", 1), b"12:00", (b"\x01",), (), nondeterministic="it calls `time`")
+    assert differences(clock, Observation(("ok", 1), b"12:01", (b"\x01",), ())) == []
+    assert differences(ref, Observation(("ok", 2), b"bye", (b"\x02",), ("W-LEAK",)),
+                       ("result", "heap")) == ["result", "heap"]

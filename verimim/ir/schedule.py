@@ -1,0 +1,282 @@
+"""The schedule of a body: the order its operations run in, and what a nested continuation
+captures from the activation that creates it.
+
+One schedule for everyone who runs or replays a body — the reference interpreter
+(verimim.interp.compile), the code generators (verimim.runtime.nvptx, verimim.runtime.cps), the
+kernel verifier (verimim.smt.kernel_eval) and the specifications that replay effects
+(verimim.smt.specs, verimim.smt.spec_btensor) — so that the interpreter and the generated code
+order effects by the same code, as SEMANTICS.md's demand-driven meaning says:
+
+- a body is the DAG below its jump; an activation computes it operands first, left to right,
+  from the callee and then the argument (`jump_roots`, `schedule`); a node nobody demands is
+  never computed, so an effect whose memory token never reaches the jump does not happen;
+- a nested continuation's closure captures what its creator's activation has at hand
+  (`Scopes.avail`); everything else it needs from outside, it computes itself (`Scopes.sched`).
+
+What a node's operands are, and which nodes are already at hand, is the caller's (a code
+generator does not compute a type, the interpreter does not compute a literal): `schedule`
+takes both as functions and asks `known` only when it reaches a node, after everything
+scheduled before it has been computed — a caller may compute lazily while it iterates.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from verimim.ir.analysis import free_muts, scan_mut
+from verimim.ir.defs import App, Def, Lam, MutLam, Var
+
+
+def jump_roots(body: Def) -> list[Def]:
+    """What a continuation's body demands, in order: the callee, then the argument, of its jump
+    (the body itself when it is not a jump: a function returning a value)."""
+    if isinstance(body, App):
+        return [body.callee, body.arg]
+    return [body]
+
+
+def schedule(roots: Def | list[Def], known: Callable[[Def], bool],
+             operands: Callable[[Def], Iterable[Def]]) -> Iterator[Def]:
+    """The nodes below `roots` that are not `known`, operands before the node and left to right,
+    each once, without recursion. The operands of a known node are not visited; `known` is asked
+    when a node is reached, so what the caller computed for the nodes yielded before counts.
+    A cycle (closures that capture each other) is cut where it closes."""
+    done: set[int] = set()
+    visiting: set[int] = set()
+    todo = roots if isinstance(roots, list) else [roots]
+    work: list[tuple[Def, bool]] = [(r, False) for r in reversed(todo)]
+    while work:
+        x, expanded = work.pop()
+        if x.gid in done:
+            continue
+        if expanded:
+            done.add(x.gid)
+            yield x
+            continue
+        if x.gid in visiting:
+            continue
+        if known(x):
+            done.add(x.gid)
+            continue
+        visiting.add(x.gid)
+        work.append((x, True))
+        for c in reversed(list(operands(x))):
+            if c.gid not in done:
+                work.append((c, False))
+
+
+def postorder(roots: Def | list[Def], known: Callable[[Def], bool],
+              children: Callable[[Def], Iterable[Def]]) -> list[Def]:
+    """`schedule` as a list."""
+    return list(schedule(roots, known, children))
+
+
+def activation(m: MutLam, scopes: "Scopes", is_leaf: Callable[[Def], bool],
+               operands: Callable[[Def], Iterable[Def]]) -> list[Def]:
+    """The nodes an activation of m computes itself, in the order it computes them: what its
+    jump demands, less the leaves and what m's closure captured from its creator."""
+    if m.body is None:
+        return []
+    captured = scopes.avail(m, is_leaf)
+    return postorder(jump_roots(m.body), lambda d: is_leaf(d) or d.gid in captured, operands)
+
+
+class Scopes:
+    """Nesting of mutables and the dependencies of nodes on parameters, cached.
+
+    A node is *local* to a mutable k when it depends on the parameter of k or of a mutable nested
+    in k (one that uses k's parameter): it must be computed in each activation of k. A nested
+    continuation's *free nodes* are the nodes its body takes from outside: an activation computes
+    them once and the continuation's closure captures them.
+    """
+
+    def __init__(self) -> None:
+        self.fv_cache: dict[int, frozenset[MutLam]] = {}
+        self._deps: dict[int, frozenset[MutLam]] = {}
+        self._local: dict[int, frozenset[MutLam]] = {}
+        self._sched: dict[int, dict[int, Def]] = {}
+        self._avail: dict[int, dict[int, Def]] = {}
+
+    def free(self, m: MutLam) -> frozenset[MutLam]:
+        return free_muts(m, self.fv_cache)
+
+    def local_muts(self, k: MutLam) -> frozenset[MutLam]:
+        hit = self._local.get(k.gid)
+        if hit is not None:
+            return hit
+        # Nested is transitive: g nested in f nested in k is local to k even when g uses only
+        # f's parameter (each activation of k makes new f's and so new g's). A fixpoint, since a
+        # mutable may be reached before the one that makes it local.
+        out = {k}
+        changed = True
+        while changed:
+            changed = False
+            for x in list(out):
+                for y in scan_mut(x)[1]:
+                    if y not in out and not self.free(y).isdisjoint(out):
+                        out.add(y)
+                        changed = True
+        res = frozenset(out)
+        self._local[k.gid] = res
+        return res
+
+    def deps(self, d: Def) -> frozenset[MutLam]:
+        """The mutables whose parameters `d` depends on."""
+        hit = self._deps.get(d.gid)
+        if hit is not None:
+            return hit
+        order = postorder(d, lambda x: x.gid in self._deps,
+                          lambda x: () if isinstance(x, (Var, MutLam)) else x.ops)
+        empty: frozenset[MutLam] = frozenset()
+        for x in order:
+            if isinstance(x, Var):
+                self._deps[x.gid] = frozenset({x.mut})
+            elif isinstance(x, MutLam):
+                self._deps[x.gid] = self.free(x) if x.annex is None else empty
+            else:
+                acc: frozenset[MutLam] = empty
+                for op in x.ops:
+                    sub = self._deps.get(op.gid, empty)
+                    if sub:
+                        acc = acc | sub
+                self._deps[x.gid] = acc
+        return self._deps[d.gid]
+
+    def outside(self, m: MutLam, look_into: Callable[[Def], bool] | None = None) -> list[Def]:
+        """What m's bodies (m's and those of the mutables nested in it) take from outside m, in
+        the order found: the maximal nodes computed from enclosing parameters (those parameters
+        included), and the closures made outside that capture something. Open nodes (inside an
+        immutable λ's body) and those `look_into` selects are not taken whole: their operands are."""
+        local = self.local_muts(m)
+        out: list[Def] = []
+        seen: set[int] = set()
+        stack: list[Def] = [m.body] if m.body is not None else []
+        while stack:
+            x = stack.pop()
+            if x.gid in seen:
+                continue
+            seen.add(x.gid)
+            if isinstance(x, MutLam):
+                if x in local:
+                    if x.body is not None:
+                        stack.append(x.body)
+                elif self.free(x):
+                    out.append(x)
+                continue
+            deps = self.deps(x)
+            if not deps:
+                continue
+            if deps.isdisjoint(local) and x.bvd == 0 and not (look_into is not None and look_into(x)):
+                out.append(x)
+                continue
+            stack.extend(x.ops)
+        return out
+
+    def is_local(self, k: MutLam, d: Def) -> bool:
+        deps = self.deps(d)
+        return bool(deps) and not deps.isdisjoint(self.local_muts(k))
+
+    def creator(self, c: MutLam) -> MutLam | None:
+        """The mutable whose activations create c's closures: the innermost one whose parameter c
+        uses (None for a closure that captures nothing)."""
+        fv = self.free(c)
+        if not fv:
+            return None
+        # The innermost: every other mutable whose parameter c uses is outside it (in its free
+        # set). Counting free mutables is only a fallback: an outer function can capture more.
+        inner = [o for o in fv if all(p is o or p in self.free(o) for p in fv)]
+        if len(inner) == 1:
+            return inner[0]
+        return max(fv, key=lambda o: (len(self.free(o)), o.gid))
+
+    def _walk_from(self, roots: list[Def], stop: Callable[[Def], bool]) -> list[Def]:
+        out: list[Def] = []
+        seen: set[int] = set()
+        stack = list(roots)
+        while stack:
+            x = stack.pop()
+            if x.gid in seen:
+                continue
+            seen.add(x.gid)
+            out.append(x)
+            if stop(x):
+                continue
+            stack.extend(x.ops)
+        return out
+
+    def sched(self, k: MutLam, is_leaf: Callable[[Def], bool]) -> dict[int, Def]:
+        """The nodes an activation of k computes itself: those its jump demands (not looking into
+        other mutables' bodies), what k's closure captures excluded, and the closures it makes."""
+        hit = self._sched.get(k.gid)
+        if hit is not None:
+            return hit
+        avail = self.avail(k, is_leaf)
+        out: dict[int, Def] = {}
+        roots: list[Def] = [k.body] if k.body is not None else []
+        while roots:
+            for x in self._walk_from(roots, lambda x: isinstance(x, MutLam) or is_leaf(x) or x.gid in avail):
+                if x.gid in avail or is_leaf(x) or x.gid in out:
+                    continue
+                out[x.gid] = x
+            # Sibling continuations that the closures made here capture are made here too.
+            roots = []
+            for x in list(out.values()):
+                if isinstance(x, MutLam):
+                    for y in self.free_muts_of(x):
+                        if y.gid not in out and y is not k and y.gid not in avail \
+                                and self.creator(y) is k:
+                            roots.append(y)
+        self._sched[k.gid] = out
+        return out
+
+    def free_muts_of(self, c: MutLam) -> list[MutLam]:
+        """Mutables (with free variables) that c's local bodies refer to but that are not local to c."""
+        local = self.local_muts(c)
+        out: list[MutLam] = []
+        for m in local:
+            for y in scan_mut(m)[1]:
+                if y not in local and self.free(y):
+                    out.append(y)
+        return out
+
+    def available(self, k: MutLam, is_leaf: Callable[[Def], bool]) -> set[int]:
+        return set(self.sched(k, is_leaf)) | set(self.avail(k, is_leaf)) | {k.gid}
+
+    def avail(self, c: MutLam, is_leaf: Callable[[Def], bool]) -> dict[int, Def]:
+        """What c's closure captures: the nodes c's bodies use from outside that its creator's
+        activation has at hand. Everything else c needs from outside it computes itself."""
+        hit = self._avail.get(c.gid)
+        if hit is not None:
+            return hit
+        parent = self.creator(c)
+        out: dict[int, Def] = {}
+        self._avail[c.gid] = out  # cut cycles: a creator never needs its children's captures
+        if parent is None:
+            return out
+        have = self.available(parent, is_leaf)
+        local = self.local_muts(c)
+        seen: set[int] = set()
+        stack: list[Def] = [m.body for m in local if m.body is not None]
+        while stack:
+            x = stack.pop()
+            if x.gid in seen:
+                continue
+            seen.add(x.gid)
+            if isinstance(x, Lam):
+                # an immutable λ made here reads what its body uses from outside through c's
+                # closure too (the interpreter's LamValue): look into it
+                stack.extend(x.ops)
+                continue
+            if isinstance(x, Var) or (not isinstance(x, MutLam) and is_leaf(x)):
+                continue
+            if isinstance(x, MutLam):
+                if x not in local and x.gid in have:
+                    out[x.gid] = x
+                continue
+            if self.is_local(c, x):
+                stack.extend(x.ops)
+                continue
+            if x.gid in have:
+                out[x.gid] = x
+                continue
+            stack.extend(x.ops)
+        return out

@@ -7,7 +7,7 @@ from typing import Any
 
 from verimim.fuzz.report import STATUSES
 
-_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+RUN_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
@@ -65,7 +65,7 @@ def _throughput_svg(points: list[dict[str, Any]]) -> str:
         pts = [p for p in points if p["run"] == run]
         xy = " ".join(f"{pad + (w - pad - 10) * p['t'] / tmax:.1f},{h - pad - (h - 2 * pad) * p['per_second'] / ymax:.1f}"
                       for p in pts)
-        color = _COLORS[i % len(_COLORS)]
+        color = RUN_COLORS[i % len(RUN_COLORS)]
         out.append(f"<polyline class='run' fill='none' stroke='{color}' stroke-width='2' points='{xy}'/>")
         for pt in xy.split():  # a marker per interval: a run of one interval is a point, not a line
             x, y = pt.split(",")

@@ -1137,7 +1137,7 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
         for res in run.results:
             if res.skipped is None and not res.rejected:
                 got = interp(res.after, 0)
-                name = res.name + (f"[{res.log['side']}]" if "side" in res.log else "")
+                name = res.label
                 diff = differences(expected, got, ORACLE_ASPECTS)
                 if diff:
                     return v.fail("diff", f"after {name}: {got.shown()}{describe(diff)}; the source gives "

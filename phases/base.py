@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from verimim.diagnostics import Diagnostic
 from verimim.ir.defs import App, Axiom, Def, MutLam
 from verimim.ir.world import World
+from verimim.phases.witness import Rewrites, Witness
+
+W = TypeVar("W", bound=Witness)
 
 
 @dataclass
@@ -35,12 +38,30 @@ class PhaseResult:
     after: Program
     diagnostics: list[Diagnostic] = field(default_factory=list)
     skipped: str | None = None
-    # What the phase did, for its specification and for tests: rewritten (old, new) pairs etc.
-    log: dict[str, Any] = field(default_factory=dict)
+    # What the phase did, for its specification and for tests (verimim.phases.witness).
+    witness: Witness | None = None
+    side: str | None = None  # the side of a split program a sub-pipeline ran the phase on
 
     @property
     def rejected(self) -> bool:
         return any(d.severity == "error" for d in self.diagnostics)
+
+    @property
+    def label(self) -> str:
+        """The phase's name, with the side it ran on (`gpu.remove_double_syncs[device]`)."""
+        return self.name + (f"[{self.side}]" if self.side else "")
+
+    def claim(self, kind: type[W]) -> W:
+        """The phase's witness of this kind; the empty claim when it made none."""
+        if isinstance(self.witness, kind):
+            return self.witness
+        return kind()
+
+    def rewrote(self, old: Def, new: Def) -> None:
+        """Record one rewrite in the phase's `Rewrites` witness."""
+        if not isinstance(self.witness, Rewrites):
+            self.witness = Rewrites()
+        self.witness.rewrites.append((old, new))
 
 
 class Phase:

@@ -48,6 +48,7 @@ from verimim.ir.schedule import Scopes, postorder
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.rewriter import Rewriter
+from verimim.phases.witness import BtensorLowering, LoweredOp
 from verimim.printer import show
 from verimim.syntax import ast
 
@@ -250,6 +251,13 @@ class Planned:
     order: int  # position in the owner's schedule: operands first
 
 
+def _witness(res: PhaseResult) -> BtensorLowering:
+    """The phase's witness, made on first use."""
+    if not isinstance(res.witness, BtensorLowering):
+        res.witness = BtensorLowering()
+    return res.witness
+
+
 def plan(world: World, res: PhaseResult) -> list[Planned]:
     """The operations to lower; a warning for each one left alone."""
     scopes = Scopes()
@@ -264,7 +272,7 @@ def plan(world: World, res: PhaseResult) -> list[Planned]:
             name = app.head.annex if isinstance(app.head, Axiom) else "?"
             res.diagnostics.append(Diagnostic(WARNING, f"`{name}` is not lowered to a kernel: {why}; it runs on "
                                               f"the host", app.loc, "warning"))
-            res.log.setdefault("not_lowered", []).append((app, why))
+            _witness(res).not_lowered.append((app, why))
             continue
         owner = owners[app.gid][0]
         order = [d.gid for d in postorder([owner.body], lambda d: isinstance(d, MutLam), lambda d: d.ops)]  # type: ignore[list-item]
@@ -604,9 +612,8 @@ class _Lower(Rewriter):
             k1 = b.ap("gpu.free.block", t, b.tup(k1, d))
         m0_end = b.ap("gpu.auto_deinit", b.tup(k0, k1, k4))
         self.links.setdefault(p.owner.gid, []).append(Link(p, jump, cont))
-        self.res.log.setdefault("lowered", []).append(
-            {"op": p.op, "launch": jump, "kernel": launch.kernel, "cont": cont,
-             "n_groups": launch.n_groups, "n_items": launch.n_items})
+        _witness(self.res).lowered.append(
+            LoweredOp(p.op, jump, launch.kernel, cont, launch.n_groups, launch.n_items))
         return b.tup(m0_end, host)
 
     def finish(self) -> None:
@@ -662,8 +669,8 @@ class LowerBtensor(Phase):
         if any(isinstance(d, Axiom) and d.annex in ("gpu.init", "gpu.auto_init") for d in nodes):
             res.skipped = "the program already contains an explicit gpu.init"
             return res
+        res.witness = BtensorLowering()
         todo = plan(world, res)
-        res.log["lowered"] = []
         if not todo:
             return res
         res.after = Program(_Lower(world, self, todo, res).run())

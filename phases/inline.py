@@ -46,6 +46,7 @@ from verimim.ir.schedule import Scopes
 from verimim.ir.world import IRError, World
 from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.rewriter import Rewriter
+from verimim.phases.witness import Inlining
 
 MAX_ROUNDS = 8
 MAX_SPEC_NODES = 1500
@@ -366,8 +367,8 @@ class InlinePhase(Phase):
             new, n = self._rounds(w, stats)
             rounds = max(rounds, n)
             after.append(new)
-        res.log.update(mode=self.mode, rounds=rounds, inlined=dict(stats.inlined),
-                       left=dict(sorted(stats.left.items())), budget_left=stats.budget)
+        res.witness = Inlining(mode=self.mode, rounds=rounds, inlined=dict(stats.inlined),
+                               left=dict(sorted(stats.left.items())), budget_left=stats.budget)
         if not stats.inlined:
             res.skipped = self._nothing(stats)
             return res

@@ -31,6 +31,7 @@ from verimim.phases.rewriter import Rewriter
 from verimim.diagnostics import Diagnostic
 from verimim.ir.defs import App, Axiom, Def, Lit, Pack, Tuple
 from verimim.ir.world import World
+from verimim.phases.witness import Rewrites
 
 BUF_OPS = ("buffer.alloc", "buffer.read", "buffer.write", "buffer.init", "buffer.lit", "buffer.shape",
            "buffer.copy", "gpu.buf_alloc_copy", "gpu.buf_copy_to_host")
@@ -196,7 +197,7 @@ class _LowerPtr(Rewriter):
         r, s, t = (w.extract_n(rst, 3, k) for k in range(3))
         new = handler(old, r, s, t, ops[1])
         if new is not None:
-            self.res.log["rewrites"].append((old, new))
+            self.res.rewrote(old, new)
         return new
 
 
@@ -208,7 +209,7 @@ class LowerPtr(Phase):
 
     def apply(self, prog: Program) -> PhaseResult:
         res = PhaseResult(self.name, prog, prog)
-        res.log["rewrites"] = []
+        res.witness = Rewrites()
         worlds = prog.worlds()
         if not any(uses_buffers(w) for w in worlds):
             res.skipped = "the program uses no buffer"

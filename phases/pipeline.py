@@ -28,6 +28,7 @@ from verimim.phases.program_pipeline import Step, steps_of
 from verimim.phases.repl import Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.split import SplitApply
+from verimim.phases.witness import CleanupPrefix
 
 
 class Cleanup(Phase):
@@ -53,7 +54,7 @@ class PrefixCleanup(Phase):
 
     def apply(self, prog: Program) -> PhaseResult:
         res = PhaseResult(self.name, prog, prog)
-        res.log["prefix"] = self.prefix
+        res.witness = CleanupPrefix(self.prefix)
 
         def internal(name: str) -> bool:
             return name.startswith(self.prefix)
@@ -90,5 +91,5 @@ def run_on_side(phase: Phase, prog: Program, side: str) -> PhaseResult:
     after = res.after.host
     res.before = prog
     res.after = Program(after, prog.device) if side == "host" else Program(prog.host, after)
-    res.log["side"] = side
+    res.side = side
     return res

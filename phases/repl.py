@@ -16,6 +16,7 @@ from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, is_app_of
 from verimim.phases.rewriter import Rewriter
 from verimim.printer import show
+from verimim.phases.witness import Rewrites
 
 
 def full_app(d: Def, annex: str, depth: int) -> bool:
@@ -30,7 +31,7 @@ class RewritePhase(Phase):
 
     def apply(self, prog: Program) -> PhaseResult:
         res = PhaseResult(self.name, prog, prog)
-        res.log["rewrites"] = []
+        res.witness = Rewrites()
         worlds = []
         for world in prog.worlds():
             worlds.append(self.make_rewriter(world, res).run())
@@ -49,7 +50,7 @@ class _Alloc2Malloc(Rewriter):
             ty_a, m = ops[0].ops[1], ops[1]  # type: ignore[union-attr]
             t = ty_a.ops[0]
             new = w.app(w.app(self.annex("mem.malloc"), ty_a), w.tuple([m, w.app(self.annex("core.trait.size"), t)]))
-            self.res.log["rewrites"].append((old, new))
+            self.res.rewrote(old, new)
             return new
         if full_app(old, "mem.slot", 2):
             ty_a, arg = ops[0].ops[1], ops[1]  # type: ignore[union-attr]
@@ -57,7 +58,7 @@ class _Alloc2Malloc(Rewriter):
             m, slot_id = w.extract_n(arg, 2, 0), w.extract_n(arg, 2, 1)
             size = w.app(self.annex("core.trait.size"), t)
             new = w.app(w.app(self.annex("mem.mslot"), ty_a), w.tuple([m, size, slot_id]))
-            self.res.log["rewrites"].append((old, new))
+            self.res.rewrote(old, new)
             return new
         return None
 
@@ -91,14 +92,14 @@ class _HostMalloc2GpuAlloc(Rewriter):
                     f"cannot be rewritten", old.loc))
                 return None
             new = w.app(w.app(self.annex("gpu.alloc.block"), t), m)
-            self.res.log["rewrites"].append((old, new))
+            self.res.rewrote(old, new)
             return new
         if full_app(old, "mem.free", 2):
             ty_a = ops[0].ops[1]  # type: ignore[union-attr]
             if not (isinstance(ty_a, Tuple) and ty_a.ops[1] is w.lit_nat(1)):
                 return None
             new = w.app(w.app(self.annex("gpu.free.block"), ty_a.ops[0]), ops[1])
-            self.res.log["rewrites"].append((old, new))
+            self.res.rewrote(old, new)
             return new
         return None
 
@@ -138,7 +139,7 @@ class _RemoveDoubleSyncs(Rewriter):
     def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
         if full_app(old, "gpu.sync_work_items", 1) and isinstance(old, App) and self.redundant(old):
             new = ops[1]  # the tokens themselves
-            self.res.log["rewrites"].append((old, new))
+            self.res.rewrote(old, new)
             return new
         return None
 

@@ -123,7 +123,7 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
     elif side == "host" and run.program.device is None:
         # Nothing was split (no kernel): the one World is all host code.
         res = phase.apply(run.program)
-        res.log["side"] = "host"
+        res.side = "host"
     else:
         res = run_on_side(phase, run.program, side) if side else phase.apply(run.program)
     run.results.append(res)

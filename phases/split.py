@@ -16,6 +16,7 @@ from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
 from verimim.phases.kernel_captures import Lifted, LiftedKernel, find_lifts, host_launch, lifted_pi
 from verimim.phases.repl import kernels_of
 from verimim.phases.rewriter import Rewriter
+from verimim.phases.witness import Split
 
 
 class _HostSide(Rewriter):
@@ -82,10 +83,8 @@ class SplitApply(Phase):
             nk.external = True
             dev.new.externals[name] = nk
         dev.finish()
-        if lifts:
-            res.log["lifted_captures"] = {lift.kernel.name: len(lift.caps) for lift in lifts.values()}
         res.after = Program(host, dev.new)
-        res.log["kernels"] = [k.name for k in kernels]
-        res.log["host_nodes"] = sum(1 for _ in walk(host))
-        res.log["device_nodes"] = sum(1 for _ in walk(dev.new))
+        res.witness = Split(kernels=[k.name for k in kernels], host_nodes=sum(1 for _ in walk(host)),
+                            device_nodes=sum(1 for _ in walk(dev.new)),
+                            lifted_captures={lift.kernel.name: len(lift.caps) for lift in lifts.values()})
         return res

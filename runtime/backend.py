@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from verimim.ir.world import World
     from verimim.phases.plan import PipelinePlan
     from verimim.runtime.cuda import Context
-    from verimim.runtime.nvptx import DeviceModule, KernelInfo
+    from verimim.runtime.lowering import KernelInfo
+    from verimim.runtime.nvptx import DeviceModule
 
 MAX_ITEMS = 1024
 _CTYPES = {1: ctypes.c_uint8, 8: ctypes.c_uint8, 16: ctypes.c_uint16, 32: ctypes.c_uint32, 64: ctypes.c_uint64}

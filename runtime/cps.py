@@ -14,7 +14,7 @@ Parameters of an instance whose values are compile-time integers specialise what
 become concrete (`_resolve`), so the operations that need literal widths and shapes compile.
 
 Scheduling within a block and the `core`/`mem` operations are verimim.runtime.nvptx's
-(`_BodyCompiler`); the kernel entry (`KernelCompiler`) is here, the host entry and the `gpu.*`
+(`BodyCompiler`); the kernel entry (`KernelCompiler`) is here, the host entry and the `gpu.*`
 host operations are in verimim.runtime.host.
 """
 from __future__ import annotations
@@ -27,17 +27,17 @@ from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lam, Lit, MutLam, Pa
 from verimim.ir.schedule import jump_roots, postorder
 from verimim.plug.c_lib import c_name
 from verimim.runtime.cps_dyn import DynamicClosures, DynClo, NeedDynamic
-from verimim.runtime.nvptx import (
-    P, RET, KernelInfo, ParamInfo, Ret, _BodyCompiler, _Ctx, _Scope, _show, unsupported,
+from verimim.runtime.lowering import (
+    P, RET, BodyCompiler, KernelInfo, ModuleContext, ParamInfo, Ret, Scope, show_short, unsupported,
 )
 
 MAX_INSTANCES = 64  # blocks per mutable: beyond this, the program recurses (not a loop)
 
 
-class _HScope(_Scope):
+class _HScope(Scope):
     """The values of one block instance: `owner`'s parameter and what its body computes."""
 
-    def __init__(self, parent: _Scope | None, owner: MutLam | None) -> None:
+    def __init__(self, parent: Scope | None, owner: MutLam | None) -> None:
         super().__init__(parent)
         self.owner = owner
 
@@ -47,7 +47,7 @@ class Clo:
     """A closure known at compile time: a mutable and the activation of its creator."""
 
     mut: MutLam
-    scope: _Scope
+    scope: Scope
 
 
 def _static_key(v: Any) -> Any:
@@ -58,14 +58,14 @@ def _static_key(v: Any) -> Any:
     return v
 
 
-class CpsCompiler(_BodyCompiler, DynamicClosures):
+class CpsCompiler(BodyCompiler, DynamicClosures):
     """Compiles the continuation graph below one root function into one LLVM function."""
 
     # Whether continuations may become known only at run time (verimim.runtime.cps_dyn): a
     # recursion then raises NeedDynamic for the caller to compile again, instead of E-UNSUPPORTED.
     dynamic_closures = False
 
-    def __init__(self, ctx: _Ctx, root: MutLam, name: str,
+    def __init__(self, ctx: ModuleContext, root: MutLam, name: str,
                  axioms: dict[str, tuple[int, tuple[int, ...]]] | None = None) -> None:
         super().__init__(ctx, root, name)
         if axioms is not None:
@@ -73,8 +73,8 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
         self.instances: dict[tuple[Any, ...], tuple[Any, list[Any]]] = {}  # key → (block, φs)
         self.count: dict[int, int] = {}
         self.work: list[tuple[MutLam, _HScope, Any]] = []
-        self.scope: _Scope = _HScope(None, None)
-        self.root_scope: _Scope = self.scope
+        self.scope: Scope = _HScope(None, None)
+        self.root_scope: Scope = self.scope
         # Type arguments of inlined `lam`s (`seq {A: *} …` at «2; Nat»), by parameter: a type used
         # only in types is captured by no closure, so no scope chain holds it. None: applied at
         # two types (then nothing is resolved from it).
@@ -97,11 +97,11 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
 
     # ------------------------------------------------------------------ instances
 
-    def _instance_scope(self, m: MutLam) -> _Scope:
+    def _instance_scope(self, m: MutLam) -> Scope:
         """The activation of m's creator that the current code sits in (the root when m
         captures nothing)."""
         creator = self.scopes.creator(m)
-        s: _Scope | None = self.scope
+        s: Scope | None = self.scope
         while s is not None:
             if isinstance(s, _HScope) and creator is not None and s.owner is creator:
                 return s
@@ -157,7 +157,7 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
 
     # ------------------------------------------------------------------ bodies
 
-    def _compile_body(self, m: MutLam, scope: _Scope) -> None:
+    def _compile_body(self, m: MutLam, scope: Scope) -> None:
         body = m.body
         assert body is not None
         if not isinstance(body, App):
@@ -234,7 +234,7 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
     def _int_leaf(self, t: Def, loc: Loc | None) -> int:
         sc = self.ctx.scalar(t)
         if sc is None or sc[0] != "int":
-            raise unsupported(f"the literal of type `{_show(t)}`", loc)
+            raise unsupported(f"the literal of type `{show_short(t)}`", loc)
         return sc[1]
 
     # ------------------------------------------------------------------ specialisation
@@ -322,7 +322,7 @@ class CpsCompiler(_BodyCompiler, DynamicClosures):
         """A `lam` applied for its value: inlined here."""
         cv = self._val(d.callee)
         if not isinstance(cv, Clo) or cv.mut.body is None or self.w.is_cn(cv.mut.pi):
-            raise unsupported(f"the call `{_show(d)}` for a value", d.loc)
+            raise unsupported(f"the call `{show_short(d)}` for a value", d.loc)
         m = cv.mut
         n = self.count[m.gid] = self.count.get(m.gid, 0) + 1
         if n > MAX_INSTANCES * 4:
@@ -351,7 +351,7 @@ class KernelCompiler(CpsCompiler):
             raise unsupported(f"kernel `{self.name}` without a body", k.loc)
         dom = k.pi.dom
         if not isinstance(dom, Sigma) or len(dom.ops) != 9:
-            raise unsupported(f"kernel `{self.name}` of type `{_show(k.pi)}` (not a gpu.launch kernel)", k.loc)
+            raise unsupported(f"kernel `{self.name}` of type `{show_short(k.pi)}` (not a gpu.launch kernel)", k.loc)
         ft = [self.w.shift(f, -1) for f in dom.ops]
         G = ft[4].size.value if isinstance(ft[4], IdxT) and isinstance(ft[4].size, Lit) else None
         I = ft[5].size.value if isinstance(ft[5], IdxT) and isinstance(ft[5].size, Lit) else None
@@ -402,11 +402,11 @@ class KernelCompiler(CpsCompiler):
         smem_sc = ctx.scalar(smem_t)
         if smem_sc is not None and smem_sc[0] == "ptr":
             if smem_sc[1] != 3:
-                raise unsupported(f"dynamic shared memory of type `{_show(smem_t)}`", self.kernel.loc)
+                raise unsupported(f"dynamic shared memory of type `{show_short(smem_t)}`", self.kernel.loc)
             return P(ctx.dyn_smem(), 16, 3), True
         if smem_sc is None and not ctx.leaves(smem_t):
             return ctx.build(smem_t, iter(())), False
-        raise unsupported(f"dynamic shared memory of type `{_show(smem_t)}`", self.kernel.loc)
+        raise unsupported(f"dynamic shared memory of type `{show_short(smem_t)}`", self.kernel.loc)
 
     def _return(self, av: Any, loc: Loc | None) -> None:
         self.builder.ret_void()

@@ -17,7 +17,7 @@ from typing import Any
 
 from verimim.diagnostics import Loc
 from verimim.ir.defs import Def, MutLam, Pi
-from verimim.runtime.nvptx import P, Ret, _show, unsupported
+from verimim.runtime.lowering import P, Ret, show_short, unsupported
 
 SLOT = 8  # bytes per record slot: the tag, then one per captured scalar
 
@@ -74,7 +74,7 @@ class DynamicClosures:
 
     def _closed(self, t: Def, what: str, loc: Loc | None) -> Def:
         if self.scopes.deps(t):
-            raise unsupported(f"{what} of the dependent type `{_show(t)}` known only at run time", loc)
+            raise unsupported(f"{what} of the dependent type `{show_short(t)}` known only at run time", loc)
         return t
 
     def _dflatten(self, t: Def, v: Any, out: list[Any], loc: Loc | None) -> None:
@@ -83,7 +83,7 @@ class DynamicClosures:
         if sc is None:
             fts = self.ctx.field_types(t)
             if not isinstance(v, tuple) or len(v) != len(fts):
-                raise unsupported(f"a value of the wrong shape for `{_show(t)}`", loc)
+                raise unsupported(f"a value of the wrong shape for `{show_short(t)}`", loc)
             for f, x in zip(fts, v):
                 self._dflatten(f, x, out, loc)
         elif sc[0] == "cont":

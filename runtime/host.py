@@ -27,7 +27,9 @@ from verimim.plug.c_lib import c_name
 from verimim.runtime.c_host import CFunctions, emit_call
 from verimim.runtime.cps import CpsCompiler
 from verimim.runtime.cps_dyn import NeedDynamic
-from verimim.runtime.nvptx import P, RET, KernelInfo, _AXIOMS, _Ctx, _lit, _llvm, _show, unsupported
+from verimim.runtime.lowering import (
+    AXIOMS, P, RET, KernelInfo, ModuleContext, literal_of, llvm_binding, show_short, unsupported,
+)
 
 ENTRY = "verimim_main"
 
@@ -56,8 +58,8 @@ RUNTIME: dict[str, tuple[str, tuple[str, ...]]] = {
 
 BLOCKING = -1  # the stream argument of a `.block` operation
 
-# runtime operand positions (in `app.args()`) of the host operations, as nvptx._AXIOMS
-_HOST_AXIOMS: dict[str, tuple[int, tuple[int, ...]]] = dict(_AXIOMS)
+# runtime operand positions (in `app.args()`) of the host operations, as nvptx.AXIOMS
+_HOST_AXIOMS: dict[str, tuple[int, tuple[int, ...]]] = dict(AXIOMS)
 for _a in ("gpu.init", "gpu.deinit", "gpu.auto_init", "gpu.auto_deinit", "gpu.stream_init",
            "gpu.stream_deinit", "gpu.stream_sync"):
     _HOST_AXIOMS[_a] = (1, (0,))
@@ -80,12 +82,12 @@ class HostModule:
 # ----------------------------------------------------------------------------- values
 
 
-class _HostCtx(_Ctx):
+class _HostCtx(ModuleContext):
     """Module-wide state for the host module: every pointer is a plain `ptr`."""
 
     def __init__(self, world: World) -> None:
         super().__init__(world, param_align=1)
-        llvm = _llvm()
+        llvm = llvm_binding()
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         self.module.name = "verimim_host"
@@ -175,7 +177,7 @@ class _HostCompiler(CpsCompiler):
     def _size(self, t: Def, loc: Loc | None) -> int:
         lay = layout_of(t, NVPTX64)
         if lay is None:
-            raise unsupported(f"the size of `{_show(t)}`", loc)
+            raise unsupported(f"the size of `{show_short(t)}`", loc)
         return lay.size
 
     def _record(self, nbytes: int) -> Any:
@@ -201,8 +203,8 @@ class _HostCompiler(CpsCompiler):
             return None
         if annex in ("mem.malloc", "mem.alloc"):
             t, a = self._implicit(args[0], 2, loc)
-            if _lit(a, "an address space", loc) != 0:
-                raise unsupported(f"`{annex}` in address space {_show(a)} in host code", loc)
+            if literal_of(a, "an address space", loc) != 0:
+                raise unsupported(f"`{annex}` in address space {show_short(a)} in host code", loc)
             size = self._val(args[1])[1] if annex == "mem.malloc" else self._i64(self._size(t, loc))
             return (None, P(self._call("malloc", size), 16, 0))
         if annex == "mem.free":
@@ -245,7 +247,7 @@ class _HostCompiler(CpsCompiler):
             raise unsupported(f"`gpu.launch` applied to {callee.depth} of its 4 arguments", loc)
         _implicit, config, kernel, kargs = callee.args()
         if not isinstance(kernel, MutLam) or not kernel.name:
-            raise unsupported(f"launching `{_show(kernel)}`, not a kernel by name", loc)
+            raise unsupported(f"launching `{show_short(kernel)}`, not a kernel by name", loc)
         info = self.kernel_infos.get(kernel.name)
         if info is None:
             raise unsupported(f"launching `{kernel.name}`, which is not a kernel of the device World", loc)
@@ -344,7 +346,7 @@ class _HostCompiler(CpsCompiler):
 
     def _config(self, config: Def, loc: Loc | None) -> tuple[Any, Any, Any, Def, Def]:
         if not isinstance(config, Tuple) or len(config.ops) != 5:
-            raise unsupported(f"the launch configuration `{_show(config)}`", loc)
+            raise unsupported(f"the launch configuration `{show_short(config)}`", loc)
         g, i, s, flag, mt = config.ops
         return self._val(g), self._val(i), self._val(s), flag, mt
 
@@ -391,7 +393,7 @@ def emit_host(host_world: World, kernels: dict[str, KernelInfo]) -> HostModule:
 
 
 def verify_ir(text: str) -> Any:
-    llvm = _llvm()
+    llvm = llvm_binding()
     try:
         mod = llvm.parse_assembly(text)
         mod.verify()

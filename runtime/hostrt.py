@@ -26,7 +26,8 @@ from verimim.ir.world import World
 from verimim.phases.plan import PipelinePlan
 from verimim.runtime.c_host import LIBC_SYMBOLS
 from verimim.runtime.host import BLOCKING, ENTRY, RUNTIME, HostModule, emit_host, verify_ir
-from verimim.runtime.nvptx import DeviceModule, KernelInfo, _llvm, optimize
+from verimim.runtime.lowering import KernelInfo, llvm_binding
+from verimim.runtime.nvptx import DeviceModule, optimize
 
 MAX_ITEMS = 1024
 _CT: dict[str, Any] = {"void": None, "i64": ctypes.c_int64, "i32": ctypes.c_int32, "ptr": ctypes.c_void_p}
@@ -273,7 +274,7 @@ class JittedMain:
 
 def jit(program: CompiledProgram, runtime: HostRuntime | None = None, opt: int = 2) -> JittedMain:
     """JIT-compile the host module with llvmlite's MCJIT, binding the runtime's entry points."""
-    llvm = _llvm()
+    llvm = llvm_binding()
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     rt = runtime or HostRuntime(program)

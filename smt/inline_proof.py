@@ -1,7 +1,7 @@
 """A proof, for all inputs, that an inlining phase's output is its input with the applications it
 claims β-reduced: `f a` replaced by f's body with f's parameter substituted by `a`.
 
-The reference is built here from the input and the phase's claim alone (its log: which mutables
+The reference is built here from the input and the phase's claim alone (its witness, verimim.phases.witness.Inlining: which mutables
 it inlined, which applications it left and why), by the textbook definition of substitution:
 the nodes of f's body that depend on f's parameter — by free variables, computed here, through
 the bodies of the mutables they refer to — are copied afresh for each application; every other
@@ -23,6 +23,7 @@ from verimim.ir.world import IRError, World
 from verimim.phases.base import PhaseResult, walk
 from verimim.phases.inline import mut_key
 from verimim.phases.rewriter import Rewriter
+from verimim.phases.witness import Inlining
 from verimim.smt.match import Matcher
 
 MAX_ROUNDS = 8
@@ -184,8 +185,7 @@ def reference(world: World, keys: frozenset[str]) -> World:
 
 def prove_inlining(res: PhaseResult) -> tuple[bool, str]:
     """(proved, what was shown or why the reference does not apply / where it differs)."""
-    inlined: dict[str, int] = res.log.get("inlined", {})
-    left: dict[str, str] = res.log.get("left", {})
+    inlined, left = res.claim(Inlining).inlined, res.claim(Inlining).left
     unmodelled = sorted(k for k in inlined if k in left and left[k] not in MODELLED_REASONS)
     if unmodelled:
         return False, (f"the phase left some applications of {', '.join(f'`{k}`' for k in unmodelled)} "

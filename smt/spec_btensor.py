@@ -46,6 +46,7 @@ from verimim.ir.defs import (
 from verimim.ir.schedule import Scopes, schedule
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, walk
+from verimim.phases.witness import BtensorLowering
 from verimim.plug import core_ops
 from verimim.printer import show
 from verimim.smt.match import Matcher, app_parts
@@ -855,7 +856,7 @@ def check_rest(res: PhaseResult, done: dict[int, tuple[Def, Def]], jumps: dict[i
 
 @spec("gpu.lower_btensor_map_reduce")
 def spec_lower_btensor(res: PhaseResult, ctx: SpecContext) -> Outcome:
-    records = res.log.get("lowered", [])
+    records = res.claim(BtensorLowering).lowered
     old, new = res.before.host, res.after.host
     if not records and res.after.host is res.before.host:
         return Outcome("proved", "no operation lowered; the program is unchanged")
@@ -867,7 +868,7 @@ def spec_lower_btensor(res: PhaseResult, ctx: SpecContext) -> Outcome:
         new_nodes = {d.gid for d in walk(new)}
         lowered = []
         for n, rec in enumerate(records):
-            op, jump = rec["op"], rec["launch"]
+            op, jump = rec.op, rec.launch
             if op.gid not in old_nodes or jump.gid not in new_nodes:
                 raise Refuted(f"the logged operation {n} or its launch is not part of the program")
             ref = read_ref(old, op)

@@ -9,7 +9,7 @@ What either phase must achieve, stated without its code:
    included) has a counterpart in the input with the same axiom at the same source location
    (one without a location, which the World's own β-reduction of an immutable lambda makes,
    must at least be an axiom of the input's operations).
-3. The phase did what it claims and left only what it says (its log): no application remains
+3. The phase did what it claims and left only what it says (its witness): no application remains
    of a mutable it claims to have inlined everywhere; every mutable it inlined was
    non-recursive in the input (a loop stays a loop); and every application of the phase's kind
    that is left in the output — for `beta_red` a closed application of a non-recursive mutable
@@ -36,6 +36,7 @@ from verimim.ir.defs import App, Arr, Axiom, Def, MutLam, Pi, Sigma, Var
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, walk
 from verimim.phases.inline import mut_key
+from verimim.phases.witness import Inlining
 from verimim.printer import show
 from verimim.smt.inline_proof import prove_inlining
 from verimim.smt.names import Namer
@@ -168,11 +169,10 @@ def _of_the_kind(world: World, d: Def, mode: str, recursive: dict[int, bool]) ->
 
 
 def _claims(res: PhaseResult) -> Outcome | None:
-    mode = res.log.get("mode")
-    inlined: dict[str, int] = res.log.get("inlined", {})
-    left: dict[str, str] = res.log.get("left", {})
+    claim = res.claim(Inlining)
+    mode, inlined, left = claim.mode, claim.inlined, claim.left
     if mode not in ("beta", "spec"):
-        return Outcome("refuted", "the phase did not say what it inlined (no `mode` in its log)")
+        return Outcome("refuted", "the phase did not say what it inlined (no `mode` in its witness)")
     old_muts: dict[str, list[MutLam]] = {}
     for w in res.before.worlds():
         for d in walk(w):
@@ -210,8 +210,7 @@ def spec_inline(res: PhaseResult, ctx: SpecContext) -> Outcome:
     for check in (_interface(res.before, res.after), _effects_correspond(res.before, res.after), _claims(res)):
         if check is not None:
             return check
-    inlined = res.log.get("inlined", {})
-    left = res.log.get("left", {})
+    inlined, left = res.claim(Inlining).inlined, res.claim(Inlining).left
     what = ", ".join(f"{k} ×{n}" for k, n in sorted(inlined.items()))
     kept = "; left: " + ", ".join(f"{k} ({why})" for k, why in sorted(left.items())) if left else ""
     proved, shown = prove_inlining(res)

@@ -4,7 +4,7 @@ A skipped phase leaves the program as it was, and its claim is checked against t
 itself — never by the phase's own helpers: `lower_btensor_map_reduce` skips only a program that
 is split, uses no `btensor` operation or already opens a GPU session; `lower_ptr` only a program
 without buffer operations; `split_apply` only a program that is split or launches no kernel;
-`beta_red` / `lam_spec` only when every application of their kind in the input is one the log
+`beta_red` / `lam_spec` only when every application of their kind in the input is one the witness
 lists as left, with its reason. A false claim is `refuted` (E-SPEC), as any other violation.
 """
 from __future__ import annotations

@@ -21,6 +21,7 @@ from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, walk
 from verimim.phases.rewriter import Rewriter
+from verimim.phases.witness import Rewrites
 from verimim.smt.match import Matcher
 from verimim.smt.solver import Outcome
 
@@ -116,7 +117,7 @@ class _Remove(Rewriter):
 def prove_by_dependencies(res: PhaseResult) -> Outcome | None:
     """`proved` (or `refuted`: the output is not the input less the claimed barriers); None
     where the token argument does not apply."""
-    claimed = [old for old, _new in res.log.get("rewrites", [])]
+    claimed = [old for old, _new in res.claim(Rewrites).rewrites]
     if not all(_is_sync(d) for d in claimed):
         return Outcome("refuted", "the phase rewrote something other than a barrier")
     removed = {d.gid for d in claimed}

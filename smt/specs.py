@@ -21,6 +21,7 @@ from verimim.ir.schedule import Scopes, activation
 from verimim.ir.world import World
 from verimim.layout import X86_64, layout_of
 from verimim.phases.base import PhaseResult, Program, apps_of, walk
+from verimim.phases.witness import CleanupPrefix, Split
 from verimim.printer import show
 from verimim.smt.match import Matcher, Pairs, app_parts, lit
 from verimim.smt.names import Namer
@@ -300,7 +301,7 @@ def spec_cleanup(res: PhaseResult, ctx: SpecContext) -> Outcome:
     shows the set of kept continuations closed under references (no kept continuation refers to
     a removed one) and containing every root — for all inputs, since no execution can leave it.
     """
-    prefix = res.log.get("prefix")
+    prefix = res.claim(CleanupPrefix).prefix
     k = 0
     for old, new in zip(res.before.worlds(), res.after.worlds()):
         internal = {n for n in old.externals if isinstance(prefix, str) and n.startswith(prefix)}
@@ -571,7 +572,7 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     if r == z3.sat:
         partition = (f"kernels {sorted(kernels)} and what only they reach are on the device; "
                      f"{len(side_of)} continuations partitioned")
-        if res.log.get("lifted_captures"):
+        if res.claim(Split).lifted_captures:
             return _lifted_captures(res, partition)
         return Outcome("proved", partition)
     if r == z3.unsat:
@@ -601,7 +602,7 @@ def _lifted_captures(res: PhaseResult, partition: str) -> Outcome:
     out, runs = compare(res)
     if out is not None:
         return out
-    lifted = ", ".join(f"{k} ({n} values)" for k, n in sorted(res.log["lifted_captures"].items()))
+    lifted = ", ".join(f"{k} ({n} values)" for k, n in sorted(res.claim(Split).lifted_captures.items()))
     return Outcome("validated", f"{partition}; the host values kernels {lifted} captured are passed as "
                    f"launch arguments: same execution ({runs})")
 

@@ -323,7 +323,7 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
         for res in run.results:
             if res.skipped is not None:
                 continue
-            name = res.name + (f"[{res.log['side']}]" if "side" in res.log else "")
+            name = res.label
             got = observe(res.after.host, argv, device=res.after.device, fuel=fuel)
             mismatch(got, ref, f"interp after {name}", f"after `{name}` the program", "the source")
         want_gpu = use_gpu

@@ -4,11 +4,18 @@ every verdict, the failure table, and the comparison of the last run with the on
 from __future__ import annotations
 
 import json
+import shutil
+import struct
+import subprocess
 import time
+import zlib
 from pathlib import Path
+
+import pytest
 
 from verimim.fuzz.journal import Journal
 from verimim.fuzz.report import STATUSES, VERDICTS, seed_operations, write_report
+from verimim.fuzz.report_html import RUN_COLORS
 from verimim.fuzz.signature import Signature
 from verimim.fuzz.task import Checked, Settings
 
@@ -75,3 +82,74 @@ def test_report_of_a_single_run_has_no_comparison(tmp_path: Path) -> None:
     summary, html_path, _ = write_report(tmp_path)
     assert summary["comparison"] is None and summary["runs"][0]["complete"] is False
     assert "nothing to compare" in html_path.read_text() and "(killed)" in html_path.read_text()
+
+
+# ---------------------------------------------------------------- in a real (headless) browser
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def _browser() -> str | None:
+    return next((p for p in map(shutil.which, BROWSERS) if p), None)
+
+
+def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
+    """Width, height and rows of RGB(A) pixels of an 8-bit, non-interlaced PNG (what Chromium
+    writes), decoded with the standard library only."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height, channels = 8, b"", 0, 0, 0
+    while pos < len(data):
+        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        chunk = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", chunk[:10])
+            assert depth == 8 and color in (2, 6) and chunk[12] == 0, "an 8-bit RGB(A) PNG"
+            channels = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += chunk
+    raw, stride, rows, prev = zlib.decompress(idat), width * channels, [], bytearray(width * channels)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b, c = prev[i], prev[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line) if channels == 3 else bytes(v for j, v in enumerate(line) if j % 4 != 3))
+        prev = line
+    return width, height, rows
+
+
+@pytest.mark.skipif(_browser() is None, reason="no Chromium or Chrome on this machine")
+def test_report_html_shows_its_plots_and_tables_in_a_headless_browser(tmp_path: Path) -> None:
+    _campaign(tmp_path)
+    _summary, html_path, _ = write_report(tmp_path)
+    browser = _browser()
+    assert browser is not None
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1000,2400"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", html_path.as_uri()], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    # the DOM the browser built from the page: both runs' lines, the failure table with its rows
+    assert dom.count("<polyline class=\"run\"") == 2 and "<svg id=\"verdicts\"" in dom
+    failures = dom[dom.index("<table id=\"failures\">"):]
+    failures = failures[:failures.index("</table>")]
+    assert failures.count("<tr>") == 3 and SPEC.key in failures, "a header and one row per signature"
+    shot = tmp_path / "report.png"
+    subprocess.run([browser, *flags, f"--screenshot={shot}", html_path.as_uri()], capture_output=True,
+                   timeout=120, check=True)
+    width, height, rows = _png_pixels(shot.read_bytes())
+    assert (width, height) == (1000, 2400)
+    # what it drew: the two runs' line colours of the throughput plot are on the page
+    pixels = {row[i:i + 3] for row in rows for i in range(0, len(row), 3)}
+    for color in RUN_COLORS[:2]:
+        rgb = bytes.fromhex(color.lstrip("#"))
+        assert rgb in pixels, f"the plot's line in {color} was not drawn"

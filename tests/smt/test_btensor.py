@@ -17,6 +17,7 @@ from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, apps_of
 from verimim.phases.btensor import LowerBtensor
 from verimim.phases.runner import run_pipeline
+from verimim.phases.witness import BtensorLowering
 from verimim.smt.solver import SpecContext
 from verimim.smt.specs import check_spec
 
@@ -84,7 +85,7 @@ def test_lowering_is_proved_and_keeps_the_result(name: str) -> None:
     expected = int(annotations(path)["EXPECT"])
     res = lower(from_file(name))
     assert res.skipped is None and not res.diagnostics
-    assert len(res.log["lowered"]) == 1
+    assert len(res.claim(BtensorLowering).lowered) == 1
     status, detail, _ = verdict(res)
     assert status == "proved", detail
     assert result(res.before, [str(path)]) == expected
@@ -92,16 +93,16 @@ def test_lowering_is_proved_and_keeps_the_result(name: str) -> None:
     # One launch of PHASES.md's shape, and no btensor operation left.
     (site,) = launches(res.after.host)
     n_groups, n_items = (a.value for a in site.args()[1].ops[:2])  # type: ignore[attr-defined]
-    rec = res.log["lowered"][0]
-    assert (n_groups, n_items) == (rec["n_groups"], rec["n_items"])
+    rec = res.claim(BtensorLowering).lowered[0]
+    assert (n_groups, n_items) == (rec.n_groups, rec.n_items)
     assert not run_with_big_stack(lambda: apps_of(res.after.host, "btensor.map_reduce", 7)
                                   + apps_of(res.after.host, "btensor.map_reduce_post", 7))
 
 
 def test_launch_configuration_for_more_than_one_group() -> None:
     res = lower(from_file("btensor_many_groups.mim"))
-    rec = res.log["lowered"][0]
-    assert (rec["n_groups"], rec["n_items"]) == (2, 1024)  # 1100 cells: ⌈1100 / 1024⌉ groups
+    rec = res.claim(BtensorLowering).lowered[0]
+    assert (rec.n_groups, rec.n_items) == (2, 1024)  # 1100 cells: ⌈1100 / 1024⌉ groups
 
 
 @pytest.mark.parametrize("name", ["btensor_sum.mim", "btensor_post.mim"])
@@ -150,7 +151,7 @@ SEVERAL = HEADER + """
 
 def test_several_operations_and_one_in_a_loop() -> None:
     res = lower(from_text(SEVERAL))
-    assert len(res.log["lowered"]) == 4
+    assert len(res.claim(BtensorLowering).lowered) == 4
     status, detail, _ = verdict(res)
     assert status == "proved", detail
     # rows = (1123, 1456) (init argc = 1), tot = 2579, again#0 = 923, 2579 doubled twice: 10316.
@@ -197,7 +198,7 @@ def test_the_printed_lowered_program_type_checks_and_runs(name: str) -> None:
 def test_a_program_that_does_not_name_the_gpu_plugin() -> None:
     """btensor does not import gpu; the phase loads it for the operations it generates."""
     res = lower(from_text(HORNER_2D.replace("plugin gpu;\n", "")))
-    assert len(res.log["lowered"]) == 1
+    assert len(res.claim(BtensorLowering).lowered) == 1
     assert verdict(res)[0] == "proved"
     assert result(res.after) == 123456
 
@@ -205,7 +206,7 @@ def test_a_program_that_does_not_name_the_gpu_plugin() -> None:
 def test_the_combiner_gets_a_device_copy() -> None:
     """`f` is cloned for the kernel, so a host use of the same function stays on the host."""
     res = lower(from_file("btensor_sum.mim"))
-    kernel = res.log["lowered"][0]["kernel"]
+    kernel = res.claim(BtensorLowering).lowered[0].kernel
     assert isinstance(kernel, MutLam) and kernel.name == "btensor_kernel"
     names = {d.name for d in run_with_big_stack(lambda: list(_muts(res.after.host)))}
     assert "add_device" in names and "add" not in names
@@ -355,7 +356,7 @@ fun extern main""") + """
     (warn,) = res.diagnostics
     assert warn.severity == "warning" and warn.code == "W-UNSUPPORTED" and "memory operations" in warn.message
     assert warn.loc is not None and warn.loc.line > 0
-    assert res.log["lowered"] == [] and res.after is res.before
+    assert res.claim(BtensorLowering).lowered == [] and res.after is res.before
     assert verdict(res)[0] == "proved"
     assert result(res.after) == 3
 

@@ -23,6 +23,7 @@ from verimim.phases.rewriter import Rewriter
 from verimim.phases.program_pipeline import PipelineSpec
 from verimim.phases.runner import run_pipeline
 from verimim.smt.solver import Outcome, SpecContext
+from verimim.phases.witness import Inlining
 from verimim.smt.differential import compare
 from verimim.smt.specs import check_spec
 
@@ -248,7 +249,7 @@ def test_corpus_programs(path: Path) -> None:
 def test_dependent_fun_is_specialised_per_application() -> None:
     prog = before_inline(from_file(PROGRAMS / "valid" / "dependent_fun.mim"))
     beta, spec = both(prog)
-    assert beta.log["inlined"] == {"lam sum_n@9:1": 2}
+    assert beta.claim(Inlining).inlined == {"lam sum_n@9:1": 2}
     # Each application got its own copy, with n substituted: the loops bound by 5 and by 3.
     funs = muts_named(beta.after.host, "sum_n")
     assert len(funs) == 2 and all(f.kind == "fun" for f in funs)
@@ -267,7 +268,7 @@ def test_dependent_fun_is_specialised_per_application() -> None:
 def test_curried_lam_takes_one_round_per_argument() -> None:
     prog = before_inline(from_text(CURRIED))
     beta, spec = both(prog)
-    assert beta.log["rounds"] == 2 and beta.log["inlined"] == {"lam scaled_sum@5:1": 4}
+    assert beta.claim(Inlining).rounds == 2 and beta.claim(Inlining).inlined == {"lam scaled_sum@5:1": 4}
     assert verdict(beta).status == "proved"
     assert verdict(spec).status == "proved"
     for res in (beta, spec):
@@ -280,8 +281,8 @@ def test_with_streams_two_is_specialised() -> None:
     path = PROGRAMS / "valid" / "with_streams_two.mim"
     prog = before_inline(from_file(path))
     beta, spec = both(prog)
-    assert beta.log["inlined"] == {"lam with_streams@66:1": 1}
-    assert spec.log["inlined"] == {"fun with_streams@66:1": 1, "fun work@39:9": 1}
+    assert beta.claim(Inlining).inlined == {"lam with_streams@66:1": 1}
+    assert spec.claim(Inlining).inlined == {"fun with_streams@66:1": 1, "fun work@39:9": 1}
     w = spec.after.host
     # No higher-order parameter is left: the annex is gone, `work` was inlined where with_streams
     # calls `func`, and the stream array has its literal size.
@@ -300,7 +301,7 @@ def test_with_streams_two_is_specialised() -> None:
 def test_synced_scope_in_a_kernel() -> None:
     prog = before_inline(from_text(SYNCED))
     beta, spec = both(prog)
-    assert beta.skipped is not None and spec.log["inlined"] == {"fun publish@18:9": 1}
+    assert beta.skipped is not None and spec.claim(Inlining).inlined == {"fun publish@18:9": 1}
     assert verdict(spec).status == "proved"
     kernel = spec.after.host.externals.get("kernel") or next(m for m in muts_named(spec.after.host, "kernel"))
     syncs = [d for d in walk(spec.after.host, [kernel]) if is_app_of(d, "gpu.sync_work_items")]
@@ -372,8 +373,8 @@ def test_higher_order_functions_and_a_recursive_one() -> None:
     beta, spec = both(prog)
     assert beta.skipped is not None
     # Round 1 inlines `twice` (its `f` becomes `inc`), round 2 the two calls of `inc` it made.
-    assert spec.log["rounds"] == 2
-    assert spec.log["inlined"] == {"fun twice@5:1": 1, "fun inc@30:9": 3, "con apply@10:1": 1}
+    assert spec.claim(Inlining).rounds == 2
+    assert spec.claim(Inlining).inlined == {"fun twice@5:1": 1, "fun inc@30:9": 3, "con apply@10:1": 1}
     out = verdict(spec)
     assert out.status == "proved", out.detail
     w = spec.after.host
@@ -542,7 +543,7 @@ def test_an_invented_barrier_is_refuted() -> None:
 def test_inlining_a_recursive_function_is_refuted() -> None:
     prog = before_inline(from_text(HIGHER))
     peel = apply(Peeling(), prog)
-    assert "fun count@12:1" in peel.log["inlined"]
+    assert "fun count@12:1" in peel.claim(Inlining).inlined
     assert result(peel.after, ["p"]) == result(prog, ["p"])  # peeling one level keeps the result ...
     refuted(peel, "`fun count@12:1`", "recursive")            # ... but a loop must stay a loop
     cut = apply(Cutting(), prog)

@@ -33,7 +33,7 @@ def test_every_phase_preserves_the_result(path: Path) -> None:
         seen = [("source", result(Program(world), args))]
         for res in run.results:
             if res.skipped is None:
-                seen.append((res.name + (f"[{res.log['side']}]" if "side" in res.log else ""), result(res.after, args)))
+                seen.append((res.label, result(res.after, args)))
         return seen
 
     for name, value in run_with_big_stack(go):

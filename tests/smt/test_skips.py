@@ -16,6 +16,7 @@ from verimim.phases.lower_ptr import LowerPtr
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.runner import run_pipeline
 from verimim.phases.split import SplitApply
+from verimim.phases.witness import Inlining
 from verimim.smt.spec_skips import check_skip
 
 VALID = PROGRAMS / "valid"
@@ -40,7 +41,7 @@ class _Idle(Phase):
     def apply(self, prog: Program) -> PhaseResult:
         res = PhaseResult(self.name, prog, prog, skipped="nothing to do")
         if self.mode is not None:  # an inlining phase's log, claiming nothing was inlined or left
-            res.log.update(mode=self.mode, inlined={}, left={})
+            res.witness = Inlining(mode=self.mode)
         return res
 
 

@@ -21,6 +21,7 @@ from verimim.phases.rewriter import Rewriter
 from verimim.phases.runner import run_pipeline
 from verimim.phases.kernel_captures import Lifted, LiftedKernel, host_launch
 from verimim.phases.split import SplitApply
+from verimim.phases.witness import CleanupPrefix, Rewrites
 from verimim.smt.solver import SpecContext
 from verimim.smt.specs import check_spec
 
@@ -193,7 +194,7 @@ class _DropSyncsLogged(Rewriter):
 
     def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
         if full_app(old, "gpu.sync_work_items", 1):
-            self.res.log["rewrites"].append((old, ops[1]))
+            self.res.rewrote(old, ops[1])
             return ops[1]
         return None
 
@@ -246,7 +247,7 @@ def test_an_operation_that_may_run_between_two_barriers_leaves_it_to_the_paths()
 """)
     world, _ = run_with_big_stack(lambda: load_text(text, "<between>"))
     res = apply(RemoveDoubleSyncs(), Program(world))
-    assert len(res.log["rewrites"]) == 2  # the phase removes both (the first follows the entry)
+    assert len(res.claim(Rewrites).rewrites) == 2  # the phase removes both (the first follows the entry)
     assert run_with_big_stack(lambda: prove_by_dependencies(res)) is None
     # Ordered after both (it needs the second barrier's tokens): proved directly.
     text = _kernel_program("""
@@ -390,9 +391,9 @@ def test_prefix_cleanup_makes_only_prefixed_externals_internal() -> None:
     assert verdict(res)[0] == "proved"
     # Claiming the prefix `ma` while dropping `main` is allowed; claiming `internal_` is not.
     wrong = apply(_DropExternal(), prog)
-    wrong.log["prefix"] = "internal_"
+    wrong.witness = CleanupPrefix("internal_")
     assert verdict(wrong)[0] == "refuted"
-    wrong.log["prefix"] = "ma"
+    wrong.witness = CleanupPrefix("ma")
     assert verdict(wrong)[0] == "proved"
 
 

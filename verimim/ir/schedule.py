@@ -95,6 +95,15 @@ class Scopes:
         self._local: dict[int, frozenset[MutLam]] = {}
         self._sched: dict[int, dict[int, Def]] = {}
         self._avail: dict[int, dict[int, Def]] = {}
+        self._refs: dict[int, frozenset[MutLam]] = {}
+
+    def refs(self, m: MutLam) -> frozenset[MutLam]:
+        """The mutables m's body refers to (`scan_mut`), once per mutable: the nesting analyses
+        ask for them again and again."""
+        hit = self._refs.get(m.gid)
+        if hit is None:
+            hit = self._refs[m.gid] = frozenset(scan_mut(m)[1])
+        return hit
 
     def free(self, m: MutLam) -> frozenset[MutLam]:
         return free_muts(m, self.fv_cache)
@@ -111,7 +120,7 @@ class Scopes:
         while changed:
             changed = False
             for x in list(out):
-                for y in scan_mut(x)[1]:
+                for y in self.refs(x):
                     if y not in out and not self.free(y).isdisjoint(out):
                         out.add(y)
                         changed = True
@@ -233,7 +242,7 @@ class Scopes:
         local = self.local_muts(c)
         out: list[MutLam] = []
         for m in local:
-            for y in scan_mut(m)[1]:
+            for y in self.refs(m):
                 if y not in local and self.free(y):
                     out.append(y)
         return out

@@ -35,12 +35,12 @@ from verimim.phases.base import PhaseResult, Program, walk
 from verimim.smt.match import Matcher, Mismatch, Pairs, app_parts
 from verimim.smt.names import Namer
 from verimim.smt.solver import Outcome, SpecContext, verdict_unsat_means_proved
+from verimim.smt import reference
 from verimim.smt.differential import compare
 from verimim.smt.specs import spec
 
 from verimim.ir.defs import App, Arr, Axiom, BVar, Def, Extract, Lit, MutLam, Pack, Sigma, Tuple, Var, mentions
 from verimim.ir.world import World
-from verimim.layout import X86_64, layout_of
 from verimim.printer import show
 
 BUFFER_GPU_OPS = ("gpu.buf_alloc_copy", "gpu.buf_copy_to_host")
@@ -711,13 +711,6 @@ class LoweringMatcher(Matcher):
 # ============================================================================ Z3
 
 
-def _type_size(t: Def, namer: Namer) -> z3.ArithRef:
-    """A laid-out type's size; else an unknown named by the type's structure (the same in both
-    Worlds, whatever the printer shows)."""
-    lay = layout_of(t, X86_64)
-    return z3.IntVal(lay.size) if lay else z3.Int(f"size_of[{namer.key(t)}]")
-
-
 class Terms:
     """Integer terms of Nat / Idx nodes: a literal is its value; an old node and the new node it
     matched are one unknown (so an unchanged index is the same value on both sides)."""
@@ -748,12 +741,12 @@ class Terms:
 
     def array_size(self, t: Def) -> z3.ArithRef:
         """Arrays are packed: `size «n; E» = n · size E`."""
-        lay = layout_of(t, X86_64)
+        lay = reference.abi_layout(t, "x86_64")
         if lay is not None:
-            return z3.IntVal(lay.size)
+            return z3.IntVal(lay[0])
         if isinstance(t, Arr) and t.body.bvd == 0:
             return self.new(t.shape) * self.array_size(t.body)
-        return _type_size(t, self.namer)
+        return reference.size_term(t, self.namer)
 
 
 def _index_formula(ob: IndexObligation, m: LoweringMatcher, terms: Terms,
@@ -772,7 +765,7 @@ def _index_formula(ob: IndexObligation, m: LoweringMatcher, terms: Terms,
     linear: z3.ArithRef = z3.IntVal(0)
     for x, n in zip(xs, dims):
         linear = linear * n + x
-    want = linear * _type_size(ob.elem, terms.namer)
+    want = linear * reference.size_term(ob.elem, terms.namer)
     got: z3.ArithRef = z3.IntVal(0)
     in_range = []
     for k, (n, elem, i) in enumerate(ob.leas):
@@ -793,7 +786,7 @@ def _z3_obligations(res: PhaseResult, ctx: SpecContext, matchers: list[LoweringM
             checks.append((ob.op, inside, ok, show_terms))
         for k, so in enumerate(m.ob.size):
             dims = [terms.old(d) for d in so.dims]
-            want = _type_size(so.elem, terms.namer)
+            want = reference.size_term(so.elem, terms.namer)
             for n in dims:
                 want = want * n
             got = terms.size(so.size)

@@ -14,12 +14,11 @@ place and the inputs; a time-out or a fold without bit-vector meaning: unknown, 
 `core.trait.size`/`align` folds are facts about a type's layout, not integer operations: each
 is compared with the ABI size and alignment LLVM itself gives the type under the NVPTX64 data
 layout (llvmlite's target data, SEMANTICS.md's rule: "sizes and alignments follow the LLVM
-data layout of the target"), built here from the type and never from verimim.layout, which
-the normalizer uses.
+data layout of the target"; verimim.smt.reference), built from the type and never from
+verimim.layout, which the normalizer uses.
 """
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any
 
@@ -30,6 +29,7 @@ from verimim.ir.world import World
 from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt.normalizer_proofs import violation
+from verimim.smt.reference import abi_layout
 from verimim.smt.solver import Outcome, SpecContext
 
 NAME = "core.normalize"
@@ -69,57 +69,11 @@ class _Leaves(dict):  # type: ignore[type-arg]
         return v
 
 
-NVPTX64_DATA_LAYOUT = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"
-
-
-def llvm_layout(t: Def) -> tuple[int, int] | None:
-    """(ABI size, ABI alignment) of t's LLVM type under the NVPTX64 data layout, or None."""
-    from llvmlite import ir
-
-    from verimim.ir.defs import Arr, IdxT, NatT, Sigma
-
-    def ty(d: Def) -> ir.Type | None:
-        if isinstance(d, NatT):
-            return ir.IntType(64)
-        if isinstance(d, IdxT) and isinstance(d.size, Lit) and isinstance(d.size.value, int):
-            n = d.size.value  # the smallest of i1/i8/i16/i32/i64 that holds n - 1
-            bits = next((b for b in (1, 8, 16, 32, 64) if n <= 2 ** b), None)
-            return None if bits is None else ir.IntType(bits)
-        if isinstance(d, Axiom) and d.annex == "gpu.Stream":
-            return ir.IntType(8).as_pointer()
-        if isinstance(d, App) and isinstance(d.head, Axiom):
-            if d.head.annex in ("mem.Ptr", "buffer.Buf"):
-                return ir.IntType(8).as_pointer()
-            if d.head.annex == "mem.M":
-                return ir.LiteralStructType([])
-            return None
-        if isinstance(d, Sigma) and not d.dependent:
-            fields = [ty(f) for f in d.ops]
-            return None if any(f is None for f in fields) else ir.LiteralStructType(fields)  # type: ignore[arg-type]
-        if isinstance(d, Arr) and isinstance(d.shape, Lit) and not d.body.bvd:
-            elem = ty(d.body)
-            return None if elem is None else ir.ArrayType(elem, d.shape.value)
-        return None
-
-    lt = ty(t)
-    if lt is None:
-        return None
-    td = _target_data()
-    return lt.get_abi_size(td), lt.get_abi_alignment(td)
-
-
-@functools.lru_cache(maxsize=1)
-def _target_data() -> Any:
-    import llvmlite.binding as llvm
-
-    return llvm.create_target_data(NVPTX64_DATA_LAYOUT)
-
-
 def _check_layout(app: App, res: Def) -> str | None:
     """Why a `core.trait.size`/`align` fold is wrong (None: it is LLVM's value); raises
     bv.NoSemantics for a type LLVM's layout is not built for here."""
     which = app.head.annex.rsplit(".", 1)[1]  # type: ignore[union-attr]
-    lay = llvm_layout(app.arg)
+    lay = abi_layout(app.arg, "nvptx64")
     if lay is None:
         raise bv.NoSemantics(f"no LLVM type for `{show(app.arg)}`")
     want = lay[0] if which == "size" else lay[1]

@@ -19,9 +19,9 @@ from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple
 from verimim.ir.schedule import Scopes, activation
 from verimim.ir.world import World
-from verimim.layout import X86_64, layout_of
 from verimim.phases.base import PhaseResult, Program, apps_of, walk
 from verimim.phases.witness import CleanupPrefix, Split
+from verimim.smt import reference
 from verimim.printer import show
 from verimim.smt.match import Matcher, Pairs, app_parts, lit
 from verimim.smt.names import Namer
@@ -156,13 +156,8 @@ def _size_term(d: Def, namer: Namer) -> z3.ArithRef:
         return z3.IntVal(d.value)
     parts = app_parts(d, "core.trait.size", 1)
     if parts is not None:
-        return _type_size(parts[0], namer)
+        return reference.size_term(parts[0], namer)
     return z3.Int(f"size_expr[{namer.key(d)}]")
-
-
-def _type_size(t: Def, namer: Namer) -> z3.ArithRef:
-    lay = layout_of(t, X86_64)
-    return z3.IntVal(lay.size) if lay else z3.Int(f"size_of[{namer.key(t)}]")
 
 
 def _rewrite_spec(res: PhaseResult, ctx: SpecContext, rule_for: Callable[[list[z3.BoolRef]], Callable[[Def, Def], Pairs | None]],
@@ -192,7 +187,7 @@ def _rewrite_spec(res: PhaseResult, ctx: SpecContext, rule_for: Callable[[list[z
 
 def _size_condition(size: Def, t: Def, namer: Namer) -> z3.BoolRef:
     """`size = core.trait.size t`."""
-    return _size_term(size, namer) == _type_size(t, namer)
+    return _size_term(size, namer) == reference.size_term(t, namer)
 
 
 @spec("mem.alloc2malloc_repl")
@@ -439,10 +434,7 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
     before, after = res.before, res.after
     old_w = before.device if before.device is not None else before.host
     new_w = after.device if after.device is not None else after.host
-    from verimim.phases.repl import kernels_of
-
-    kernels_old = {k.name: k for k in kernels_of(old_w)}
-    kernels_new = {k.name: k for k in kernels_of(new_w)}
+    kernels_old, kernels_new = reference.kernels(old_w), reference.kernels(new_w)
     if set(kernels_old) != set(kernels_new):
         return Outcome("refuted", f"kernels differ: {sorted(kernels_old)} before, {sorted(kernels_new)} after")
     checked = 0
@@ -524,9 +516,7 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     if dev is None:
         return Outcome("refuted", "no device World after split_apply")
     old = res.before.host
-    from verimim.phases.repl import kernels_of
-
-    kernels = {_mut_key(k) for k in kernels_of(old)}
+    kernels = {_mut_key(k) for k in reference.kernels(old).values()}
     # One Boolean per mutable of each side: is it on the device?
     side_of: dict[str, list[str]] = {}
     for label, w in (("host", host), ("device", dev)):

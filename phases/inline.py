@@ -46,7 +46,7 @@ from verimim.ir.schedule import Scopes
 from verimim.ir.world import IRError, World
 from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.rewriter import Rewriter
-from verimim.phases.witness import Inlining
+from verimim.phases.witness import Inlining, mut_key
 
 MAX_ROUNDS = 8
 MAX_SPEC_NODES = 1500
@@ -56,13 +56,6 @@ MAX_DEPTH = 64
 
 BETA = "beta"
 SPEC = "spec"
-
-
-def mut_key(m: MutLam) -> str:
-    """A mutable's identity across the Worlds of a phase: copies keep kind, name and location
-    (the kind tells `fun f (n) (x)`'s outer `lam` from its inner `fun`, which share the rest)."""
-    where = f"@{m.loc.line}:{m.loc.col}" if m.loc else ""
-    return f"{m.kind} {m.name or '?'}{where}"
 
 
 def refs_of(m: MutLam) -> set[MutLam]:

@@ -26,10 +26,18 @@ class Rewrites(Witness):
     rewrites: list[tuple[Def, Def]] = field(default_factory=list)
 
 
+def mut_key(m: MutLam) -> str:
+    """A mutable's identity across the Worlds of a phase, as witnesses name it: copies keep kind,
+    name and location (the kind tells `fun f (n) (x)`'s outer `lam` from its inner `fun`, which
+    share the rest)."""
+    where = f"@{m.loc.line}:{m.loc.col}" if m.loc else ""
+    return f"{m.kind} {m.name or '?'}{where}"
+
+
 @dataclass
 class Inlining(Witness):
     """`compile.beta_red` / `compile.lam_spec`: which mutables were inlined how often, which were
-    left and why, by name; the rounds it took and the growth budget left."""
+    left and why, by `mut_key`; the rounds it took and the growth budget left."""
 
     mode: str | None = None
     rounds: int = 0

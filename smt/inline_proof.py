@@ -21,9 +21,8 @@ from __future__ import annotations
 from verimim.ir.defs import App, Def, Extract, IdxT, Lit, MutLam, Pi, Var
 from verimim.ir.world import IRError, World
 from verimim.phases.base import PhaseResult, walk
-from verimim.phases.inline import mut_key
 from verimim.phases.rewriter import Rewriter
-from verimim.phases.witness import Inlining
+from verimim.phases.witness import Inlining, mut_key
 from verimim.smt.match import Matcher
 
 MAX_ROUNDS = 8

@@ -35,8 +35,7 @@ from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Arr, Axiom, Def, MutLam, Pi, Sigma, Var
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, walk
-from verimim.phases.inline import mut_key
-from verimim.phases.witness import Inlining
+from verimim.phases.witness import Inlining, mut_key
 from verimim.printer import show
 from verimim.smt.inline_proof import prove_inlining
 from verimim.smt.names import Namer

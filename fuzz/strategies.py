@@ -31,7 +31,7 @@ from typing import Any, Callable
 from hypothesis import strategies as st
 
 from verimim.fuzz import shapes_host, shapes_kernel
-from verimim.interp.observe import Observation, describe, differences, observe
+from verimim.interp.observe import Observation, Observations, describe, differences, observe
 from verimim.ir.defs import App, Axiom, Def, MutLam
 from verimim.ir.world import World
 
@@ -1134,9 +1134,12 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
             if diff:
                 return v.fail("diff", f"schedules disagree: schedule {s} gives {r.shown()}{describe(diff)}; "
                               f"schedule 0 gives {expected.shown()}", "E-DIFF", "schedules")
+        outputs = Observations(argv, fuel=FUZZ_FUEL, seed=0)
         for res in run.results:
             if res.skipped is None and not res.rejected:
-                got = interp(res.after, 0)
+                got = outputs.of(res.after.host, res.after.device)
+                if got.code is not None:
+                    messages.setdefault(got.code, str(got.fault or got.message))
                 name = res.label
                 diff = differences(expected, got, ORACLE_ASPECTS)
                 if diff:

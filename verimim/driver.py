@@ -273,7 +273,7 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
     every phase, the GPU when one is present — and demand the same result and the same final
     contents of main's host blocks. A program with an error diagnostic has no defined result:
     it is skipped, saying why."""
-    from verimim.interp.observe import Observation, describe, differences, observe
+    from verimim.interp.observe import Observation, Observations, describe, differences, observe
     from verimim.phases.runner import run_pipeline
 
     report = Report(path)
@@ -320,11 +320,12 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
         if run.stopped:
             report.diagnostics.extend(run.diagnostics)
             return
+        outputs = Observations(argv, fuel=fuel)
         for res in run.results:
             if res.skipped is not None:
                 continue
             name = res.label
-            got = observe(res.after.host, argv, device=res.after.device, fuel=fuel)
+            got = outputs.of(res.after.host, res.after.device)
             mismatch(got, ref, f"interp after {name}", f"after `{name}` the program", "the source")
         want_gpu = use_gpu
         if want_gpu is None:

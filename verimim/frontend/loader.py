@@ -7,6 +7,8 @@ a name that is not a plain identifier, or a file that is not found there, is `E-
 """
 from __future__ import annotations
 
+import functools
+
 import importlib
 import re
 import sys
@@ -90,7 +92,7 @@ class Loader:
             register(self.world)
 
     def elaborate(self, text: str, path: str, plugin: str | None) -> Unit:
-        module = parse_module(text, path)
+        module = _parse_import(text, path) if plugin is not None else parse_module(text, path)
         for imp in module.imports:
             self.load_import(imp)
         el = Elaborator(self.world, self.annexes, path, plugin)
@@ -120,6 +122,14 @@ class Loader:
         except (OSError, UnicodeDecodeError) as e:
             raise UsageError(f"cannot read `{path}`: {getattr(e, 'strerror', None) or e}") from None
         return self.elaborate(text, path, plugin=None)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_import(text: str, path: str) -> ast.Module:
+    """A plugin's syntax tree, parsed once per process for each text: every program imports
+    the same plugins, and lexing and parsing them again was a third of loading a small program
+    (the tree is immutable; each World elaborates it anew)."""
+    return parse_module(text, path)
 
 
 # Top-level definitions by which a program chooses its pipeline (verimim.phases.program_pipeline).

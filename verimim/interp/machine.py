@@ -10,6 +10,7 @@ warnings (benign races, leaks) are collected.
 from __future__ import annotations
 
 import random
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,19 @@ class Thread:
     done: bool = False
 
 
+# The nesting analysis of a World's mutables, shared by every Machine that runs it: it depends
+# only on the World (nodes never change, a mutable's body is set once), and the fuzz oracle and
+# the differential specs run one World many times (schedules, argument vectors, phases).
+_SCOPES: weakref.WeakKeyDictionary[World, Scopes] = weakref.WeakKeyDictionary()
+
+
+def _scopes_of(world: World) -> Scopes:
+    hit = _SCOPES.get(world)
+    if hit is None:
+        hit = _SCOPES[world] = Scopes()
+    return hit
+
+
 class Machine:
     def __init__(self, world: World, fuel: int = DEFAULT_FUEL, seed: int = 0,
                  device: World | None = None, max_work_items: int = DEFAULT_MAX_WORK_ITEMS) -> None:
@@ -72,7 +86,7 @@ class Machine:
         self.values: dict[str, Value] = {}
         self.codes: dict[int, Code] = {}
         self._expr_codes: dict[tuple[int, frozenset[int]], Code] = {}
-        self.scopes = Scopes()
+        self.scopes = _scopes_of(world)
         self.compiler = Compiler(self)
         self._lam_codes: dict[tuple[int, bool, frozenset[int]], Code] = {}
         self.call_depth = 0  # nested direct-style calls (call_value)

@@ -159,3 +159,23 @@ def _trace(machine: Machine, effects: Counter[str]) -> None:
     for annex, (arity, fn) in list(machine.semantics.items()):
         if annex not in OBSERVERS:
             machine.semantics[annex] = (arity, wrap(annex, fn))
+
+
+class Observations:
+    """Observations of programs for one argv (and schedule seed), by the identity of their
+    Worlds: a phase whose output is its input (a checker that accepts) shows what its input
+    showed, so that program is not run again. Worlds are never changed once a phase is done."""
+
+    def __init__(self, argv: list[str], **options: Any) -> None:
+        self.argv = argv
+        self.options = options
+        self._seen: dict[tuple[int, int], tuple[World, World | None, Observation]] = {}
+
+    def of(self, host: World, device: World | None = None) -> Observation:
+        key = (id(host), id(device))
+        hit = self._seen.get(key)
+        if hit is not None:
+            return hit[2]
+        obs = observe(host, self.argv, device=device, **self.options)
+        self._seen[key] = (host, device, obs)  # the Worlds are kept: their ids stay theirs
+        return obs

@@ -1,36 +1,121 @@
-"""Fuzzer throughput and program sizes: programs generated and fully checked per second
-(render, re-parse, pipeline with every phase's specification, interpreter on the source under
-two schedules and after every phase), and the distribution of operations, kernels and launches.
+"""Fuzzing throughput: programs fully checked per second per core (rendered, re-parsed, the
+pipeline with every phase's specification, every kernel verified, the interpreter on the source
+under two schedules and after every phase), with and without the campaign machinery, the
+scaling from 1 to N workers, where a program's time goes, peak memory, and program sizes.
 
-    python benchmarks/fuzz.py [--seconds 30] [--no-verify]
+    python benchmarks/fuzz.py [--seconds 60] [--workers 1,2] [--no-verify]
+
+  plain      the plain `fuzz` engine (run_campaign: a Hypothesis @given loop, one process)
+  direct     the campaign's own task (generate from a seed, check) in a loop, one process,
+             no Dask and no journal: the cost of a program itself
+  campaign   `fuzz --campaign` on a LocalCluster of N workers: Dask, the journal, failure
+             directories and reductions included (the cluster's start is reported apart)
+
+It also prints where a program's time goes (the journal's seconds per oracle stage), the peak
+resident memory of one process checking programs (what each worker holds), the distribution
+of operations, kernels and launches per program, and the load average, since the cores may be
+shared. Baseline: 1 worker (the scaling ratio) and the issue's aim of 10 programs/s/core.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
 import sys
+import tempfile
+import time
+from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from verimim.fuzz.strategies import run_campaign  # noqa: E402
+AIM = 10.0  # programs per second per core (issue 13)
+
+
+def plain(seconds: float, verify: bool) -> tuple[int, float, list[tuple[int, int, int]]]:
+    from verimim.fuzz.strategies import run_campaign
+
+    res = run_campaign(seconds, seed=0, verify=verify, max_failures=10 ** 6)
+    return res.programs, res.seconds, res.sizes
+
+
+def _direct_child(seconds: float, verify: bool, out: Any) -> None:
+    out.send(direct(seconds, verify))
+
+
+def direct_with_memory(seconds: float, verify: bool) -> tuple[int, float, float]:
+    """`direct` in a child process: (programs, seconds, the child's peak RSS in MiB)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    rx, tx = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_direct_child, args=(seconds, verify, tx))
+    p.start()
+    n, s = rx.recv()
+    p.join()
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # Linux: KiB
+    return n, s, peak_kib / 1024
+
+
+def direct(seconds: float, verify: bool) -> tuple[int, float]:
+    from verimim.fuzz.task import Settings, check_index
+
+    settings = Settings(seed=0, verify=verify)
+    start, n = time.monotonic(), 0
+    while time.monotonic() - start < seconds:
+        check_index(settings, n)
+        n += 1
+    return n, time.monotonic() - start
+
+
+def campaign(seconds: float, verify: bool, workers: int) -> tuple[int, float, float, dict[str, list[float]]]:
+    from verimim.fuzz.campaign import run
+    from verimim.fuzz.journal import Journal
+
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.monotonic()
+        s = run(Path(d) / "c", seconds, seed=0, verify=verify, workers=workers, reduce_budget=10)
+        total = time.monotonic() - t0
+        j = Journal.open(Path(d) / "c")
+        stages: dict[str, list[float]] = defaultdict(list)
+        for p in j.programs():
+            for k, v in json.loads(p["times"]).items():
+                stages[k].append(v)
+        j.close()
+    return s.programs, s.seconds, total - s.seconds, stages
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=30.0)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--workers", default="1,2")
     ap.add_argument("--no-verify", action="store_true")
     a = ap.parse_args()
-    res = run_campaign(a.seconds, seed=a.seed, verify=not a.no_verify, max_failures=10 ** 6)
-    print(f"{res.programs} programs in {res.seconds:.1f} s: {res.per_second:.2f} programs/s "
-          f"({'with' if not a.no_verify else 'without'} Z3 specifications), {len(res.failures)} failures")
-    print(f"{'measure':<12}{'min':>6}{'median':>8}{'mean':>8}{'p90':>6}{'max':>6}")
+    verify = not a.no_verify
+    print(f"{'with' if verify else 'without'} Z3 specifications, {a.seconds:.0f} s each, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    n, s, sizes = plain(a.seconds, verify)
+    print(f"plain      1 process   {n:5d} programs  {n / s:6.2f} /s/core  ({n / s / AIM:.2f} of the aim of {AIM:g})")
+    n, s, peak = direct_with_memory(a.seconds, verify)
+    print(f"direct     1 process   {n:5d} programs  {n / s:6.2f} /s/core  peak RSS {peak:.0f} MiB")
+    base = None
+    for w in (int(x) for x in a.workers.split(",")):
+        n, s, start, stages = campaign(a.seconds, verify, w)
+        rate = n / s
+        base = base or rate
+        print(f"campaign   {w} worker{'s' if w > 1 else ' '}   {n:5d} programs  {rate / w:6.2f} /s/core  "
+              f"(x{rate / base:.2f} of 1 worker; cluster start and stop {start:.1f} s)")
+        print("           per program: " + ", ".join(f"{k} {statistics.median(v):.2f} s" for k, v in stages.items()))
+    print(f"{'size':<12}{'min':>6}{'median':>8}{'mean':>8}{'p90':>6}{'max':>6}   (the plain run's programs)")
     for i, name in enumerate(("operations", "kernels", "launches")):
-        xs = sorted(s[i] for s in res.sizes) or [0]
+        xs = sorted(s[i] for s in sizes) or [0]
         p90 = xs[min(len(xs) - 1, int(0.9 * len(xs)))]
         print(f"{name:<12}{xs[0]:>6}{statistics.median(xs):>8.1f}{statistics.mean(xs):>8.1f}{p90:>6}{xs[-1]:>6}")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,11 @@ DEFECTS: dict[str, tuple[str, str]] = {
     "missing_deinit": ("E-GPU-SESSION", "run"),
 }
 
+BIT1_TAGS = ("f", "neg", "id", "t")
+# the sixteen binary bitwise operations of the core plugin (core.mim's `bit2`)
+BIT2_TAGS = ("f", "nor", "nciff", "nfst", "niff", "nsnd", "xor_", "nand",
+             "and_", "nxor", "snd", "iff", "fst", "ciff", "or_", "t")
+
 DEFAULT_FEATURES: dict[str, Any] = {
     "max_kernels": 3,        # kernels (each launched once; a kernel may be launched twice)
     "max_ops": 6,            # operations per kernel body (arith, loops, branches, slots, ...)
@@ -56,6 +61,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "max_items": 4,          # work-items per group: 1, 2 or 4
     "widths": (8, 16, 32, 64),
     "modes": True,           # core.wrap with nuw/nsw/nusw where provably no overflow
+    "bit_ops": True,         # core.bit1/bit2 (all their tags), shr, wrap.shl, extrema
     "loops": True,
     "branches": True,
     "shared": True,          # static shared slots and barriers
@@ -369,6 +375,8 @@ class _KernelGen:
     def op(self) -> None:
         f = self.f
         kinds = ["arith"]
+        if f["bit_ops"]:
+            kinds.append("bits")
         if f["loops"]:
             kinds.append("loop")
         if f["branches"]:
@@ -405,6 +413,40 @@ class _KernelGen:
         if mode:
             b.features["core.mode≠0"] += 1
         return _Val(b.wrap(op, bits, mode, a.d, c.d), bits, lo, hi, a.uniform and c.uniform)
+
+    def op_bits(self) -> None:
+        """A bitwise operation, a shift by a literal count below the width (a larger one is
+        undefined behaviour), or a minimum / maximum; unsigned bounds tracked where cheap."""
+        b, w, draw = self.b, self.b.w, self.draw
+        bits = draw(st.sampled_from(sorted(self.f["widths"], key=lambda x: x != 32)), label="width")
+        s, top = w.lit_nat(2 ** bits), 2 ** bits - 1
+        a = self.conv(self.pick("lhs"), bits)
+        kind = draw(st.sampled_from(["bit1", "bit2", "shr", "shl", "extrema"]), label="bit op")
+        if kind == "bit1":
+            tag = draw(st.sampled_from(BIT1_TAGS), label="bit1 tag")
+            d = b.ap(f"core.bit1.{tag}", s, w.lit_nat(0), a.d)
+            lo, hi, uni = (a.lo, a.hi, a.uniform) if tag == "id" else (0, top, a.uniform)
+        elif kind in ("shr", "shl"):
+            k = draw(st.integers(0, bits - 1), label="shift count")
+            tag = draw(st.sampled_from(["a", "l"]), label="shr tag") if kind == "shr" else "shl"
+            count = w.lit_idx(2 ** bits, k)
+            d = (b.ap(f"core.shr.{tag}", s, b.tup(a.d, count)) if kind == "shr"
+                 else b.wrap("shl", bits, 0, a.d, count))
+            lo, hi, uni = (a.lo >> k, a.hi >> k, a.uniform) if tag == "l" else (0, top, a.uniform)
+        else:
+            c = self.literal(bits) if draw(st.booleans(), label="literal rhs") else self.conv(self.pick("rhs"), bits)
+            uni = a.uniform and c.uniform
+            if kind == "bit2":
+                tag = draw(st.sampled_from(BIT2_TAGS), label="bit2 tag")
+                d = b.ap(f"core.bit2.{tag}", s, w.lit_nat(0), b.tup(a.d, c.d))
+                lo, hi = (0, min(a.hi, c.hi)) if tag == "and_" else (0, top)
+            else:
+                tag = draw(st.sampled_from(["umin", "umax", "smin", "smax"]), label="extrema tag")
+                d = b.ap(f"core.extrema.{tag}", s, b.tup(a.d, c.d))
+                lo, hi = {"umin": (min(a.lo, c.lo), min(a.hi, c.hi)),
+                          "umax": (max(a.lo, c.lo), max(a.hi, c.hi))}.get(tag, (0, top))
+        self.b.features[f"core.I{bits}"] += 1
+        self.add(_Val(d, bits, lo, hi, uni))
 
     def op_arith(self) -> None:
         bits = self.draw(st.sampled_from(sorted(self.f["widths"], key=lambda x: x != 32)), label="width")

@@ -21,6 +21,8 @@ class Rewriter:
         self.new = new if new is not None else World()
         self.new.normalizers.update(old.normalizers)
         self.new.origin = old
+        if self.new.import_annex is None:
+            self.new.import_annex = self.annex
         self.memo: dict[int, Def] = {}
         self.pending: list[tuple[MutLam, MutLam]] = []
 

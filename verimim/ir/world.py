@@ -70,6 +70,8 @@ class World:
         self.muts: list[MutLam] = []
         self.externals: dict[str, MutLam] = {}
         self.origin: World | None = None  # the World a phase rebuilt this one from
+        # how this World gets an annex of `origin` it does not hold yet (set by the Rewriter)
+        self.import_annex: Callable[[str], Def] | None = None
         # Folds by the normalizers while the program was built (the front end turns this on):
         # application gid → (the application as written, what it was normalized to). `check`
         # proves each of them (smt/spec_normalize.py).
@@ -612,7 +614,14 @@ class World:
             self.annex_docs[name] = doc
 
     def annex(self, name: str) -> Def:
-        return self.annexes[name]
+        hit = self.annexes.get(name)
+        if hit is not None:
+            return hit
+        if self.import_annex is not None:
+            # A World a phase rebuilt holds only the annexes the program reached; a normalizer
+            # may make one it did not (`x - c` ↦ `x + (-c)` needs `core.wrap.add`).
+            return self.import_annex(name)
+        raise KeyError(name)
 
     def find_annex(self, name: str) -> builtins.tuple[World, Def] | None:
         """An annex of this World or of the Worlds it was rebuilt from (phases copy only what

@@ -206,6 +206,9 @@ class Evaluator:
     steps: int = 0
     world: Any = None  # the World, to open immutable lambdas jumped to (None: not modelled)
     params: dict[int, Any] = field(default_factory=dict)  # placeholders of opened lambdas
+    # The node of a lambda's body that an opened copy stands for: a barrier inside a `lam` is one
+    # barrier operation however often, and with whatever argument, the lambda is entered.
+    origin: dict[int, Def] = field(default_factory=dict)
     end_loc: Any = None  # a path that returned: the jump to the kernel's return continuation
     _counter: int = 0
 
@@ -263,7 +266,9 @@ class Evaluator:
                     p = Param(callee.pi.dom, "lam")
                     self.params[p.gid] = arg
                     jumped = callee.body
-                    callee, arg = self.jump(self.world.open(callee.body, p))
+                    opened = self.world.open(callee.body, p)
+                    self._remember_origins(callee.body, opened)
+                    callee, arg = self.jump(opened)
                     continue
                 if not isinstance(callee, MutLam) or callee.body is None:
                     raise Unsupported(f"a jump to `{callee if not isinstance(callee, MutLam) else callee.name}`, "
@@ -275,6 +280,23 @@ class Evaluator:
         except _Stop as s:
             self.cut_at = s.where
             return s.why
+
+    def _remember_origins(self, body: Def, opened: Def) -> None:
+        """Pair the opened body's nodes with the lambda body's, in lockstep (they differ only
+        where the parameter was), as far as their shapes agree; nested mutables are not opened."""
+        todo, seen = [(body, opened)], set()
+        while todo:
+            a, b = todo.pop()
+            if a.gid in seen or a is b or isinstance(a, MutLam):
+                continue
+            seen.add(a.gid)
+            self.origin[b.gid] = self.origin.get(a.gid, a)
+            if type(a) is type(b) and len(a.ops) == len(b.ops):
+                todo.extend(zip(a.ops, b.ops))
+
+    def program_point(self, d: Def) -> Def:
+        """The node of the program `d` is (itself, or what an opened lambda body copied)."""
+        return self.origin.get(d.gid, d)
 
     def enter(self, m: MutLam, arg: Any, came_from: MutLam | None = None) -> None:
         local = self.scopes.local_muts(m)

@@ -52,6 +52,7 @@ class Access:
     # The path's condition when the access happens: paths that share a prefix share its
     # accesses, so a query pairs each access once, not once per path through it.
     cond: z3.BoolRef = z3.BoolVal(True)
+    loaded: tuple[z3.ExprRef, ...] = ()  # a read's value (the fresh variables it gave the path)
 
     @property
     def loc(self) -> Loc | None:
@@ -181,24 +182,27 @@ def _ranges(inp: KernelInputs) -> list[z3.BoolRef]:
 # ------------------------------------------------------------------ the device's axioms
 
 
-def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: Any) -> None:
+def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: Any, loaded: Any = None) -> None:
     if p.space not in (1, 3):
         return  # local memory is private, constant memory read-only
     epoch = tok.epoch if isinstance(tok, Tok) else 0
     pc = path_facts(ev.explorer, decisions_only=True)
     tr.accesses.append(Access(d, value is not None, p.space, p.obj, p.off, size_of(t, "an access"),
                               tuple(leaves(value)) if value is not None else (), epoch, p.label,
-                              z3.And(*pc) if pc else z3.BoolVal(True)))
+                              z3.And(*pc) if pc else z3.BoolVal(True),
+                              tuple(leaves(loaded)) if loaded is not None else ()))
 
 
 def _handlers(tr: _Trace) -> dict[str, Op]:
     def load(ev: Evaluator, d: App, a: list[Any]) -> Any:
         (t, _sp), (m, p) = a[0].ops, a[1]
         p = as_ptr(p, d, "a load")
-        _record(ev, tr, d, m, p, t, None)
         if p.space == 5:
+            _record(ev, tr, d, m, p, t, None)
             return (m, tr.local.load(ev, p, t, "local"))
-        return (m, ev.fresh(t, "mem"))
+        v = ev.fresh(t, "mem")
+        _record(ev, tr, d, m, p, t, None, v)
+        return (m, v)
 
     def store(ev: Evaluator, d: App, a: list[Any]) -> Any:
         (t, _sp), (m, p, v) = a[0].ops, a[1]
@@ -224,7 +228,7 @@ def _handlers(tr: _Trace) -> dict[str, Op]:
     def sync(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m1, m3 = a[0]
         epoch = max(x.epoch for x in (m1, m3) if isinstance(x, Tok)) + 1
-        tr.barriers.append(Barrier(d))
+        tr.barriers.append(Barrier(ev.program_point(d)))
         return (Tok(1, epoch), Tok(3, epoch))
 
     return {"mem.load": Op(2, load), "mem.store": Op(2, store), "mem.slot": Op(2, slot),

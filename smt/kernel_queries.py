@@ -85,7 +85,50 @@ def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem], distinct
     a, b = wis
     if distinct:
         out.append(z3.Or(a.group != b.group, a.item != b.item))
+    return out + _read_only_facts(kp, wis)
+
+
+def _read_only_facts(kp: KernelPaths, wis: list[WorkItem]) -> list[z3.BoolRef]:
+    """Global memory the launch never writes is the same for every work-item: a load from an
+    object no store of any path can write reads the launch's initial contents, one function of
+    (object, offset) for all work-items (else two work-items could read different values from
+    the same address, and a branch on a value every work-item loads alike would look
+    divergent). Sound only where the objects are the same for every work-item: a store whose
+    object depends on the work-item (a pointer it loaded) could write anywhere, so then no load
+    is tied."""
+    accesses = [a for p in kp.paths for a in p.accesses if a.space == 1]
+    ids = {x.get_id() for w in wis for x, _ in w.subst}
+    if any(a.write and _mentions(a.obj, ids) for a in accesses):
+        return []
+    stores = list({a.obj.get_id(): a.obj for a in accesses if a.write}.values())
+    out: list[z3.BoolRef] = []
+    seen: set[int] = set()
+    for a in accesses:
+        if a.write or len(a.loaded) != 1 or not z3.is_bv(a.loaded[0]) or _mentions(a.obj, ids):
+            continue
+        v = a.loaded[0]
+        if v.get_id() in seen:
+            continue
+        seen.add(v.get_id())
+        init = z3.Function(f"global_init_{v.size()}", a.obj.sort(), a.off.sort(), v.sort())
+        untouched = z3.And(*[s != a.obj for s in stores]) if stores else z3.BoolVal(True)
+        for w in wis:
+            out.append(z3.Implies(untouched, w(v) == init(a.obj, w(a.off))))
     return out
+
+
+def _mentions(e: z3.ExprRef, ids: set[int]) -> bool:
+    """Whether e mentions one of the variables with these ids (a work-item's own)."""
+    todo, seen = [e], set()
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_const(x) and x.get_id() in ids:
+            return True
+        todo.extend(x.children())
+    return False
 
 
 @dataclass(frozen=True)

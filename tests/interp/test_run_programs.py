@@ -124,3 +124,13 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
 """, encoding="utf-8")
     report = driver.run(str(prog), [], ["A"])
     assert report.ok and report.data["result"] == ord("A"), [d.render() for d in report.diagnostics]
+
+
+def test_a_divergence_points_at_the_return_the_other_work_item_takes() -> None:
+    path = PROGRAMS / "runtime_errors" / "barrier_early_return.mim"
+    d = next(d for d in run(path).diagnostics if d.code == "E-BARRIER-DIVERGENCE")
+    assert d.loc is not None and d.related
+    note = d.related[0]
+    assert note.loc is not None and note.loc.line != d.loc.line
+    line = path.read_text(encoding="utf-8").splitlines()[note.loc.line - 1]
+    assert line[note.loc.col - 1:].startswith("return"), line

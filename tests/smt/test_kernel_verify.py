@@ -311,3 +311,29 @@ def test_divergence_points_at_the_return_the_other_item_takes() -> None:
     assert "returns here" in other.message and other.loc is not None and other.loc != d.loc
     line = (EXAMPLES / "divergent_barrier.mim").read_text(encoding="utf-8").splitlines()[other.loc.line - 1]
     assert line[other.loc.col - 1:].startswith("return"), line
+
+
+SAME_ADDRESS_BRANCH = """    let (m1, x) = mem.load (m1, mem.lea (out, 0_16));
+    (skip, wait)#(core.icmp.e (x, 1I32)) (m1, m3)
+    where
+        con wait (m1: gpu.GlobalM, m3: gpu.SharedM) =
+            let (m1, m3) = gpu.sync_work_items (m1, m3);
+            skip (m1, m3);
+        con skip (m1: gpu.GlobalM, m3: gpu.SharedM) = {END}
+    end;"""
+
+
+def test_a_value_loaded_from_memory_the_launch_never_writes_is_the_same_for_every_item(tmp_path: Path) -> None:
+    # every work-item loads out[0], which no work-item writes: the branch is uniform
+    body = SAME_ADDRESS_BRANCH.replace("{END}", "return (m1, m3, m4, m5);")
+    entries, diags = verify(kp.write(tmp_path, "ro", kp.program(body)))
+    assert entries[0]["divergence"] == "proved", diags
+
+
+def test_a_value_loaded_from_memory_the_launch_writes_is_not_tied(tmp_path: Path) -> None:
+    # the same load, but the kernel writes the buffer: another item may have written out[0]
+    body = SAME_ADDRESS_BRANCH.replace("{END}", """
+            let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 16) (core.bitcast Nat item_id)), 1I32);
+            return (m1, m3, m4, m5);""")
+    entries, diags = verify(kp.write(tmp_path, "rw", kp.program(body)))
+    assert entries[0]["divergence"] == "refuted" and "E-BARRIER-DIVERGENCE" in codes(diags)

@@ -55,6 +55,7 @@ class Thread:
     barrier_result: Value = None
     result: Value = None
     done: bool = False
+    end: Def | None = None  # the jump by which it finished (a work-item's `return`)
 
 
 # The nesting analysis of a World's mutables, shared by every Machine that runs it: it depends
@@ -212,6 +213,7 @@ class Machine:
         if isinstance(callee, (Halt, KernelReturn)):
             th.result = arg
             th.done = True
+            th.end = th.jump
             return False
         if isinstance(callee, Partial) and not callee.args and callee.axiom.annex.startswith(C_PREFIX):
             # A call of a C function (`ccon`/`cfun`): run its semantics, continue with its

@@ -354,7 +354,8 @@ def run_group(m: Machine, ls: LaunchState, g: int, threads: list[Thread]) -> Non
             f = min(finished, key=lambda t: t.item)
             raise RuntimeFault("E-BARRIER-DIVERGENCE", f"work-item {f.item} of group {g} returns while "
                                f"work-item {w.item} waits at a barrier", w.barrier_node.loc if w.barrier_node else None,
-                               (Related(f"work-item {f.item} returned without reaching it", None),))
+                               (Related(f"work-item {f.item} returns here without reaching it",
+                                        f.end.loc if f.end is not None else None),))
         nodes = {t.barrier_node.gid for t in waiting if t.barrier_node is not None}
         if len(nodes) > 1:
             other = next(t for t in waiting if t.barrier_node is not w.barrier_node)

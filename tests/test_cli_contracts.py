@@ -227,6 +227,26 @@ def test_fuzz_prints_progress_when_not_a_terminal(tmp_path: Path) -> None:
     assert "fuzzing: " in p.stderr and "(done)" in p.stderr
 
 
+@pytest.mark.parametrize("text,seconds", [("90", 90.0), ("90s", 90.0), ("30m", 1800.0), ("8h", 28800.0),
+                                          ("1h30m", 5400.0), ("2d", 172800.0), ("0.5", 0.5)])
+def test_a_fuzz_budget_is_seconds_or_a_duration_with_units(text: str, seconds: float) -> None:
+    from verimim.cli import Duration
+
+    assert Duration().convert(text, None, None) == seconds
+
+
+@pytest.mark.parametrize("text", ["8x", "h", "1h30", "-5", "0.01s", ""])
+def test_a_budget_that_is_no_duration_is_a_usage_error(text: str) -> None:
+    p = verimim("fuzz", "--budget", text, "--programs", "1", "--json")
+    assert p.returncode == 2 and "--budget" in json.loads(p.stdout)["diagnostics"][0]["message"]
+
+
+def test_an_eight_hour_budget_stops_after_its_programs(tmp_path: Path) -> None:
+    p = verimim("fuzz", "--budget", "8h", "--programs", "1", "--seed", "3", "--no-verify", "--out", str(tmp_path),
+                "--json")
+    assert p.returncode in (0, 3) and json.loads(p.stdout)["programs"] == 1
+
+
 # ---------------------------------------------------------------- notes carry no error codes
 
 def test_diff_of_undefined_behaviour_says_why_in_a_note_of_the_error() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 import random
+import re
 import sys
 import tempfile
 from collections.abc import Callable
@@ -282,9 +283,30 @@ def dump(file: str | None, dot: bool, after: str | None, pipeline_file: str | No
     emit(driver.dump(path, list(include), dot=dot, after=after, pipeline=pipeline_file), as_json, debug)
 
 
+class Duration(click.ParamType):
+    """Seconds, or a duration with units: `90`, `90s`, `30m`, `8h`, `1h30m`, `2d`."""
+
+    name = "duration"
+    UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        text = str(value).strip().lower()
+        parts = re.findall(r"(\d+(?:\.\d+)?)([smhd]?)", text)
+        if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
+            self.fail(f"`{value}` is not a duration (seconds, or e.g. 90s, 30m, 8h, 1h30m)", param, ctx)
+        if len(parts) > 1 and any(not u for _, u in parts):
+            self.fail(f"`{value}`: give every part of a duration its unit (e.g. 1h30m)", param, ctx)
+        seconds = sum(float(n) * self.UNITS[u or "s"] for n, u in parts)
+        if seconds < 0.1:
+            self.fail(f"`{value}` is shorter than 0.1 s", param, ctx)
+        return seconds
+
+
 @cli.group(invoke_without_command=True)
-@click.option("--budget", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
-              help="seconds to spend generating and checking programs")
+@click.option("--budget", type=Duration(), default=60.0, show_default=True,
+              help="how long to generate and check programs: seconds, or 90s, 30m, 8h, 1h30m")
 @click.option("--seed", type=int, default=None, help="seed of the campaign (default: random)")
 @click.option("--programs", "max_programs", type=click.IntRange(min=1), default=None,
               help="stop after N programs (with --seed: exactly the same programs every time)")

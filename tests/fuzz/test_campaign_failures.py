@@ -54,6 +54,16 @@ def test_broken_phase_is_found_once_and_reduced(tmp_path: Path) -> None:
     clean = subprocess.run([*VERIMIM, "check", "--json", str(reduced)], capture_output=True, text=True, timeout=120)
     assert "remove_double_syncs broke" not in clean.stdout
 
+    # Resumed, the same broken phase fails the same way: a known failure, which exits 0 (a nightly
+    # job fails on new signatures only).
+    more = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "3", "--workers", "1",
+                           "--no-verify", "--preload", str(preload), "--reduce-budget", "0", "--json"],
+                          capture_output=True, text=True, timeout=400)
+    obj2 = json.loads(more.stdout)
+    assert more.returncode == (3 if obj2["new_failures"] else 0), more.stderr[-3000:]
+    again_broken = [x for x in obj2["failures"] if x["signature"]["phase"] == "gpu.remove_double_syncs"]
+    assert all(not x["new"] for x in again_broken)
+
     rep = subprocess.run([*VERIMIM, "fuzz", "report", str(d), "--json"], capture_output=True, text=True, timeout=120)
     row = next(r for r in json.loads(rep.stdout)["failures"] if r["signature"] == fd.name)
     assert row["size_after"] == after and row["reduced"] == str(reduced) and "verimim check" in row["command"]

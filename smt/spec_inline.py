@@ -8,7 +8,10 @@ What either phase must achieve, stated without its code:
    application of an axiom whose type mentions a memory token `mem.M a`, jumps to `Fn` axioms
    included) has a counterpart in the input with the same axiom at the same source location
    (one without a location, which the World's own β-reduction of an immutable lambda makes,
-   must at least be an axiom of the input's operations).
+   must at least be an axiom of the input's operations). Barriers are moved, never copied: no
+   location holds more `gpu.sync_work_items` operations in the output than in the input (two
+   copies are two barrier operations, and work-items that met at one would wait at different
+   ones — SEMANTICS.md's divergence, which the single-work-item proof below cannot see).
 3. The phase did what it claims and left only what it says (its witness): no application remains
    of a mutable it claims to have inlined everywhere; every mutable it inlined was
    non-recursive in the input (a loop stays a loop); and every application of the phase's kind
@@ -28,6 +31,8 @@ What either phase must achieve, stated without its code:
    run the input (E-UNSUPPORTED) but runs the output, the outcome is `unknown`.
 """
 from __future__ import annotations
+
+from collections import Counter
 
 from typing import Any
 
@@ -113,6 +118,27 @@ def _effects_correspond(before: Program, after: Program) -> Outcome | None:
             if key not in have and not (key[1] == "?" and key[0] in axioms):
                 return Outcome("refuted", f"the effect `{key[0]}` at {key[1]} has no counterpart in the "
                                f"input", {"operation": show(d)[:300], "location": key[1]})
+    return None
+
+
+def _barrier_sites(world: World) -> Counter[str]:
+    """How many barrier operations (full `gpu.sync_work_items` applications) the World holds at
+    each location."""
+    return Counter(_loc(d) for d in walk(world) if isinstance(d, App) and isinstance(d.head, Axiom)
+                   and d.head.annex == "gpu.sync_work_items" and d.depth == 1)
+
+
+def _barriers_not_duplicated(before: Program, after: Program) -> Outcome | None:
+    """Inlining may move a barrier, never copy it: SEMANTICS.md asks every work-item of a group
+    to reach the *same* barrier operation, and two copies are two operations — work-items that
+    met at one barrier would wait at different ones (a divergence the input does not have)."""
+    for old, new in zip(before.worlds(), after.worlds()):
+        have = _barrier_sites(old)
+        for where, n in sorted(_barrier_sites(new).items()):
+            if n > have.get(where, 0):
+                return Outcome("refuted", f"the barrier at {where} is duplicated: {n} copies where the input has "
+                               f"{have.get(where, 0)}; work-items that met at it would wait at different barriers",
+                               {"location": where, "copies": n, "before": have.get(where, 0)})
     return None
 
 
@@ -206,7 +232,8 @@ def spec_inline(res: PhaseResult, ctx: SpecContext) -> Outcome:
     # The structural checks can fail on their own; then the output is compared with the input
     # β-reduced by the textbook substitution (smt.inline_proof): equal graphs, a proof for all
     # inputs. Where that reference does not apply, differential execution validates.
-    for check in (_interface(res.before, res.after), _effects_correspond(res.before, res.after), _claims(res)):
+    for check in (_interface(res.before, res.after), _effects_correspond(res.before, res.after),
+                  _barriers_not_duplicated(res.before, res.after), _claims(res)):
         if check is not None:
             return check
     inlined, left = res.claim(Inlining).inlined, res.claim(Inlining).left

@@ -181,7 +181,7 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
     state = {"kept": prog, "candidate": prog}  # the program a text belongs to (its args, its defect)
 
     def fails_alike(p: Any, text: str) -> bool:
-        v = check_generated(replace(p, text=text, roundtrip_error=None), verify=settings.verify,
+        v = check_generated(replace(p, text=text), verify=settings.verify,
                             timeout_ms=settings.timeout_ms, gpu=settings.gpu)
         return of_verdict(v) == signature
 
@@ -194,7 +194,7 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             return None
-        if p.roundtrip_error or p.defect != prog.defect:
+        if p.defect != prog.defect:
             return None  # another defect kind expects another code: not the same failure
         state["candidate"] = p
         return p.text, normal

@@ -61,7 +61,8 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "max_items": 4,          # work-items per group: 1, 2 or 4
     "widths": (8, 16, 32, 64),
     "modes": True,           # core.wrap with nuw/nsw/nusw where provably no overflow
-    "bit_ops": True,         # core.bit1/bit2 (all their tags), shr, wrap.shl, extrema
+    "bit_ops": True,         # core.bit1/bit2 (all their tags), shr, wrap.shl, extrema, conv.s, select
+    "division": True,        # core.div (sdiv, udiv, srem, urem) on the host, by positive literals
     "loops": True,
     "branches": True,
     "shared": True,          # static shared slots and barriers
@@ -420,7 +421,22 @@ class _KernelGen:
         bits = draw(st.sampled_from(sorted(self.f["widths"], key=lambda x: x != 32)), label="width")
         s, top = w.lit_nat(2 ** bits), 2 ** bits - 1
         a = self.conv(self.pick("lhs"), bits)
-        kind = draw(st.sampled_from(["bit1", "bit2", "shr", "shl", "extrema"]), label="bit op")
+        kind = draw(st.sampled_from(["bit1", "bit2", "shr", "shl", "extrema", "sconv", "select"]), label="bit op")
+        if kind == "sconv":  # sign extension or truncation to another width
+            to = draw(st.sampled_from(sorted(self.f["widths"])), label="sconv width")
+            d = b.ap("core.conv.s", s, w.lit_nat(2 ** to), a.d)
+            keeps = a.hi < 2 ** (bits - 1) and to >= bits  # a non-negative value keeps its value
+            self.b.features[f"core.I{to}"] += 1
+            self.add(_Val(d, to, a.lo if keeps else 0, a.hi if keeps else 2 ** to - 1, a.uniform))
+            return
+        if kind == "select":
+            c = self.literal(bits) if draw(st.booleans(), label="literal rhs") else self.conv(self.pick("rhs"), bits)
+            rel = draw(st.sampled_from(["ul", "sl", "e", "ne"]), label="select relation")
+            cond = b.icmp(rel, bits, a.d, c.d)
+            d = b.ap("core.select", w.idx_n(2 ** bits), b.tup(cond, a.d, c.d))
+            self.b.features[f"core.I{bits}"] += 1
+            self.add(_Val(d, bits, min(a.lo, c.lo), max(a.hi, c.hi), a.uniform and c.uniform))
+            return
         if kind == "bit1":
             tag = draw(st.sampled_from(BIT1_TAGS), label="bit1 tag")
             d = b.ap(f"core.bit1.{tag}", s, w.lit_nat(0), a.d)
@@ -693,6 +709,8 @@ class _HostGen:
             m0 = b.store(b.I32, 0, m0, hp, self.argc)
             m0 = b.free(b.I32, 0, m0, hp)
             self.s["m0"] = b.free(b.I32, 0, m0, hp)
+        if f["division"] and draw(st.booleans(), label="division"):
+            self.divide()
         m0 = self.s["m0"]
         for t, p in self.host_frees:
             m0 = b.free(t, 0, m0, p)
@@ -702,6 +720,17 @@ class _HostGen:
         if f["c_calls"] and draw(st.integers(0, 2), label="c call") < 2:
             self.c_call()
         self.cur.body = w.app(ret, b.tup(self.s["m0"], self.result))
+
+    def divide(self) -> None:
+        """The result divided by (or the remainder of) a positive literal: `core.div` takes the
+        host's memory token (division by zero is a visible effect); a positive divisor has no
+        undefined case, INT_MIN / -1 included."""
+        b, w = self.b, self.b.w
+        op = self.draw(st.sampled_from(["sdiv", "udiv", "srem", "urem"]), label="division")
+        divisor = w.lit_idx(2 ** 32, self.draw(st.integers(1, 9), label="divisor"))
+        r = b.ap(f"core.div.{op}", w.lit_nat(2 ** 32), b.tup(self.s["m0"], b.tup(self.result, divisor)))
+        self.s["m0"] = b.x(r, 2, 0)
+        self.result = b.wrap("add", 32, 0, self.result, b.x(r, 2, 1))
 
     def c_call(self) -> None:
         """A C function called with the result so far, declared as upstream declares them: `cfun`

@@ -50,7 +50,6 @@ class Code:
 class Compiler:
     def __init__(self, machine: Machine) -> None:
         self.m = machine
-        self.world = machine.world
         self._static: dict[int, bool] = {}
         self._has_var: dict[int, bool] = {}
 
@@ -68,7 +67,8 @@ class Compiler:
             res = False  # a tuple is built at run time; its type-level elements stay IR nodes
         else:
             try:
-                res = self.world.level(self.world.type_of(d)) >= 1
+                w = self.m.world_of(d)
+                res = w.level(w.type_of(d)) >= 1
             except Exception:
                 res = False
         self._static[d.gid] = res
@@ -214,7 +214,8 @@ class Compiler:
             return tup
         if isinstance(d, Inject):
             gv = getter(d.ops[0])
-            tag = _member_index(self.m.world, d.ops[1], self.m.world.type_of(d.ops[0]), d)
+            w = self.m.world_of(d)
+            tag = _member_index(w, d.ops[1], w.type_of(d.ops[0]), d)
 
             def inj(fr: list[Value], env: Env, th: Thread) -> None:
                 fr[slot] = Tagged(tag, gv(fr, env))
@@ -228,10 +229,10 @@ class Compiler:
                 assert isinstance(u, Tagged)
                 fr[slot] = m.call_value(garms[u.tag](fr, env), u.value, d, th)  # type: ignore[arg-type]
             return match
-        if isinstance(d, Extract) and _heterogeneous_at_runtime(self.m.world, d):
+        if isinstance(d, Extract) and _heterogeneous_at_runtime(self.m.world_of(d), d):
             # A heterogeneous tuple at a run-time index: the element, tagged with its type.
             gt, gi = getter(d.tup), getter(d.index)
-            w = self.m.world
+            w = self.m.world_of(d)
             union = w.type_of(d)
             tup_t = w.zonk(w.type_of(d.tup))
             assert isinstance(tup_t, Sigma)

@@ -132,19 +132,26 @@ class Machine:
                 return target
         return mut
 
+    def world_of(self, d: Def) -> World:
+        """The World that made `d`: the device World for a kernel's nodes after split_apply, else
+        the host's. What the interpreter builds at run time from a node (a β-reduction, a
+        reified value, an extract of a type) it builds there, so types compare by identity."""
+        dev = self.device
+        return dev if dev is not None and d.home == dev.serial else self.world
+
     def code_of(self, mut: MutLam) -> Code:
         hit = self.codes.get(mut.gid)
         if hit is None:
             if mut.body is None:
                 raise RuntimeFault("E-UNSUPPORTED", f"`{mut.name}` has no body to run", mut.loc)
-            jump = self.world.is_cn(mut.pi) or self._is_bot(mut.body)
+            jump = self.world_of(mut).is_cn(mut.pi) or self._is_bot(mut.body)
             hit = self.compiler.compile(mut.body, jump=jump, owner=mut)
             self.codes[mut.gid] = hit
         return hit
 
     def _is_bot(self, d: Def) -> bool:
         try:
-            t = self.world.type_of(d)
+            t = self.world_of(d).type_of(d)
         except Exception:
             return False
         from verimim.ir.defs import Bot
@@ -280,7 +287,7 @@ class Machine:
     def lam_activation(self, v: LamValue, arg: Value, jump: bool) -> tuple[Code, Env]:
         """Code and environment to run an immutable lambda's body with `arg` as the body of an
         equivalent mutable (made once per lambda; code once per set of captured nodes)."""
-        mut = self.world.lam_as_mut(v.lam)
+        mut = self.world_of(v.lam).lam_as_mut(v.lam)
         assert mut.body is not None
         self._lam_bodies.add(mut.body)
         caps = self.lam_captures(v)
@@ -297,8 +304,9 @@ class Machine:
         if isinstance(t, tuple):
             return t[i]
         if isinstance(t, Def):
-            idx = i if isinstance(i, Def) else self.reify(i, self.world.type_of(node.index) if node.index.bvd == 0 else None)
-            return self.world.extract(t, idx)
+            w = self.world_of(node)
+            idx = i if isinstance(i, Def) else self.reify(i, w.type_of(node.index) if node.index.bvd == 0 else None, w)
+            return w.extract(t, idx)
         if i == 0:
             return t  # an array of a run-time arity of one is its element (`«1; T» = T`)
         raise RuntimeFault("E-OOB", f"index {i} into a value of one element", node.loc)
@@ -316,7 +324,8 @@ class Machine:
         if isinstance(callee, LamValue):
             lam = callee.lam
             try:
-                body = self.world.app(lam, self.reify(arg, lam.pi.dom))
+                w = self.world_of(lam)
+                body = w.app(lam, self.reify(arg, lam.pi.dom, w))
             except RuntimeFault:
                 # A run-time value that is no IR (a memory token, a pointer): run the lambda as
                 # a mutable with the same body instead of substituting.
@@ -377,22 +386,26 @@ class Machine:
         if d.body.bvd == 0:
             v = self.eval_expr(d.body, env, th, known)
             return tuple(v for _ in range(n))
-        return tuple(self.eval_expr(self.world.open(d.body, self.world.lit_idx(n, j)), env, th, known)
-                     for j in range(n))
+        w = self.world_of(d)
+        return tuple(self.eval_expr(w.open(d.body, w.lit_idx(n, j)), env, th, known) for j in range(n))
 
     # ------------------------------------------------------------------ type-level values
 
-    def static(self, v: Value) -> Def:
-        """A type-level value as one IR node (a run-time tuple of types becomes a tuple node)."""
+    def static(self, v: Value, w: World | None = None) -> Def:
+        """A type-level value as one IR node (a run-time tuple of types becomes a tuple node),
+        in World w (default: the World of its first node, else the host's)."""
         if isinstance(v, Def):
             return v
         if isinstance(v, tuple):
-            return self.world.tuple(self.static(x) for x in v)
-        return self.reify(v, None)
+            w = w or next((self.world_of(x) for x in v if isinstance(x, Def)), self.world)
+            return w.tuple(self.static(x, w) for x in v)
+        return self.reify(v, None, w)
 
-    def reify(self, v: Value, t: Def | None) -> Def:
-        """A run-time value as an IR node (for type-level computation)."""
-        w = self.world
+    def reify(self, v: Value, t: Def | None, w: World | None = None) -> Def:
+        """A run-time value as an IR node (for type-level computation), in World w (default:
+        the World of its type, else the host's)."""
+        if w is None:
+            w = self.world_of(t) if t is not None else self.world
         if isinstance(v, Def):
             return v
         if isinstance(v, bool) or isinstance(v, int):
@@ -401,26 +414,26 @@ class Machine:
             return w.lit(t, int(v))
         if isinstance(v, tuple):
             if t is None:
-                return w.tuple(self.reify(x, None) for x in v)
+                return w.tuple(self.reify(x, None, w) for x in v)
             fields: list[Def] = []
             if isinstance(t, Sigma):
                 partial: list[Def] = []
                 for j, x in enumerate(v):
                     ft = w.open(t.ops[j], w.tuple(partial + [w.hole(None, "_")] * (len(v) - j)))
-                    partial.append(self.reify(x, ft))
+                    partial.append(self.reify(x, ft, w))
                 return w.tuple(partial)
             if isinstance(t, Arr):
                 for j, x in enumerate(v):
-                    fields.append(self.reify(x, w.open(t.body, w.lit_idx(len(v), j))))
+                    fields.append(self.reify(x, w.open(t.body, w.lit_idx(len(v), j)), w))
                 return w.tuple(fields)
-            return w.tuple(self.reify(x, None) for x in v)
+            return w.tuple(self.reify(x, None, w) for x in v)
         raise RuntimeFault("E-UNSUPPORTED", f"a run-time value {v!r} used in a type", None)
 
     def substitute(self, d: Def, env: Env) -> Def:
         """The type-level node `d` with the run-time values of the parameters it mentions."""
         if not self.compiler.has_var(d):
             return d
-        w = self.world
+        w = self.world_of(d)
         memo: dict[int, Def] = {}
 
         def go(x: Def) -> Def:
@@ -430,7 +443,7 @@ class Machine:
             if hit is not None:
                 return hit
             if isinstance(x, Var):
-                res = self.reify(env[-x.mut.gid], x.mut.pi.dom)
+                res = self.reify(env[-x.mut.gid], x.mut.pi.dom, w)
             elif isinstance(x, Extract) and isinstance(x.index, Lit) and self._var_path(x):
                 res = self._reify_path(x, env)
             else:
@@ -458,10 +471,11 @@ class Machine:
         v = env[-y.mut.gid]
         for i in reversed(path):
             v = v[i]
-        t = self.world.type_of(x) if x.bvd == 0 else None
+        w = self.world_of(x)
+        t = w.type_of(x) if x.bvd == 0 else None
         if t is not None and self.compiler.has_var(t):
             t = self.substitute(t, env)
-        return self.reify(v, t)
+        return self.reify(v, t, w)
 
     # ------------------------------------------------------------------ programs
 

@@ -30,7 +30,8 @@ class Def:
     """Base of all nodes. `ops` are the operands; `binder_ops` names the operand positions that
     lie under this node's binder (one more enclosing binder for BVar indices)."""
 
-    __slots__ = ("ops", "gid", "loc", "name", "let_name", "bvd", "has_hole", "has_param", "_type", "__weakref__")
+    __slots__ = ("ops", "gid", "loc", "name", "let_name", "bvd", "has_hole", "has_param", "_type", "home",
+                 "__weakref__")
     binder_ops: ClassVar[frozenset[int]] = frozenset()
     mutable: ClassVar[bool] = False
 
@@ -43,6 +44,7 @@ class Def:
         # `loc`, no part of the node's identity.
         self.let_name: str | None = None
         self._type: Def | None = None
+        self.home = 0  # the serial of the World that made it (World.serial; 0: none)
         bvd = 0
         has_hole = False
         has_param = False

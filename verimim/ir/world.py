@@ -10,6 +10,7 @@ same normalizing constructors.
 from __future__ import annotations
 
 import builtins
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -61,8 +62,14 @@ class RuleDef:
     guard: Def | None
 
 
+_world_serials = itertools.count(1)
+
+
 class World:
     def __init__(self) -> None:
+        # Which World made a node (`Def.home`): a program split in two has a host and a device
+        # World whose nodes meet in one interpreter, which must build from each in its own World.
+        self.serial = next(_world_serials)
         self._table: dict[tuple[Any, ...], Def] = {}
         self.annexes: dict[str, Def] = {}
         self.annex_docs: dict[str, str] = {}
@@ -98,6 +105,7 @@ class World:
         if hit is not None:
             return hit
         node = make() if make is not None else cls(ops)
+        node.home = self.serial
         self._table[key] = node
         return node
 
@@ -263,6 +271,7 @@ class World:
 
     def mut_lam(self, pi: Pi, name: str, kind: str) -> MutLam:
         m = MutLam(pi, name, kind)
+        m.home = self.serial
         self.muts.append(m)
         return m
 
@@ -274,6 +283,7 @@ class World:
         if hit is not None:
             return hit
         m = MutLam(lam.pi, lam.name or "lm", "con" if self.is_cn(lam.pi) else "lam")
+        m.home = self.serial
         m.body = self.open(lam.body, self.var(m))
         m.loc = lam.loc
         self._lam_muts[lam.gid] = m

@@ -500,9 +500,18 @@ class _KernelGen:
         exit_, eps = self.jump_to([("acc", b.I32)], "exit")
         b.features["loop"] += 1
         self.cur.body = w.app(loop, b.tup(*self.mems(), w.lit_nat(0), init.d))
-        loop.body = b.branch(b.ap("core.ncmp.l", b.tup(li, w.lit_nat(count))), exit_, body, b.tup(l1, l3, l5, lacc))
+        # `i < count`, written in one of the ways a program may write it
+        form = self.draw(st.sampled_from(["l", "ne", "g", "le", "ge", "e"]), label="loop condition")
+        n, last = w.lit_nat(count), w.lit_nat(count - 1)
+        cond = {"l": (li, n), "ne": (li, n), "g": (n, li), "le": (li, last), "ge": (last, li), "e": (li, n)}[form]
+        test = b.ap(f"core.ncmp.{form}", b.tup(*cond))
+        args = b.tup(l1, l3, l5, lacc)
+        loop.body = b.branch(test, body, exit_, args) if form == "e" else b.branch(test, exit_, body, args)
         step = b.wrap("add", 32, 0, b.wrap("mul", 32, 0, bacc, w.lit_idx(2 ** 32, 3)), b.bitcast(nat, b.I32, li))
-        body.body = w.app(loop, b.tup(b1, b3, b5, b.nat("add", li, w.lit_nat(1)), step))
+        # i + 1, sometimes as (i + 2) - 1 (core.nat.sub, never below 0 here)
+        nxt = (b.nat("sub", b.nat("add", li, w.lit_nat(2)), w.lit_nat(1))
+               if self.draw(st.booleans(), label="loop step form") else b.nat("add", li, w.lit_nat(1)))
+        body.body = w.app(loop, b.tup(b1, b3, b5, nxt, step))
         (acc,) = self.continue_in(exit_, eps)
         self.add(_Val(acc, 32, 0, 2 ** 32 - 1, init.uniform))
 

@@ -9,9 +9,10 @@ What either phase must achieve, stated without its code:
    included) has a counterpart in the input with the same axiom at the same source location
    (one without a location, which the World's own β-reduction of an immutable lambda makes,
    must at least be an axiom of the input's operations). Barriers are moved, never copied: no
-   location holds more `gpu.sync_work_items` operations in the output than in the input (two
-   copies are two barrier operations, and work-items that met at one would wait at different
-   ones — SEMANTICS.md's divergence, which the single-work-item proof below cannot see).
+   source location holds more `gpu.sync_work_items` operations in the output than in the input
+   (two copies are two barrier operations, and work-items that met at one would wait at
+   different ones — SEMANTICS.md's divergence, which the single-work-item proof below cannot
+   see). Barriers without a location (in immutable lambdas) are not counted.
 3. The phase did what it claims and left only what it says (its witness): no application remains
    of a mutable it claims to have inlined everywhere; every mutable it inlined was
    non-recursive in the input (a loop stays a loop); and every application of the phase's kind
@@ -123,9 +124,11 @@ def _effects_correspond(before: Program, after: Program) -> Outcome | None:
 
 def _barrier_sites(world: World) -> Counter[str]:
     """How many barrier operations (full `gpu.sync_work_items` applications) the World holds at
-    each location."""
+    each source location. Barriers without one (inside an immutable lambda's body, and what
+    the World's own β-reduction makes of them) are not counted: as for effects, their copies
+    cannot be told from the World's own."""
     return Counter(_loc(d) for d in walk(world) if isinstance(d, App) and isinstance(d.head, Axiom)
-                   and d.head.annex == "gpu.sync_work_items" and d.depth == 1)
+                   and d.head.annex == "gpu.sync_work_items" and d.depth == 1 and d.loc is not None)
 
 
 def _barriers_not_duplicated(before: Program, after: Program) -> Outcome | None:

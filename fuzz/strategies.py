@@ -361,6 +361,12 @@ class _KernelGen:
         i = self.draw(st.integers(0, len(cands) - 1), label=label)
         return cands[-1 - i]  # shrinks towards the most recent value
 
+    def rhs(self, bits: int) -> _Val:
+        """A second operand of width `bits`: a literal or a value of the pool."""
+        if self.draw(st.booleans(), label="literal rhs"):
+            return self.literal(bits)
+        return self.conv(self.pick("rhs"), bits)
+
     def literal(self, bits: int) -> _Val:
         v = self.draw(st.integers(0, 40), label="literal")
         return _Val(self.b.w.lit_idx(2 ** bits, v), bits, v, v, True)
@@ -430,7 +436,7 @@ class _KernelGen:
             self.add(_Val(d, to, a.lo if keeps else 0, a.hi if keeps else 2 ** to - 1, a.uniform))
             return
         if kind == "select":
-            c = self.literal(bits) if draw(st.booleans(), label="literal rhs") else self.conv(self.pick("rhs"), bits)
+            c = self.rhs(bits)
             rel = draw(st.sampled_from(["ul", "sl", "e", "ne"]), label="select relation")
             cond = b.icmp(rel, bits, a.d, c.d)
             d = b.ap("core.select", w.idx_n(2 ** bits), b.tup(cond, a.d, c.d))
@@ -449,7 +455,7 @@ class _KernelGen:
                  else b.wrap("shl", bits, 0, a.d, count))
             lo, hi, uni = (a.lo >> k, a.hi >> k, a.uniform) if tag == "l" else (0, top, a.uniform)
         else:
-            c = self.literal(bits) if draw(st.booleans(), label="literal rhs") else self.conv(self.pick("rhs"), bits)
+            c = self.rhs(bits)
             uni = a.uniform and c.uniform
             if kind == "bit2":
                 tag = draw(st.sampled_from(BIT2_TAGS), label="bit2 tag")
@@ -467,7 +473,7 @@ class _KernelGen:
         bits = self.draw(st.sampled_from(sorted(self.f["widths"], key=lambda x: x != 32)), label="width")
         self.b.features[f"core.I{bits}"] += 1
         a = self.pick("lhs")
-        c = self.literal(bits) if self.draw(st.booleans(), label="literal rhs") else self.pick("rhs")
+        c = self.rhs(bits)
         self.add(self.arith(a, c, bits))
 
     def jump_to(self, params: list[tuple[str, Def]], name: str, kind: str = "con") -> tuple[MutLam, list[Def]]:
@@ -1172,11 +1178,14 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
 
         messages: dict[str, str] = {}
 
-        def interp(p: Program, seed: int) -> Observation:
-            obs = _interpret(p, argv, seed)
+        def noted(obs: Observation) -> Observation:
+            """The observation, its fault's first message kept for the failure report."""
             if obs.code is not None:
                 messages.setdefault(obs.code, str(obs.fault or obs.message))
             return obs
+
+        def interp(p: Program, seed: int) -> Observation:
+            return noted(_interpret(p, argv, seed))
 
         def reproduce(args: list[str], seed: int) -> set[str]:  # a counterexample's `verimim run`
             obs = _interpret(Program(world), ["prog.mim", *args], seed)
@@ -1210,9 +1219,7 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
         outputs = Observations(argv, fuel=FUZZ_FUEL, seed=0)
         for res in run.results:
             if res.skipped is None and not res.rejected:
-                got = outputs.of(res.after.host, res.after.device)
-                if got.code is not None:
-                    messages.setdefault(got.code, str(got.fault or got.message))
+                got = noted(outputs.of(res.after.host, res.after.device))
                 name = res.label
                 diff = differences(expected, got, ORACLE_ASPECTS)
                 if diff:
@@ -1224,11 +1231,9 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
 
             backend = GpuBackend.for_world(world)
             try:
-                got_gpu = observe(world, argv, fuel=FUZZ_FUEL, prepare=lambda m: install(m, backend))
+                got_gpu = noted(observe(world, argv, fuel=FUZZ_FUEL, prepare=lambda m: install(m, backend)))
             finally:
                 backend.close()
-            if got_gpu.code is not None:
-                messages.setdefault(got_gpu.code, str(got_gpu.fault or got_gpu.message))
             diff = differences(expected, got_gpu, ORACLE_ASPECTS)
             if diff:
                 return v.fail("diff", f"the GPU gives {got_gpu.shown()}{describe(diff)}, the interpreter "
@@ -1243,8 +1248,7 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
                 got_native = Observation(("ok", run_native(world, argv, out=out)), bytes(out),
                                          nondeterministic=expected.nondeterministic)
             except VerimimError as e:
-                got_native = Observation(("fault", e.code), message=e.message, fault=e)
-                messages.setdefault(e.code, str(e))
+                got_native = noted(Observation(("fault", e.code), message=e.message, fault=e))
             diff = differences(expected, got_native, ORACLE_ASPECTS)
             if diff:
                 return v.fail("diff", f"the compiled program on the GPU gives {got_native.shown()}{describe(diff)}, "

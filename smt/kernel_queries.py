@@ -119,16 +119,7 @@ def _read_only_facts(kp: KernelPaths, wis: list[WorkItem]) -> list[z3.BoolRef]:
 
 def _mentions(e: z3.ExprRef, ids: set[int]) -> bool:
     """Whether e mentions one of the variables with these ids (a work-item's own)."""
-    todo, seen = [e], set()
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_const(x) and x.get_id() in ids:
-            return True
-        todo.extend(x.children())
-    return False
+    return any(v.get_id() in ids for v in z3.z3util.get_vars(e))
 
 
 @dataclass(frozen=True)

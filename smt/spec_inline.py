@@ -96,52 +96,44 @@ def _effect_axiom(ax: Axiom, memo: dict[int, bool]) -> bool:
     return hit
 
 
-def _effects(world: World) -> dict[tuple[str, str], Def]:
+def _effects(world: World) -> tuple[dict[tuple[str, str], Def], Counter[str]]:
     """The full applications of memory-effect axioms of a World (inside immutable lambdas too),
-    by (axiom, location)."""
+    by (axiom, location); and how many barrier operations (`gpu.sync_work_items`) each source
+    location holds. Barriers without a location (inside an immutable lambda's body, and what
+    the World's own β-reduction makes of them) are not counted: as for effects, their copies
+    cannot be told from the World's own."""
     memo: dict[int, bool] = {}
     out: dict[tuple[str, str], Def] = {}
+    barriers: Counter[str] = Counter()
     for d in walk(world):
         if isinstance(d, App) and isinstance(d.head, Axiom) and _effect_axiom(d.head, memo) \
                 and d.depth == _arity(d.head.ops[0]):
             out.setdefault((d.head.annex, _loc(d)), d)
-    return out
+            if d.head.annex == "gpu.sync_work_items" and d.loc is not None:
+                barriers[_loc(d)] += 1
+    return out, barriers
 
 
 def _effects_correspond(before: Program, after: Program) -> Outcome | None:
     for old, new in zip(before.worlds(), after.worlds()):
-        have = _effects(old)
+        (have, had_barriers), (now, barriers) = _effects(old), _effects(new)
         axioms = {a for a, _ in have}
-        for key, d in sorted(_effects(new).items()):
+        for key, d in sorted(now.items()):
             # An operation without a location was made by the World's own β-reduction of an
             # immutable lambda (a `lam` value substituted for a parameter): it must be one of
             # the input's axioms; every other one must have its counterpart at its location.
             if key not in have and not (key[1] == "?" and key[0] in axioms):
                 return Outcome("refuted", f"the effect `{key[0]}` at {key[1]} has no counterpart in the "
                                f"input", {"operation": show(d)[:300], "location": key[1]})
-    return None
-
-
-def _barrier_sites(world: World) -> Counter[str]:
-    """How many barrier operations (full `gpu.sync_work_items` applications) the World holds at
-    each source location. Barriers without one (inside an immutable lambda's body, and what
-    the World's own β-reduction makes of them) are not counted: as for effects, their copies
-    cannot be told from the World's own."""
-    return Counter(_loc(d) for d in walk(world) if isinstance(d, App) and isinstance(d.head, Axiom)
-                   and d.head.annex == "gpu.sync_work_items" and d.depth == 1 and d.loc is not None)
-
-
-def _barriers_not_duplicated(before: Program, after: Program) -> Outcome | None:
-    """Inlining may move a barrier, never copy it: SEMANTICS.md asks every work-item of a group
-    to reach the *same* barrier operation, and two copies are two operations — work-items that
-    met at one barrier would wait at different ones (a divergence the input does not have)."""
-    for old, new in zip(before.worlds(), after.worlds()):
-        have = _barrier_sites(old)
-        for where, n in sorted(_barrier_sites(new).items()):
-            if n > have.get(where, 0):
+        # Inlining may move a barrier, never copy it: SEMANTICS.md asks every work-item of a
+        # group to reach the *same* barrier operation, and two copies are two operations —
+        # work-items that met at one barrier would wait at different ones (a divergence the
+        # input does not have).
+        for where, n in sorted(barriers.items()):
+            if n > had_barriers[where]:
                 return Outcome("refuted", f"the barrier at {where} is duplicated: {n} copies where the input has "
-                               f"{have.get(where, 0)}; work-items that met at it would wait at different barriers",
-                               {"location": where, "copies": n, "before": have.get(where, 0)})
+                               f"{had_barriers[where]}; work-items that met at it would wait at different "
+                               f"barriers", {"location": where, "copies": n, "before": had_barriers[where]})
     return None
 
 
@@ -235,10 +227,11 @@ def spec_inline(res: PhaseResult, ctx: SpecContext) -> Outcome:
     # The structural checks can fail on their own; then the output is compared with the input
     # β-reduced by the textbook substitution (smt.inline_proof): equal graphs, a proof for all
     # inputs. Where that reference does not apply, differential execution validates.
-    for check in (_interface(res.before, res.after), _effects_correspond(res.before, res.after),
-                  _barriers_not_duplicated(res.before, res.after), _claims(res)):
-        if check is not None:
-            return check
+    for check in (lambda: _interface(res.before, res.after), lambda: _effects_correspond(res.before, res.after),
+                  lambda: _claims(res)):
+        failed = check()
+        if failed is not None:
+            return failed
     inlined, left = res.claim(Inlining).inlined, res.claim(Inlining).left
     what = ", ".join(f"{k} ×{n}" for k, n in sorted(inlined.items()))
     kept = "; left: " + ", ".join(f"{k} ({why})" for k, why in sorted(left.items())) if left else ""

@@ -229,39 +229,17 @@ class Scopes:
                 if x.gid in avail or is_leaf(x) or x.gid in out:
                     continue
                 out[x.gid] = x
-            # Sibling continuations that the closures made here capture are made here too.
-            roots = []
-            # So are those an immutable λ made here refers to (a branch target applying a
-            # curried continuation): the λ's activation makes them from what this one has at
-            # hand, and what they capture must be at hand here, or a continuation nested in
-            # them would compute it again (repeating its effects).
-            for y in self._muts_in_lams(lams):
-                if y.gid not in out and y is not k and y.gid not in avail and self.free(y) \
-                        and self.creator(y) is k:
-                    roots.append(y)
-            for x in list(out.values()):
-                if isinstance(x, MutLam):
-                    for y in self.free_muts_of(x):
-                        if y.gid not in out and y is not k and y.gid not in avail \
-                                and self.creator(y) is k:
-                            roots.append(y)
+            # Sibling continuations that the closures made here capture are made here too; so
+            # are those an immutable λ made here refers to (a branch target applying a curried
+            # continuation): the λ's activation makes them from what this one has at hand, and
+            # what they capture must be at hand here, or a continuation nested in them would
+            # compute it again (repeating its effects).
+            in_lams = [y for y in self._walk_from(lams, lambda x: isinstance(x, MutLam))
+                       if isinstance(y, MutLam) and self.free(y)]
+            siblings = [y for x in out.values() if isinstance(x, MutLam) for y in self.free_muts_of(x)]
+            roots = [y for y in in_lams + siblings
+                     if y.gid not in out and y is not k and y.gid not in avail and self.creator(y) is k]
         self._sched[k.gid] = out
-        return out
-
-    def _muts_in_lams(self, lams: list[Def]) -> list[MutLam]:
-        """The mutables the bodies of these immutable λs refer to (not looking into mutables)."""
-        out: list[MutLam] = []
-        seen: set[int] = set()
-        stack = list(lams)
-        while stack:
-            x = stack.pop()
-            if x.gid in seen:
-                continue
-            seen.add(x.gid)
-            if isinstance(x, MutLam):
-                out.append(x)
-                continue
-            stack.extend(x.ops)
         return out
 
     def free_muts_of(self, c: MutLam) -> list[MutLam]:

@@ -87,8 +87,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class GeneratedProgram:
-    world: World  # the World the generator built (check_generated re-reads the text instead)
-    text: str
+    text: str  # the program as `verimim check` reads it (check_generated re-reads it)
     args: tuple[str, ...]
     expected_codes: frozenset[str]
     features_used: frozenset[str]
@@ -1049,7 +1048,7 @@ def _generate(draw: Callable[..., Any], f: dict[str, Any], defect: str | None, o
     used = set(ops) | {k for k, v in b.features.items() if v}
     codes = frozenset({DEFECTS[defect][0]}) if defect else frozenset()
     stats = (("ops", sum(ops.values())), ("kernels", n_kernels), ("launches", host.launches))
-    return GeneratedProgram(w, text, tuple(host.args), codes, frozenset(used), defect, stats)
+    return GeneratedProgram(text, tuple(host.args), codes, frozenset(used), defect, stats)
 
 
 def _first_diff(a: str, b: str) -> str:

@@ -1228,9 +1228,11 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
         if gpu:
             from verimim.runtime.backend import GpuBackend, install
 
-            backend = GpuBackend.for_world(world)
+            # the host code after the pipeline, whose launches pass what the device kernels take
+            backend = GpuBackend(run.program.device)
             try:
-                got_gpu = noted(observe(world, argv, fuel=FUZZ_FUEL, prepare=lambda m: install(m, backend)))
+                got_gpu = noted(observe(run.program.host, argv, device=run.program.device, fuel=FUZZ_FUEL,
+                                        prepare=lambda m: install(m, backend)))
             finally:
                 backend.close()
             diff = differences(expected, got_gpu, ORACLE_ASPECTS)

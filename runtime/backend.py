@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from verimim.interp.machine import Machine
     from verimim.interp.memory import Block, Ptr
     from verimim.ir.world import World
-    from verimim.phases.plan import PipelinePlan
     from verimim.runtime.cuda import Context
     from verimim.runtime.lowering import KernelInfo
     from verimim.runtime.nvptx import DeviceModule
@@ -79,14 +78,6 @@ class GpuBackend:
         self.pending: dict[int, list[Any]] = {}  # stream handle → _PendingRead / host buffers
         self._loaded: dict[int, _Loaded] = {}  # param_align → loaded module
         self.launches = 0
-
-    @classmethod
-    def for_world(cls, world: World, plan: PipelinePlan | None = None, **kw: Any) -> GpuBackend:
-        """A backend for a whole (unsplit) program: run its plan (unverified, without z3) first."""
-        from verimim.runtime.pipeline import split_program
-
-        prog = split_program(world, plan)
-        return cls(prog.device, **kw)
 
     # ------------------------------------------------------------------ session
 
@@ -466,12 +457,15 @@ def run_on_gpu(path: str, args: list[str] | None = None, include: list[str] | No
     from verimim.frontend.loader import load_program
     from verimim.interp.machine import DEFAULT_FUEL, Machine, find_main
 
+    from verimim.runtime.pipeline import split_program
+
     world, _unit = load_program(path, include or [])
-    be = backend or GpuBackend.for_world(world)
-    machine = Machine(world, fuel=fuel or DEFAULT_FUEL)
+    prog = split_program(world)  # the host code after the plan: its launches fit the device kernels
+    be = backend or GpuBackend(prog.device)
+    machine = Machine(prog.host, fuel=fuel or DEFAULT_FUEL, device=prog.device)
     install(machine, be)
     try:
-        result = machine.run_main(find_main(world), [path, *(args or [])])
+        result = machine.run_main(find_main(prog.host), [path, *(args or [])])
     finally:
         if backend is None:
             be.close()

@@ -51,8 +51,12 @@ class Clo:
 
 
 def _static_key(v: Any) -> Any:
+    # A closure is keyed by its activation object itself, never by `id()`: an activation whose
+    # instance is compiled may be freed, and a later one at the same address would then reach
+    # that instance with the other activation's values (a curried `join c` applied in two
+    # branches got one branch's `c` on the GPU). The key keeps the activation alive.
     if isinstance(v, Clo):
-        return (v.mut.gid, id(v.scope))
+        return (v.mut.gid, v.scope)
     if isinstance(v, Ret):
         return "ret"
     return v
@@ -131,7 +135,7 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
                 if self.dynamic_closures:
                     raise NeedDynamic(m)
                 raise unsupported(f"a continuation known only at run time passed to `{m.name}`", loc)
-        key = (m.gid, id(clo.scope), tuple(_static_key(s) for s in static))
+        key = (m.gid, clo.scope, tuple(_static_key(s) for s in static))
         inst = self.instances.get(key)
         if inst is None:
             n = self.count[m.gid] = self.count.get(m.gid, 0) + 1
@@ -196,10 +200,13 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
         raise NotImplementedError
 
     def _branch(self, targets: Any, iv: Any, av: Any, loc: Loc | None) -> None:
-        if not isinstance(targets, tuple) or not all(isinstance(x, Clo) for x in targets):
-            raise unsupported("a branch to something other than continuations", loc)
+        if not isinstance(targets, tuple):
+            raise unsupported("a branch whose targets are no tuple known at compile time", loc)
         src = self.builder
-        blocks = [self._jump(x, av, loc) for x in targets]
+        blocks = []
+        for x in targets:
+            self.builder = src
+            blocks.append(self._target_block(x, av, loc))
         self.builder = src
         if len(blocks) == 2:
             src.cbranch(self._as_i1(iv, loc), blocks[1], blocks[0])
@@ -207,6 +214,17 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
         sw = src.switch(iv, blocks[0])
         for j, bb in enumerate(blocks[1:], 1):
             sw.add_case(self.ir.Constant(iv.type, j), bb)
+
+    def _target_block(self, x: Any, av: Any, loc: Loc | None) -> Any:
+        """The block a branch to x goes to: a continuation's instance, or, for any other jump
+        target (the function's `return`, a continuation known only at run time), a block of
+        its own that jumps there with the branch's argument."""
+        if isinstance(x, Clo):
+            return self._jump(x, av, loc)
+        bb = self.fn.append_basic_block("branch")
+        self.builder = self.ir.IRBuilder(bb)
+        self._goto(x, av, loc)
+        return bb
 
     # ------------------------------------------------------------------ values
 

@@ -216,10 +216,17 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
 
             planned = run_plan(world, plan)
             report.data["pipeline"] = planned.pipeline
+            # the host code the plan produced: its launches pass what the device kernels take
+            # (a kernel's lifted captures among them), as the compiled host code's do
+            host_world = planned.program.host
+            machine = Machine(host_world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit,
+                              device=planned.program.device)
             backend = GpuBackend(planned.program.device)
             install(machine, backend)
+        else:
+            host_world = world
         try:
-            result = machine.run_main(find_main(world), [path, *args])
+            result = machine.run_main(find_main(host_world), [path, *args])
         finally:
             if backend is None:
                 report.diagnostics.extend(machine.warnings)
@@ -345,7 +352,8 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             # Host code interpreted, kernels on the GPU: also compares the final host memory.
             backend = GpuBackend(run.program.device)
             try:
-                got = observe(world, argv, fuel=fuel, prepare=lambda m: install(m, backend))
+                got = observe(run.program.host, argv, device=run.program.device, fuel=fuel,
+                              prepare=lambda m: install(m, backend))
             finally:
                 backend.close()
             mismatch(got, ref, "gpu (interpreted host)", "the GPU with interpreted host code", "the interpreter")

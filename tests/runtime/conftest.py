@@ -9,9 +9,12 @@ EXAMPLES = ["simple_kernel", "two_arg_kernel", "dyn_smem_kernel", "shared_sync_k
 
 
 def kernel_programs() -> list[Path]:
-    """tests/programs/valid/*.mim that launch a kernel, and the UB-free shared examples."""
-    out = [p for p in sorted((ROOT / "tests" / "programs" / "valid").glob("*.mim"))
-           if "gpu.launch" in p.read_text()]
+    """tests/programs/valid/*.mim that launch a kernel, the fuzz-found ones with an expected
+    result (well-defined programs), and the UB-free shared examples."""
+    progs = ROOT / "tests" / "programs"
+    out = [p for p in sorted((progs / "valid").glob("*.mim")) if "gpu.launch" in p.read_text()]
+    out += [p for p in sorted((progs / "fuzz_found").glob("*.mim"))
+            if "gpu.launch" in p.read_text() and "\n// EXPECT:" in "\n" + p.read_text()]
     out += [SHARED / f"{n}.mim" for n in EXAMPLES if (SHARED / f"{n}.mim").exists()]
     return out
 

@@ -1,8 +1,10 @@
 """`verimim fuzz --campaign DIR`: a resumable, deduplicating, reducing campaign on Dask.
 
 The campaign side submits program indices to the cluster (never more than it has free
-threads, so a worker holds one program at a time), journals each result the moment it comes
-back, and for a signature seen for the first time writes `DIR/failures/<signature>/`
+threads, so a worker holds one program at a time). A worker first draws the program and sends
+back its fingerprint; a program the campaign has drawn before (in this run or an earlier one)
+is journaled as a duplicate of the first and not checked again; a new one is checked on the
+same worker, which kept it. Each result is journaled the moment it comes back, and for a signature seen for the first time writes `DIR/failures/<signature>/`
 (original.mim, failure.json, reproduce.sh) and submits its reduction (reduced.mim when done).
 
 A program whose result does not come back within `program_timeout` is journaled as `hang`
@@ -26,7 +28,7 @@ from verimim.fuzz.cluster import Cluster, connect, gpu_ids
 from verimim.fuzz.journal import Journal
 from verimim.fuzz.reduce import size
 from verimim.fuzz.signature import Signature
-from verimim.fuzz.task import Checked, Settings, check_index, choices_from_json, lost, reduce_index
+from verimim.fuzz.task import Checked, Generated, Settings, check_index, choices_from_json, generate_index, lost, reduce_index
 
 DEFAULT_PROGRAM_TIMEOUT = 300.0
 DEFAULT_REDUCE_BUDGET = 60.0
@@ -48,6 +50,7 @@ class RunSummary:
     journal_programs: int
     new_failures: int
     cluster: str
+    duplicates: int = 0  # indices of this run whose program was drawn before: not checked again
 
     @property
     def per_second(self) -> float:
@@ -59,12 +62,12 @@ class RunSummary:
                 "seconds": round(self.seconds, 2), "ok": not self.failures, "campaign": self.campaign,
                 "run": self.run, "verdicts": dict(sorted(self.verdicts.items())),
                 "journal_programs": self.journal_programs, "new_failures": self.new_failures,
-                "cluster": self.cluster}
+                "cluster": self.cluster, "duplicates": self.duplicates}
 
 
 @dataclass
 class _Job:
-    kind: str  # "check" or "reduce"
+    kind: str  # "generate", "check" or "reduce"
     index: int
     submitted: float
     key: str = ""  # the failure's signature key, for a reduction
@@ -94,6 +97,8 @@ class _Run:
     failures: dict[str, dict[str, Any]] = field(default_factory=dict)
     new: int = 0
     pending: list[_Job] = field(default_factory=list)
+    seen: dict[str, int] = field(default_factory=dict)  # fingerprint → the first index drawn with it
+    duplicates: int = 0
 
 
 def run(directory: str | Path, budget_s: float, *, seed: int | None = None, verify: bool = True,
@@ -119,7 +124,7 @@ def run(directory: str | Path, budget_s: float, *, seed: int | None = None, veri
         settings = journal.settings
         try:
             r = _Run(journal, settings, journal.start_run(budget_s, cluster.slots(), scheduler, command), cluster,
-                     program_timeout, reduce_budget)
+                     program_timeout, reduce_budget, seen=journal.fingerprints())
             start = time.monotonic()
             _loop(r, start, budget_s, max_programs, progress)
             journal.end_run(r.run)
@@ -127,7 +132,8 @@ def run(directory: str | Path, budget_s: float, *, seed: int | None = None, veri
         finally:
             cluster.close()
         return RunSummary(str(directory), r.run, r.checked, seconds, list(r.failures.values()), dict(r.coverage),
-                          dict(r.defects), dict(r.verdicts), journal.count(), r.new, cluster.description)
+                          dict(r.defects), dict(r.verdicts), journal.count(), r.new, cluster.description,
+                          r.duplicates)
     finally:
         journal.close()
 
@@ -156,7 +162,7 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
             if pending:
                 job = pending.pop(0)
             elif accepting and (max_programs is None or submitted < max_programs):
-                job = _Job("check", next(todo), now)
+                job = _Job("generate", next(todo), now)
                 submitted += 1
             else:
                 break
@@ -179,7 +185,7 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
             done = set()
         for fut in done:
             job = inflight.pop(fut)
-            _finished(r, fut, job)
+            _finished(r, fut, job, inflight)
             if progress is not None:
                 progress(r.checked, time.monotonic() - start, len(r.failures))
 
@@ -211,7 +217,10 @@ def _submit(r: _Run, inflight: dict[Any, _Job], job: _Job, worker: str) -> None:
     job.attempt += 1
     job.worker, job.running = worker, None
     key = f"verimim-{job.kind}-{r.run}-{job.key or job.index}-{job.attempt}"
-    if job.kind == "check":
+    if job.kind == "generate":
+        fut = r.cluster.client.submit(generate_index, r.settings, job.index, key=key, pure=False,
+                                      workers=[worker], allow_other_workers=False)
+    elif job.kind == "check":
         fut = r.cluster.client.submit(check_index, r.settings, job.index, key=key, pure=False,
                                       workers=[worker], allow_other_workers=False)
     else:
@@ -233,7 +242,7 @@ def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], vi
             fut.cancel()
             if job.running is None:
                 pending.insert(0, job)
-            elif job.kind == "check":
+            elif job.kind != "reduce":
                 _journal(r, lost(r.settings, job.index, "crash", "its worker died while checking it", job.worker,
                                  now - job.started))
             else:
@@ -243,14 +252,14 @@ def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], vi
             restarted = r.cluster.restart_worker(job.worker)
             fut.cancel()
             note = "" if restarted else " (its worker could not be restarted)"
-            if job.kind == "check":
+            if job.kind != "reduce":
                 _journal(r, lost(r.settings, job.index, "hang", f"no result after {limit:.0f} s{note}", job.worker,
                                  now - job.started))
             else:
                 r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "hang")
 
 
-def _finished(r: _Run, fut: Any, job: _Job) -> None:
+def _finished(r: _Run, fut: Any, job: _Job, inflight: dict[Any, _Job]) -> None:
     try:
         result = fut.result()
         error = None
@@ -263,7 +272,22 @@ def _finished(r: _Run, fut: Any, job: _Job) -> None:
         _journal(r, lost(r.settings, job.index, "crash", f"{type(error).__name__}: {error}", job.worker,
                          time.monotonic() - job.started))
         return
+    if job.kind == "generate":
+        _drawn(r, result, job, inflight)
+        return
     _journal(r, result)
+
+
+def _drawn(r: _Run, g: Generated, job: _Job, inflight: dict[Any, _Job]) -> None:
+    """A program drawn: journaled as a duplicate of the first with its fingerprint, or checked
+    next, on the worker that drew it (its thread is free now, and it kept the program)."""
+    first = r.seen.get(g.fingerprint)
+    if first is not None and first != g.index:
+        if r.journal.record_duplicate(r.run, g.index, first, g.fingerprint):
+            r.duplicates += 1
+        return
+    r.seen[g.fingerprint] = g.index
+    _submit(r, inflight, _Job("check", g.index, time.monotonic()), job.worker)
 
 
 def _journal(r: _Run, c: Checked) -> None:

@@ -5,6 +5,10 @@ Each result is committed on its own as it arrives, in WAL mode, so a campaign ki
 in the indices and re-run on resume. A program's index is its identity (its seed derives from
 the campaign seed and the index), so a program is journaled at most once.
 
+The `programs` table holds distinct programs: an index whose program is the same as one already
+drawn (same fingerprint: text, arguments, defect) is not checked again; it goes to `duplicates`,
+pointing at the first. Version 1 journals (no fingerprints) are upgraded in place on opening.
+
 A directory is accepted as a campaign only when empty or holding our journal; anything else
 (a foreign directory, a corrupt file, another program's SQLite database) is refused before
 anything in it is written.
@@ -24,8 +28,15 @@ from verimim.fuzz.signature import Signature
 from verimim.fuzz.task import Checked, Settings, choices_json
 
 FORMAT = "verimim-fuzz-journal"
-VERSION = 1
+VERSION = 2
 JOURNAL = "journal.sqlite"
+
+# What version 2 adds to version 1 (also the upgrade of a version 1 journal, with the column).
+_V2 = """
+CREATE TABLE duplicates (idx INTEGER PRIMARY KEY, run INTEGER NOT NULL, of_idx INTEGER NOT NULL,
+                         fingerprint TEXT NOT NULL, finished REAL NOT NULL);
+CREATE INDEX programs_fp ON programs(fingerprint);
+"""
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -35,14 +46,15 @@ CREATE TABLE programs (idx INTEGER PRIMARY KEY, run INTEGER NOT NULL, seed TEXT 
                        choices TEXT NOT NULL, defect TEXT, features TEXT NOT NULL, ops INTEGER,
                        kernels INTEGER, launches INTEGER, size INTEGER, verdict TEXT NOT NULL,
                        signature TEXT, message TEXT, times TEXT, phases TEXT, worker TEXT,
-                       seconds REAL, finished REAL NOT NULL);
+                       seconds REAL, finished REAL NOT NULL, fingerprint TEXT);
 CREATE TABLE failures (signature TEXT PRIMARY KEY, kind TEXT, code TEXT, phase TEXT, site TEXT,
                        first_idx INTEGER, first_run INTEGER, dir TEXT, size_before INTEGER,
                        size_after INTEGER, lines_before INTEGER, lines_after INTEGER,
                        reduce_s REAL, reduce_status TEXT);
 CREATE INDEX programs_run ON programs(run);
 CREATE INDEX programs_sig ON programs(signature);
-"""
+""" + _V2
+
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ class Journal:
             conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
             return Journal._ready(d, conn)
         conn = Journal._validate(path)
+        Journal._upgrade(conn)
         return Journal._ready(d, conn)
 
     @staticmethod
@@ -113,10 +126,18 @@ class Journal:
             raise UsageError(f"`{path}` is not a verimim fuzzing journal ({e})") from None
         if rows.get("format") != FORMAT or not {"runs", "programs", "failures"} <= tables:
             raise UsageError(f"`{path}` is an SQLite database but not a verimim fuzzing journal")
-        if rows.get("version") != str(VERSION):
+        if rows.get("version") not in ("1", str(VERSION)):
             raise UsageError(f"`{path}` is a fuzzing journal of version {rows.get('version')}, "
-                             f"this verimim reads version {VERSION}")
+                             f"this verimim reads versions 1 and {VERSION}")
         return sqlite3.connect(path, isolation_level=None)
+
+    @staticmethod
+    def _upgrade(conn: sqlite3.Connection) -> None:
+        """A version 1 journal made version 2 (when it is opened for a run, never by `probe`)."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        if row is not None and row[0] == "1":
+            conn.executescript("BEGIN; ALTER TABLE programs ADD COLUMN fingerprint TEXT;" + _V2
+                               + f"UPDATE meta SET value = '{VERSION}' WHERE key = 'version'; COMMIT;")
 
     @staticmethod
     def _ready(d: Path, conn: sqlite3.Connection) -> "Journal":
@@ -156,7 +177,7 @@ class Journal:
     def todo(self) -> Iterator[int]:
         """Indices to check next: first the gaps below the highest journaled index (programs in
         flight when a run was killed), then new ones."""
-        done = {r[0] for r in self.conn.execute("SELECT idx FROM programs")}
+        done = {r[0] for r in self.conn.execute("SELECT idx FROM programs UNION SELECT idx FROM duplicates")}
         top = max(done, default=-1)
         gaps = [i for i in range(top + 1) if i not in done]
         yield from gaps
@@ -172,11 +193,11 @@ class Journal:
         try:
             self.conn.execute("BEGIN")
             self.conn.execute(
-                "INSERT INTO programs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO programs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (c.index, run, str(c.seed), choices_json(c.choices), c.defect, json.dumps(list(c.features)),
                  c.ops, c.kernels, c.launches, c.size, c.verdict, c.signature.key if c.signature else None,
                  c.message, json.dumps(dict(c.times)), json.dumps([list(p) for p in c.phases]), c.worker,
-                 c.seconds, c.finished))
+                 c.seconds, c.finished, c.fingerprint or None))
             if failure_dir is not None and c.signature is not None:
                 # sizes as the reducer measures them (the plugin header left out), so they compare
                 self._add_failure(c.signature, c.index, run, failure_dir, *size(c.text))
@@ -185,6 +206,26 @@ class Journal:
             self.conn.execute("ROLLBACK")
             return False
         return True
+
+    def record_duplicate(self, run: int, index: int, of_index: int, fingerprint: str) -> bool:
+        """Journal index `index` as a duplicate of the program `of_index` (False when that index
+        is journaled already)."""
+        try:
+            self.conn.execute("INSERT INTO duplicates VALUES (?, ?, ?, ?, ?)",
+                              (index, run, of_index, fingerprint, time.time()))
+        except sqlite3.IntegrityError:
+            return False
+        return True
+
+    def fingerprints(self) -> dict[str, int]:
+        """The first index journaled with each fingerprint."""
+        return {fp: int(i) for fp, i in self.conn.execute(
+            "SELECT fingerprint, min(idx) FROM programs WHERE fingerprint IS NOT NULL GROUP BY fingerprint")}
+
+    def duplicates(self, run: int | None = None) -> int:
+        if run is None:
+            return int(self.conn.execute("SELECT count(*) FROM duplicates").fetchone()[0])
+        return int(self.conn.execute("SELECT count(*) FROM duplicates WHERE run = ?", (run,)).fetchone()[0])
 
     def count(self, run: int | None = None) -> int:
         if run is None:

@@ -58,7 +58,7 @@ def summarize(journal: Journal) -> dict[str, Any]:
         verdicts[p["verdict"]] += 1
         for name, status in json.loads(p["phases"] or "[]"):
             phases.setdefault(name.split("[")[0], Counter())[status] += 1
-    run_rows = [_run_row(r, [p for p in progs if p["run"] == r["id"]]) for r in runs]
+    run_rows = [_run_row(r, [p for p in progs if p["run"] == r["id"]], journal.duplicates(r["id"])) for r in runs]
     failures = []
     for f in journal.failures():
         d = Path(f.dir)
@@ -74,7 +74,7 @@ def summarize(journal: Journal) -> dict[str, Any]:
     coverage = {"operations": {op: features.get(op, 0) for op in ops},
                 "features": {k: v for k, v in sorted(features.items()) if k not in ops}}
     return {
-        "campaign": str(journal.dir), "programs": len(progs), "runs": run_rows,
+        "campaign": str(journal.dir), "programs": len(progs), "duplicates": journal.duplicates(), "runs": run_rows,
         "throughput": [pt for r in runs for pt in _throughput(r, [p for p in progs if p["run"] == r["id"]])],
         "coverage": coverage,
         "phases": {k: {s: v.get(s, 0) for s in STATUSES} for k, v in phases.items()},
@@ -83,13 +83,14 @@ def summarize(journal: Journal) -> dict[str, Any]:
     }
 
 
-def _run_row(r: dict[str, Any], progs: list[dict[str, Any]]) -> dict[str, Any]:
+def _run_row(r: dict[str, Any], progs: list[dict[str, Any]], duplicates: int) -> dict[str, Any]:
     ended = r["ended"] or (max((p["finished"] for p in progs), default=r["started"]))
     seconds = max(ended - r["started"], 1e-9)
     sigs = Counter(p["signature"] for p in progs if p["signature"])
     return {"id": r["id"], "started": _iso(r["started"]), "ended": _iso(ended) if ended else None,
             "complete": r["ended"] is not None, "budget": r["budget"], "workers": r["workers"],
-            "scheduler": r["scheduler"], "programs": len(progs), "seconds": round(seconds, 1),
+            "scheduler": r["scheduler"], "programs": len(progs), "duplicates": duplicates,
+            "seconds": round(seconds, 1),
             "per_second": round(len(progs) / seconds, 3), "per_second_per_worker":
             round(len(progs) / seconds / max(r["workers"] or 1, 1), 3),
             "failures": dict(sigs), "verdicts": dict(Counter(p["verdict"] for p in progs))}

@@ -40,7 +40,8 @@ def _kpis(s: dict[str, Any]) -> str:
     ops = s["coverage"]["operations"]
     covered = sum(1 for v in ops.values() if v)
     last = s["runs"][-1] if s["runs"] else None
-    items = [("programs", s["programs"]), ("runs", len(s["runs"])), ("distinct failures", len(s["failures"])),
+    items = [("programs", s["programs"]), ("duplicates not checked again", s.get("duplicates", 0)),
+             ("runs", len(s["runs"])), ("distinct failures", len(s["failures"])),
              ("seed operations covered", f"{covered} / {len(ops)}"),
              ("latest run, programs/s", last["per_second"] if last else "–")]
     return "<div>" + "".join(f"<span class='kpi'><b>{escape(str(v))}</b>{escape(k)}</span>" for k, v in items) + "</div>"
@@ -76,11 +77,13 @@ def _throughput_svg(points: list[dict[str, Any]]) -> str:
 
 
 def _runs_table(runs: list[dict[str, Any]]) -> str:
-    head = ("run", "started", "ended", "workers", "programs", "seconds", "programs/s", "per worker", "failures")
+    head = ("run", "started", "ended", "workers", "programs", "duplicates", "seconds", "programs/s", "per worker",
+            "failures")
     rows = [[r["id"], r["started"], (r["ended"] or "") + ("" if r["complete"] else " (killed)"), r["workers"],
-             r["programs"], r["seconds"], r["per_second"], r["per_second_per_worker"], sum(r["failures"].values())]
+             r["programs"], r.get("duplicates", 0), r["seconds"], r["per_second"], r["per_second_per_worker"],
+             sum(r["failures"].values())]
             for r in runs]
-    return _table(head, rows, numeric={3, 4, 5, 6, 7, 8})
+    return _table(head, rows, numeric={3, 4, 5, 6, 7, 8, 9})
 
 
 def _comparison(c: dict[str, Any] | None) -> str:

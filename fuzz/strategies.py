@@ -1312,6 +1312,7 @@ class CampaignResult:
     kernels: dict[str, int] = field(default_factory=dict)  # check's race/divergence verdicts by status
     kernel_programs: int = 0  # programs whose kernels were verified
     false_alarms: int = 0
+    duplicates: int = 0  # programs drawn again (same fingerprint): not checked again, not counted
 
     @property
     def per_second(self) -> float:
@@ -1333,7 +1334,7 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
     import random
 
     from verimim.driver import run_with_big_stack
-    from verimim.fuzz.task import generate, program_seed
+    from verimim.fuzz.task import fingerprint, generate, program_seed
 
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="verimim-fuzz-"))
     campaign_seed = seed if seed is not None else random.getrandbits(32)
@@ -1343,16 +1344,26 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
     failures: list[dict[str, Any]] = []
     sizes: list[tuple[int, int, int]] = []
     kernels: Counter[str] = Counter()
-    kernel_programs = false_alarms = count = 0
+    kernel_programs = false_alarms = count = index = duplicates = 0
+    seen: set[str] = set()
     while time.monotonic() - start < budget_s and len(failures) < max_failures \
-            and (max_programs is None or count < max_programs):
-        index_seed = program_seed(campaign_seed, count)
+            and (max_programs is None or index < max_programs):
+        index_seed = program_seed(campaign_seed, index)
+        index += 1
 
-        def one() -> tuple[GeneratedProgram, Verdict]:
+        def one() -> tuple[GeneratedProgram, Verdict | None]:
             prog, _ = generate(index_seed, defect_ratio=defect_ratio, defect_kinds=defect_kinds)
+            fp = fingerprint(prog)
+            if fp in seen:
+                return prog, None  # drawn before: checked already
+            seen.add(fp)
             return prog, check_generated(prog, verify=verify, gpu=gpu)
 
-        prog, verdict = run_with_big_stack(one)
+        prog, checked = run_with_big_stack(one)
+        if checked is None:
+            duplicates += 1
+            continue
+        verdict = checked
         count += 1
         coverage.update(prog.features_used)
         sizes.append((prog.ops, prog.stat("kernels"), prog.stat("launches")))
@@ -1367,4 +1378,4 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
         if progress is not None:
             progress(count, time.monotonic() - start, len(failures))
     return CampaignResult(count, time.monotonic() - start, failures, dict(coverage), dict(defects), sizes,
-                          dict(kernels), kernel_programs, false_alarms)
+                          dict(kernels), kernel_programs, false_alarms, duplicates)

@@ -13,7 +13,9 @@ import functools
 import hashlib
 import json
 import random
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +63,17 @@ class Checked:
     worker: str = ""
     seconds: float = 0.0
     finished: float = field(default_factory=time.time)
+    fingerprint: str = ""         # of the program (text, arguments, defect): duplicates share it
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What a worker sends back once it has drawn program `index`: its fingerprint, so that the
+    campaign checks each distinct program once (the worker keeps the program for its check)."""
+
+    index: int
+    fingerprint: str
+    seconds: float
 
 
 def program_seed(campaign_seed: int, index: int) -> int:
@@ -97,8 +110,42 @@ def _stats(prog: Any) -> dict[str, Any]:
             "args": tuple(prog.args), "expected": tuple(sorted(prog.expected_codes))}
 
 
+def fingerprint(prog: Any) -> str:
+    """What makes two generated programs the same check: the text, main's arguments and the
+    injected defect with the codes it must produce."""
+    key = "\0".join([prog.text, " ".join(prog.args), str(prog.defect), ",".join(sorted(prog.expected_codes))])
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+# Programs this worker process drew (generate_index) and has not checked yet, by (settings,
+# index): the check that follows on the same worker takes the program from here instead of
+# drawing it again. A few entries: a check normally follows its draw at once.
+_DRAWN: "OrderedDict[tuple[Settings, int], tuple[Any, tuple[Choice, ...], float]]" = OrderedDict()
+_DRAWN_MAX = 16
+_DRAWN_LOCK = threading.Lock()  # a worker may run tasks on several threads
+
+
+def generate_index(settings: Settings, index: int) -> Generated:
+    """Draw program `index` of the campaign and return its fingerprint (runs on a worker)."""
+    from verimim.driver import run_with_big_stack
+
+    drawn = run_with_big_stack(lambda: _draw(settings, index))
+    with _DRAWN_LOCK:
+        _DRAWN[(settings, index)] = drawn
+        while len(_DRAWN) > _DRAWN_MAX:
+            _DRAWN.popitem(last=False)
+    return Generated(index, fingerprint(drawn[0]), round(drawn[2], 4))
+
+
+def _draw(settings: Settings, index: int) -> tuple[Any, tuple[Choice, ...], float]:
+    t0 = time.perf_counter()
+    prog, choices = generate(program_seed(settings.seed, index), defect_ratio=settings.defect_ratio)
+    return prog, choices, time.perf_counter() - t0
+
+
 def check_index(settings: Settings, index: int) -> Checked:
-    """Generate and check program `index` of the campaign (runs on a worker, on a big stack)."""
+    """Check program `index` of the campaign (runs on a worker, on a big stack): the one this
+    worker drew for generate_index, else drawn here."""
     from verimim.driver import run_with_big_stack
 
     worker = _worker_name()  # here: the worker is known on its task thread only
@@ -109,16 +156,17 @@ def _check(settings: Settings, index: int, worker: str) -> Checked:
     from verimim.fuzz.strategies import check_generated
 
     t0 = time.perf_counter()
-    seed = program_seed(settings.seed, index)
-    prog, choices = generate(seed, defect_ratio=settings.defect_ratio)
-    t_gen = time.perf_counter() - t0
+    with _DRAWN_LOCK:
+        drawn = _DRAWN.pop((settings, index), None)
+    prog, choices, t_gen = drawn if drawn is not None else _draw(settings, index)
     v = check_generated(prog, verify=settings.verify, timeout_ms=settings.timeout_ms, gpu=settings.gpu)
     sig = of_verdict(v)
-    return Checked(index, seed, choices, verdict="ok" if v.ok else v.kind, signature=sig,
-                   message=v.message.splitlines()[0][:500] if v.message else "",
+    return Checked(index, program_seed(settings.seed, index), choices, verdict="ok" if v.ok else v.kind,
+                   signature=sig, message=v.message.splitlines()[0][:500] if v.message else "",
                    times=(("generate", round(t_gen, 4)), *v.times.items()), phases=tuple(v.phases),
                    text=prog.text if sig else "", worker=worker,
-                   seconds=round(time.perf_counter() - t0, 4), **_stats(prog))
+                   seconds=round(time.perf_counter() - t0 + (t_gen if drawn is not None else 0.0), 4),
+                   fingerprint=fingerprint(prog), **_stats(prog))
 
 
 def lost(settings: Settings, index: int, kind: str, message: str, worker: str, seconds: float) -> Checked:
@@ -129,7 +177,8 @@ def lost(settings: Settings, index: int, kind: str, message: str, worker: str, s
     seed = program_seed(settings.seed, index)
     prog, choices = run_with_big_stack(lambda: generate(seed, defect_ratio=settings.defect_ratio))
     return Checked(index, seed, choices, verdict=kind, signature=Signature(kind), message=message[:500],
-                   text=prog.text, worker=worker, seconds=round(seconds, 4), **_stats(prog))
+                   text=prog.text, worker=worker, seconds=round(seconds, 4), fingerprint=fingerprint(prog),
+                   **_stats(prog))
 
 
 def _worker_name() -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import random
 import re
 import sys
 import tempfile
@@ -372,7 +371,8 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, max_programs: int 
                "programs": res.kernel_programs, "false_alarms": res.false_alarms}
     obj = {"programs": res.programs, "per_second": round(res.per_second, 3), "failures": res.failures,
            "coverage": dict(sorted(res.coverage.items())), "defects": res.defects,
-           "seconds": round(res.seconds, 2), "ok": not res.failures, "oracle": oracle, "kernels": kernels}
+           "seconds": round(res.seconds, 2), "ok": not res.failures, "oracle": oracle, "kernels": kernels,
+           "duplicates": res.duplicates}
     for f in res.failures:
         click.echo(f"failure[{f['kind']}]: {f['message']}\n  reproduce: verimim check {f['file']} && "
                    f"verimim run {f['file']}", err=True)
@@ -380,8 +380,8 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, max_programs: int 
         obj.update(file=None, diagnostics=[])
         click.echo(json.dumps(schemas.complete("fuzz", obj), ensure_ascii=False))
     else:
-        click.echo(f"{res.programs} programs in {res.seconds:.1f} s ({res.per_second:.2f}/s), "
-                   f"{len(res.failures)} failures; {kernels['kernels']} kernels verified "
+        click.echo(f"{res.programs} programs in {res.seconds:.1f} s ({res.per_second:.2f}/s, "
+                   f"{res.duplicates} duplicates not checked again), {len(res.failures)} failures; {kernels['kernels']} kernels verified "
                    f"({', '.join(f'{n} {k}' for k, n in kernels['verdicts'].items()) or 'none'}), "
                    f"{res.false_alarms} false alarms", err=True)
         width = max((len(k) for k in res.coverage), default=10)

@@ -153,6 +153,8 @@ SCHEMAS: dict[str, Schema] = {
         "journal_programs": _nullable({"type": "integer", "minimum": 0}),
         "new_failures": _nullable({"type": "integer", "minimum": 0}),
         "cluster": _NSTR,
+        # indices whose program was drawn before (same text, arguments, defect): not checked again
+        "duplicates": _nullable({"type": "integer", "minimum": 0}),
         # the oracle's mix ("pipeline" or "kernels"), and check's kernel verdicts against the runs
         # (fuzz/kernel_oracle.judge): kernels verified, verdicts by status, false alarms
         "oracle": _NSTR,
@@ -162,6 +164,7 @@ SCHEMAS: dict[str, Schema] = {
     "fuzz-report": _command("verimim fuzz report --json", {
         "campaign": _NSTR,
         "programs": {"type": "integer", "minimum": 0},
+        "duplicates": {"type": "integer", "minimum": 0},
         "runs": {"type": "array", "items": {"type": "object"}},
         "throughput": {"type": "array", "items": {"type": "object"}},
         "coverage": {"type": "object"},

@@ -118,3 +118,32 @@ def test_scheduler_that_does_not_answer_is_refused(tmp_path: Path) -> None:
 def test_cluster_options_need_a_campaign(args: list[str]) -> None:
     out = _fuzz(*args, "--budget", "1", "--json", timeout=60)
     assert out.returncode == 2 and "--campaign" in json.loads(out.stdout)["diagnostics"][0]["message"]
+
+
+def test_a_program_drawn_again_is_journaled_as_a_duplicate_and_not_checked(tmp_path: Path) -> None:
+    d = tmp_path / "c"
+    preload = str(Path(__file__).resolve().parent / "preload" / "few_programs.py")
+    out = _fuzz("--campaign", str(d), "--programs", "9", "--workers", "1", "--seed", "1", "--no-verify",
+                "--preload", preload, "--json")
+    assert out.returncode in (0, 3), out.stderr[-2000:]
+    obj = json.loads(out.stdout)
+    _valid("fuzz", obj)
+    assert obj["programs"] == 3 and obj["duplicates"] == 6 and obj["journal_programs"] == 3, obj
+    conn = sqlite3.connect(f"file:{d / 'journal.sqlite'}?mode=ro", uri=True)
+    try:
+        progs = dict(conn.execute("SELECT idx, fingerprint FROM programs"))
+        dups = list(conn.execute("SELECT idx, of_idx, fingerprint FROM duplicates ORDER BY idx"))
+    finally:
+        conn.close()
+    assert sorted(progs) == [0, 1, 2] and len(set(progs.values())) == 3
+    assert [(i, of) for i, of, _ in dups] == [(i, i % 3) for i in range(3, 9)]
+    assert all(progs[of] == fp for _, of, fp in dups), "a duplicate has its first program's fingerprint"
+    # resumed, the journal's fingerprints count: the next indices repeat programs of the first run
+    more = _fuzz("--campaign", str(d), "--programs", "3", "--workers", "1", "--no-verify", "--preload", preload,
+                 "--json")
+    again = json.loads(more.stdout)
+    assert again["programs"] == 0 and again["duplicates"] == 3 and again["journal_programs"] == 3, again
+    rep = json.loads(_fuzz("report", str(d), "--json").stdout)
+    _valid("fuzz-report", rep)
+    assert rep["programs"] == 3 and rep["duplicates"] == 9
+    assert [r["duplicates"] for r in rep["runs"]] == [6, 3]

@@ -4,6 +4,7 @@ campaigns are refused without being written."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,31 @@ def test_report_needs_an_existing_campaign(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a fuzzing campaign"):
         Journal.open(tmp_path / "nothing-here")
     assert not (tmp_path / "nothing-here").exists()
+
+
+def test_duplicates_are_journaled_apart_and_fill_no_gap(tmp_path: Path) -> None:
+    j = Journal.open(tmp_path, Settings(seed=1))
+    run = j.start_run(1.0, 1, None, "")
+    assert j.record(run, replace(_row(0), fingerprint="f0")) and j.record(run, replace(_row(1), fingerprint="f1"))
+    assert j.record_duplicate(run, 2, 0, "f0") and not j.record_duplicate(run, 2, 0, "f0")
+    assert j.fingerprints() == {"f0": 0, "f1": 1}
+    assert j.count() == 2 and j.duplicates() == 1 and j.duplicates(run) == 1, "programs are the distinct ones"
+    todo = j.todo()
+    assert next(todo) == 3, "a duplicate's index is journaled: no gap to check again"
+
+
+def test_version_1_journal_is_upgraded_on_opening_not_by_probe(tmp_path: Path) -> None:
+    j = Journal.open(tmp_path, Settings(seed=5))
+    j.record(j.start_run(1.0, 1, None, ""), _row(0))
+    # make it what version 1 wrote: no fingerprint column, no duplicates table
+    j.conn.executescript("BEGIN; DROP INDEX programs_fp; DROP TABLE duplicates; ALTER TABLE programs DROP COLUMN "
+                         "fingerprint; UPDATE meta SET value = '1' WHERE key = 'version'; COMMIT;")
+    j.close()
+    before = (tmp_path / JOURNAL).read_bytes()
+    assert Journal.probe(tmp_path)
+    assert (tmp_path / JOURNAL).read_bytes() == before, "probing a campaign writes nothing"
+    j = Journal.open(tmp_path)
+    assert j.meta("version") == "2" and j.count() == 1 and j.duplicates() == 0
+    assert j.record(j.start_run(1.0, 1, None, ""), replace(_row(1), fingerprint="f"))
+    assert j.fingerprints() == {"f": 1}
+    j.close()

@@ -123,3 +123,12 @@ def test_fuzz_programs_stops_after_n_and_a_seed_repeats_them() -> None:
     a, b = once(), once()
     assert a["programs"] == b["programs"] == 2
     assert (a["coverage"], a["defects"], a["kernels"]) == (b["coverage"], b["defects"], b["kernels"])
+
+
+def test_plain_fuzz_checks_each_distinct_program_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verimim.fuzz.task as task
+    from verimim.fuzz.strategies import run_campaign
+
+    monkeypatch.setattr(task, "program_seed", lambda seed, index: index % 2)  # two programs, drawn again and again
+    res = run_campaign(600, seed=0, verify=False, max_programs=6)
+    assert (res.programs, res.duplicates) == (2, 4), (res.programs, res.duplicates)

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
-from verimim.fuzz import shapes_host, shapes_kernel
+from verimim.fuzz import shapes_btensor, shapes_host, shapes_kernel
 from verimim.interp.observe import Observation, Observations, describe, differences, observe
 from verimim.ir.defs import App, Axiom, Def, MutLam
 from verimim.ir.world import World
@@ -74,6 +74,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "malloc": True,          # mem.malloc / mem.alloc in address space 1
     "alloc_copy": True,
     "buffers": True,         # buffer.Buf host buffers with gpu.buf_alloc_copy / buf_copy_to_host
+    "btensor": True,         # host programs of btensor map-reduce operations (fuzz/shapes_btensor.py)
     "args": True,            # program arguments (argc > 1)
     "c_calls": True,         # C functions called on the host (`ccon`/`cfun`): what they print is compared
     # upstream's shapes (issue 10; fuzz/shapes_kernel.py, fuzz/shapes_host.py)
@@ -289,7 +290,9 @@ class _KernelGen:
 
         nat = w.nat()
         g_nat = b.nat("add", b.nat("mul", b.bitcast(w.idx_n(G), nat, gid), w.lit_nat(I)), b.bitcast(w.idx_n(I), nat, iid))
-        self.cell = b.bitcast(nat, w.idx_n(N), g_nat)
+        # the work-item's cell: a bitcast of its Nat, or `core.idx` (mode 0: in range, as here)
+        self.cell = (b.ap("core.idx", w.lit_nat(N), w.lit_nat(0), g_nat) if draw(st.integers(0, 3), label="core.idx") == 0
+                     else b.bitcast(nat, w.idx_n(N), g_nat))
         pool = [
             _Val(b.bitcast(w.idx_n(I), b.I32, iid), 32, 0, I - 1, False),
             _Val(b.bitcast(w.idx_n(G), b.I32, gid), 32, 0, G - 1, True),
@@ -627,7 +630,12 @@ class _KernelGen:
         b, w = self.b, self.b.w
         I16 = b.I(16)
         t = w.sigma([b.I32, b.arr(2, I16)])
-        self.state["m5"], p = b.slot(t, 5, self.state["m5"], self.fresh_id())
+        if self.draw(st.integers(0, 2), label="mem.mslot") == 0:  # a slot of trait.size t bytes
+            size = w.app(w.annexes["core.trait.size"], t)
+            r = b.ap("mem.mslot", b.tup(t, w.lit_nat(5)), b.tup(self.state["m5"], size, w.lit_nat(self.fresh_id())))
+            self.state["m5"], p = b.x(r, 2, 0), b.x(r, 2, 1)
+        else:
+            self.state["m5"], p = b.slot(t, 5, self.state["m5"], self.fresh_id())
         v = self.to32(self.pick("local value"))
         h = self.conv(self.pick("local half"), 16)
         val = b.tup(v.d, b.tup(h.d, w.lit_idx(2 ** 16, 7)))
@@ -725,6 +733,8 @@ class _HostGen:
             self.s["m0"] = b.free(b.I32, 0, m0, hp)
         if f["division"] and draw(st.booleans(), label="division"):
             self.divide()
+        if draw(st.integers(0, 5), label="mem.remem") == 0:  # an unspecified effect on host memory
+            self.s["m0"] = b.ap("mem.remem", w.lit_nat(0), self.s["m0"])
         m0 = self.s["m0"]
         for t, p in self.host_frees:
             m0 = b.free(t, 0, m0, p)
@@ -983,18 +993,33 @@ class _HostGen:
 _BASE: tuple[World, int] | None = None
 
 
-def fresh_world() -> World:
-    """A World with core, mem and gpu loaded."""
+def fresh_world(header: list[str] | None = None) -> World:
+    """A World with the header's plugins loaded (by default core, mem and gpu)."""
     from verimim.frontend.loader import load_text
 
-    w, _ = load_text("\n".join(HEADER) + "\n", "<gen>")
+    w, _ = load_text("\n".join(header or HEADER) + "\n", "<gen>")
     return w
 
 
-def render(world: World) -> str:
+def render(world: World, header: list[str] | None = None) -> str:
     from verimim.dump import dump_world
 
-    return dump_world(world, HEADER)
+    return dump_world(world, header or HEADER)
+
+
+def header_of(text: str) -> list[str]:
+    """The `plugin …;` lines a generated program starts with (which plugins it was built with)."""
+    out = []
+    for line in text.splitlines():
+        if not line.startswith("plugin "):
+            break
+        out.append(line)
+    return out or HEADER
+
+
+def canonical(text: str, path: str = "<generated>") -> str:
+    """A generated program's text as verimim reads and prints it back (dump ∘ parse)."""
+    return render(reparse(text, path), header_of(text))
 
 
 def reparse(text: str, path: str = "<generated>") -> World:
@@ -1034,6 +1059,8 @@ def _features(overrides: dict[str, Any]) -> dict[str, Any]:
 def _generate(draw: Callable[..., Any], f: dict[str, Any], defect: str | None, one_kernel: bool) -> GeneratedProgram:
     if defect is not None and defect not in DEFECTS:
         raise ValueError(f"unknown defect `{defect}`; known: {', '.join(DEFECTS)}")
+    if defect is None and not one_kernel and f["btensor"] and draw(st.integers(0, 7), label="btensor program") == 0:
+        return _generate_btensor(draw, f)
     w = fresh_world()
     b = _B(w)
     n_kernels = 1 if one_kernel else draw(st.integers(1, f["max_kernels"]), label="kernels")
@@ -1049,6 +1076,17 @@ def _generate(draw: Callable[..., Any], f: dict[str, Any], defect: str | None, o
     codes = frozenset({DEFECTS[defect][0]}) if defect else frozenset()
     stats = (("ops", sum(ops.values())), ("kernels", n_kernels), ("launches", host.launches))
     return GeneratedProgram(text, tuple(host.args), codes, frozenset(used), defect, stats)
+
+
+def _generate_btensor(draw: Callable[..., Any], f: dict[str, Any]) -> GeneratedProgram:
+    """A host program of btensor operations, lowered to kernel launches (fuzz/shapes_btensor.py)."""
+    w = fresh_world(shapes_btensor.HEADER)
+    b = _B(w)
+    shapes_btensor.build(b, draw, shapes_host.main, f["main_con"])
+    ops = count_ops(w)
+    used = set(ops) | {k for k, v in b.features.items() if v}
+    stats = (("ops", sum(ops.values())), ("kernels", 0), ("launches", 0))
+    return GeneratedProgram(render(w, shapes_btensor.HEADER), (), frozenset(), frozenset(used), None, stats)
 
 
 def _first_diff(a: str, b: str) -> str:
@@ -1153,7 +1191,7 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
             world = reparse(prog.text)
         except Exception as e:  # noqa: BLE001 — a dump or elaborator bug (or a generator bug)
             return v.fail("roundtrip", f"the generated text does not re-elaborate: {e}", phase="roundtrip")
-        again = render(world)
+        again = render(world, header_of(prog.text))
         if again != prog.text:
             return v.fail("roundtrip", "dump(parse(dump)) differs: " + _first_diff(prog.text, again), phase="roundtrip")
         v.mark("roundtrip")

@@ -222,7 +222,7 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
     from dataclasses import replace
 
     from verimim.fuzz.reduce import Reduction, reduce_text, shrink_choices, size
-    from verimim.fuzz.strategies import check_generated, render, reparse
+    from verimim.fuzz.strategies import canonical, check_generated
 
     start = time.monotonic()
     prog, _ = generate(choices=choices, defect_ratio=settings.defect_ratio)
@@ -256,7 +256,7 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
 
     def canon(text: str) -> str | None:
         try:
-            return render(reparse(text))
+            return canonical(text)
         except Exception:  # noqa: BLE001 — a candidate that does not elaborate is just not kept
             return None
 

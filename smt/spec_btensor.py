@@ -224,6 +224,10 @@ def reference(ref: Ref, mdl: Model, init: z3.ExprRef) -> list[z3.ExprRef]:
     """The value of every output cell, row-major, as PLUGINS.md defines the fold."""
     ro = len(ref.so)
     f = mdl.fun(ref.f, "f", ref.to, [i.elem for i in ref.ins], ref.to)
+    if ref.post is not None and ref.post is not ref.f and Matcher().run([(ref.f, ref.post)]) is None:
+        # `post` is written exactly as `f` (two funs with one body): one function, so one symbol;
+        # the kernel's copies cannot tell them apart (Kernel.role names either `f`), nor need to
+        mdl.funs[ref.post.gid] = f
     post = mdl.fun(ref.post, "post", ref.to, [i.elem for i in ref.posts], ref.tp) if ref.post is not None else None
     arrays = [mdl.array(i, f"in{k}") for k, i in enumerate(ref.ins)]
     parrays = [mdl.array(i, f"post_in{k}") for k, i in enumerate(ref.posts)]

@@ -159,6 +159,9 @@ class LoweringMatcher(Matcher):
         self.ob = Obligations()
         self.resolved: set[int] = set()
         self.within: dict[tuple[int, int], Def] = {}  # pair → the lowered spot it lies in
+        # Values computed from a `buffer.shape`, judged once everything else is matched (_folded)
+        self.deferred: list[tuple[Def, Def, Def | None]] = []
+        self._shape_uses: dict[int, bool] = {}
 
     # ------------------------------------------------------------------ matching
 
@@ -203,8 +206,20 @@ class LoweringMatcher(Matcher):
             if a.body is not None and b.body is not None:
                 work.append((a.body, b.body))
             return None
+        if self._uses_shape(a):
+            # not a match yet (a parent's translation must not take it on trust): judged later
+            del self.pairs[a.gid]
+            if self.back.get(b.gid) == a.gid:
+                del self.back[b.gid]
+            self.deferred.append((a, b, within))
+            return None
+        return self._descend(a, b, work, within)
+
+    def _descend(self, a: Def, b: Def, work: Pairs, within: Def | None) -> Mismatch | None:
+        """The same node on both sides: its operands pair up (a commutative operation's literal
+        may have moved first)."""
         if type(a) is not type(b) or a.extra() != b.extra() or len(a.ops) != len(b.ops):
-            return None if self._folded(a, b) else Mismatch(a, b, "a node changed")
+            return Mismatch(a, b, "a node changed")
         swapped = _literal_moved_first(a, b)
         if swapped is not None:
             self._push(work, swapped, within)
@@ -221,13 +236,36 @@ class LoweringMatcher(Matcher):
 
     # ------------------------------------------------------------------ folded values
 
-    def _folded(self, a: Def, b: Def) -> bool:
-        """Once `buffer.shape` is `s#i`, the new World's normalizers may fold what uses it
-        (`core.nat.mul (shape …, shape …)` becomes `6`): accept exactly the node the new World
-        builds from `a` with each shape replaced by `s#i` and every other part by its match."""
-        if not any(_annex_app(x, "buffer.shape", 2) is not None for x in _immutables(a)):
-            return False
-        return self._translate(a, {}) is b
+    def _uses_shape(self, d: Def) -> bool:
+        """Whether d is computed from a `buffer.shape` (not looking into mutables), memoised."""
+        hit = self._shape_uses.get(d.gid)
+        if hit is None:
+            hit = self._shape_uses[d.gid] = any(_annex_app(x, "buffer.shape", 2) is not None for x in _immutables(d))
+        return hit
+
+    def _folded(self, a: Def, b: Def, within: Def | None) -> Mismatch | None:
+        """Once `buffer.shape` is `s#i`, the new World's normalizers may fold and reorder what
+        uses it (`core.nat.mul (shape …, shape …)` becomes `6`; `x + shape …` becomes `1 + x`,
+        reassociated through a sum): accept exactly the node the new World builds from `a` with
+        each shape replaced by `s#i` and every other part by its match — judged after the rest
+        of the Worlds is matched, so that those parts have their matches. Else `a` and `b` must
+        be the same node, operand by operand."""
+        if self.pairs.get(a.gid) == b.gid:
+            return None  # judged already (a value used twice)
+        try:
+            same = self._translate(a, {}) is b
+        except SpecLimit:
+            same = False  # a part without a match: the operands are compared one by one
+        if self.pairs.get(a.gid, b.gid) != b.gid:
+            return Mismatch(a, b, "one node became two different nodes")
+        self.pairs[a.gid] = b.gid
+        self.back.setdefault(b.gid, a.gid)
+        self.nodes[a.gid], self.new_nodes[b.gid] = a, b
+        if same:
+            return None
+        work: Pairs = []
+        mm = self._descend(a, b, work, within)
+        return mm if mm is not None else self.run(work)
 
     def _translate(self, d: Def, memo: dict[int, Def]) -> Def:
         img = self.pairs.get(d.gid)
@@ -273,9 +311,13 @@ class LoweringMatcher(Matcher):
         mm = self.match_worlds(self.old, self.new)
         while mm is None:
             work = self._index_pairs()
-            if not work:
+            if work:
+                mm = self.run(work)
+                continue
+            if not self.deferred:
                 return None
-            mm = self.run(work)
+            a, b, within = self.deferred.pop(0)
+            mm = self._folded(a, b, within)
         return mm
 
     def _mergeable(self, a: Def, b: Def) -> bool:

@@ -10,13 +10,13 @@ import pytest
 from verimim.driver import run_with_big_stack
 from verimim.fuzz import reduce as red
 from verimim.fuzz.signature import Signature, of_verdict
-from verimim.fuzz.strategies import check_generated, count_ops, render, reparse
+from verimim.fuzz.strategies import check_generated, canonical, count_ops, reparse
 from verimim.fuzz.task import generate, program_seed
 
 
 def _canon(text: str) -> str | None:
     try:
-        return render(reparse(text))
+        return canonical(text)
     except Exception:  # noqa: BLE001
         return None
 

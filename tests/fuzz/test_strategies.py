@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from verimim.driver import run_with_big_stack
 from verimim.fuzz.strategies import (
-    DEFECTS, GeneratedProgram, check_generated, kernels, programs, render, reparse,
+    DEFECTS, GeneratedProgram, check_generated, kernels, programs, canonical,
 )
 
 # Compiler bugs the fuzzer found, not yet fixed (reproducers in tests/programs/fuzz_found/):
@@ -45,7 +45,7 @@ def big(fn):  # run a Hypothesis test on a thread with a large stack
 @FAST(50)
 @given(programs(max_kernels=2, max_ops=4))
 def test_generated_programs_are_well_typed_and_well_defined(prog: GeneratedProgram) -> None:
-    assert render(reparse(prog.text)) == prog.text
+    assert canonical(prog.text) == prog.text
     assert not prog.expected_codes
     v = check_generated(prog, verify=False, schedules=2)
     assert v.ok or known(v.message), f"{v.kind}: {v.message}\n{prog.text}"

@@ -403,3 +403,22 @@ def test_the_interpreter_folds_in_row_major_order() -> None:
 def test_every_valid_btensor_program_is_listed() -> None:
     on_disk = sorted(p.name for p in Path(VALID).glob("btensor_*.mim"))
     assert on_disk == sorted(PROGRAMS_BTENSOR)
+
+
+def test_an_epilogue_replaced_by_the_combiner_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel calls (a copy of) `f` where `post` belongs. Refuted where the two differ; where
+    the epilogue is written exactly as the combiner (btensor_post_same_as_f.mim) the same kernel
+    is right, and proved."""
+    import dataclasses
+
+    import verimim.phases.btensor as phase
+
+    read = phase.read_op
+    monkeypatch.setattr(phase, "read_op", lambda w, app, args: dataclasses.replace(
+        read(w, app, args), post=read(w, app, args).f))
+    res = lower(from_file("btensor_post.mim"))
+    assert result(res.after) != 572  # it really is wrong
+    status, detail, _ = verdict(res)
+    assert status == "refuted" and "the kernel computes" in detail, detail
+    same = lower(from_file("btensor_post_same_as_f.mim"))
+    assert verdict(same)[0] == "proved"

@@ -412,3 +412,24 @@ def test_dropped_copy_to_host_refuted() -> None:
     prog = split_program(VALID / "buffer_rank1_launch.mim")
     out = verdict(apply(variant(_NoCopyToHost), prog, "host"))
     assert out.status == "refuted" and "gpu.copy_to_host.block" in out.detail, out.detail
+
+
+class _ShapePlusOne(_LowerPtr):
+    """A rank-1 buffer's extent one too large."""
+
+    def shape(self, old: App, r: Def, s: Def, t: Def, arg: Def) -> Def | None:
+        got = super().shape(old, r, s, t, arg)
+        assert got is not None
+        return self.new.app(self.new.annex("core.nat.add"), self.new.tuple([got, self.new.lit_nat(1)]))
+
+
+def test_a_sum_the_folded_shape_reorders_is_proved_and_a_wrong_shape_in_it_refuted() -> None:
+    """`x + shape …` becomes `1 + x` (reassociated through the sum) once the shape is the literal:
+    the right lowering is proved (it was a false E-SPEC), a wrong extent in the same sum refuted."""
+    prog = split_program(VALID / "buffer_shape_folded_into_sum.mim")
+    right = verdict(apply(LowerPtr(), prog, "host"))
+    assert right.status == "proved", right.detail
+    wrong = apply(variant(_ShapePlusOne), prog, "host")
+    assert result(wrong.after)[0] != result(prog)[0]  # it really is wrong
+    out = verdict(wrong)
+    assert out.status == "refuted", out.detail

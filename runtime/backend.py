@@ -369,6 +369,13 @@ def install(machine: Machine, backend: GpuBackend) -> None:
         if isinstance(p, Ptr) and p.block.space == 1 and not th.device:
             backend.alloc(p.block)
 
+    def on_alloc_block(m: Any, th: Any, args: list[Any], node: App | None, res: Any) -> None:
+        # blocking, as the interpreter's (which completed its pending copies): earlier device
+        # work finishes first, and device→host copies still pending reach the host now
+        if not th.device and backend.ctx is not None:
+            backend.sync_all()
+        on_alloc(m, th, args, node, res)
+
     def on_free(asyn: bool) -> Any:
         def after(m: Any, th: Any, args: list[Any], node: App | None, res: Any) -> None:
             rest = args[1]
@@ -420,7 +427,8 @@ def install(machine: Machine, backend: GpuBackend) -> None:
         wrap(a, on_init)
     for a in ("gpu.deinit", "gpu.auto_deinit"):
         wrap(a, on_deinit)
-    for a in ("gpu.alloc.block", "gpu.alloc.asyn", "mem.alloc", "mem.malloc"):
+    wrap("gpu.alloc.block", on_alloc_block)
+    for a in ("gpu.alloc.asyn", "mem.alloc", "mem.malloc"):
         wrap(a, on_alloc)
     wrap("gpu.free.block", on_free(False))
     wrap("gpu.free.asyn", on_free(True))

@@ -516,8 +516,14 @@ class BodyCompiler:
             if annex.startswith("mem."):
                 return self._mem(annex, args, d)
             if annex == "gpu.sync_work_items":
-                fn = self.ctx.intrinsic("llvm.nvvm.barrier0", self.ir.VoidType(), [])
-                self.builder.call(fn, [])
+                # `barrier.sync 0`, not `bar.sync 0` (llvm.nvvm.barrier0, which is `.aligned`: every
+                # thread of a warp must execute the same barrier instruction). One barrier of the
+                # program may become several instructions here (a continuation is compiled once
+                # per static argument), and work-items that met at it in the source may reach
+                # different copies: with `.aligned` that is undefined and hung the GPU (campaign).
+                i32 = self.ir.IntType(32)
+                fn = self.ctx.intrinsic("llvm.nvvm.barrier.sync", self.ir.VoidType(), [i32])
+                self.builder.call(fn, [self.ir.Constant(i32, 0)])
                 return (None, None)
         raise unsupported(f"`{show_short(d)}` ({type(d).__name__})", d.loc)
 

@@ -243,8 +243,8 @@ def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], vi
             if job.running is None:
                 pending.insert(0, job)
             elif job.kind != "reduce":
-                _journal(r, lost(r.settings, job.index, "crash", "its worker died while checking it", job.worker,
-                                 now - job.started))
+                _journal(r, lost(r.settings, job.index, "crash", _died(r, "its worker died while checking it"),
+                                 job.worker, now - job.started))
             else:
                 r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "crash")
         elif job.running is not None and now - job.running > limit and fut.status == "pending":
@@ -269,13 +269,20 @@ def _finished(r: _Run, fut: Any, job: _Job, inflight: dict[Any, _Job]) -> None:
         _reduced(r, job, result, error)
         return
     if error is not None:
-        _journal(r, lost(r.settings, job.index, "crash", f"{type(error).__name__}: {error}", job.worker,
-                         time.monotonic() - job.started))
+        why = f"{type(error).__name__}: {error}"
+        _journal(r, lost(r.settings, job.index, "crash", _died(r, why) if type(error).__name__ == "KilledWorker"
+                         else why, job.worker, time.monotonic() - job.started))
         return
     if job.kind == "generate":
         _drawn(r, result, job, inflight)
         return
     _journal(r, result)
+
+
+def _died(r: _Run, message: str) -> str:
+    """A crash's message, led by what the nanny saw (an exit status, a signal, memory)."""
+    note = r.cluster.death_note()
+    return f"{note}; {message}" if note else message
 
 
 def _drawn(r: _Run, g: Generated, job: _Job, inflight: dict[Any, _Job]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,6 +56,24 @@ class Cluster:
 
         threading.Thread(target=restart, name="verimim-restart", daemon=True).start()
         return True
+
+
+    def death_note(self) -> str:
+        """What a nanny last logged about a worker process it lost ("Worker process 123 exited
+        with status -11", a memory budget exceeded), for a crash's record: '' when nothing says.
+        (The dead worker's own log died with it; the nanny's outlives it.)"""
+        if not self.nannies:
+            return ""
+        try:
+            logs = self.client.get_worker_logs(n=50, nanny=True)
+        except Exception:  # noqa: BLE001 — a busy or restarting scheduler: the crash keeps its message
+            return ""
+        notes = sorted(msg for entries in logs.values() for _level, msg in entries
+                       if _DEATH.search(msg))
+        return notes[-1].split(" - ", 3)[-1].strip() if notes else ""  # the newest, without time and logger
+
+
+_DEATH = re.compile(r"exited with status|killed by signal|memory budget|Worker process \d+ was killed")
 
 
 def gpu_ids() -> tuple[str, ...]:

@@ -78,6 +78,8 @@ def test_crash_and_hang_are_journaled_and_the_campaign_goes_on(tmp_path: Path) -
     assert out.returncode == 3, out.stderr[-3000:]
     verdicts = dict(_rows(d, "SELECT idx, verdict FROM programs"))
     assert verdicts.get(0) == "crash" and verdicts.get(1) == "hang", verdicts
+    ((crash_message,),) = _rows(d, "SELECT message FROM programs WHERE idx = 0")
+    assert "exited with status 13" in crash_message, "the nanny's note on the dead worker leads the record"
     assert any(v not in ("crash", "hang") for i, v in verdicts.items() if i > 1), "the campaign went on"
     kinds = {f["kind"]: f for f in json.loads(out.stdout)["failures"]}
     for kind in ("crash", "hang"):

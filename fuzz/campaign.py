@@ -4,8 +4,9 @@ The campaign side submits program indices to the cluster (never more than it has
 threads, so a worker holds one program at a time). A worker first draws the program and sends
 back its fingerprint; a program the campaign has drawn before (in this run or an earlier one)
 is journaled as a duplicate of the first and not checked again; a new one is checked on the
-same worker, which kept it. Each result is journaled the moment it comes back, and for a signature seen for the first time writes `DIR/failures/<signature>/`
-(original.mim, failure.json, reproduce.sh) and submits its reduction (reduced.mim when done).
+same worker, which kept it. Each result is journaled the moment it comes back; for a signature
+seen for the first time the campaign writes `DIR/failures/<signature>/` (original.mim,
+failure.json, reproduce.sh) and submits its reduction (reduced.mim when done).
 
 A program whose result does not come back within `program_timeout` is journaled as `hang`
 (its worker restarted, which ends the stuck check); one whose worker process died is
@@ -28,7 +29,9 @@ from verimim.fuzz.cluster import Cluster, connect, gpu_ids
 from verimim.fuzz.journal import Journal
 from verimim.fuzz.reduce import size
 from verimim.fuzz.signature import Signature
-from verimim.fuzz.task import Checked, Generated, Settings, check_index, choices_from_json, generate_index, lost, reduce_index
+from verimim.fuzz.task import (
+    Checked, Generated, Settings, check_index, choices_from_json, generate_index, lost, reduce_index,
+)
 
 DEFAULT_PROGRAM_TIMEOUT = 300.0
 DEFAULT_REDUCE_BUDGET = 60.0

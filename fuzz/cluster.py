@@ -57,7 +57,6 @@ class Cluster:
         threading.Thread(target=restart, name="verimim-restart", daemon=True).start()
         return True
 
-
     def death_note(self) -> str:
         """What a nanny last logged about a worker process it lost ("Worker process 123 exited
         with status -11", a memory budget exceeded), for a crash's record: '' when nothing says.

@@ -56,7 +56,6 @@ CREATE INDEX programs_sig ON programs(signature);
 """ + _V2
 
 
-
 @dataclass(frozen=True)
 class FailureRow:
     signature: Signature

@@ -40,7 +40,7 @@ def _kpis(s: dict[str, Any]) -> str:
     ops = s["coverage"]["operations"]
     covered = sum(1 for v in ops.values() if v)
     last = s["runs"][-1] if s["runs"] else None
-    items = [("programs", s["programs"]), ("duplicates not checked again", s.get("duplicates", 0)),
+    items = [("programs", s["programs"]), ("duplicates not checked again", s["duplicates"]),
              ("runs", len(s["runs"])), ("distinct failures", len(s["failures"])),
              ("seed operations covered", f"{covered} / {len(ops)}"),
              ("latest run, programs/s", last["per_second"] if last else "–")]
@@ -80,7 +80,7 @@ def _runs_table(runs: list[dict[str, Any]]) -> str:
     head = ("run", "started", "ended", "workers", "programs", "duplicates", "seconds", "programs/s", "per worker",
             "failures")
     rows = [[r["id"], r["started"], (r["ended"] or "") + ("" if r["complete"] else " (killed)"), r["workers"],
-             r["programs"], r.get("duplicates", 0), r["seconds"], r["per_second"], r["per_second_per_worker"],
+             r["programs"], r["duplicates"], r["seconds"], r["per_second"], r["per_second_per_worker"],
              sum(r["failures"].values())]
             for r in runs]
     return _table(head, rows, numeric={3, 4, 5, 6, 7, 8, 9})

@@ -12,12 +12,14 @@ Coverage features (`GeneratedProgram.features_used`, besides the operations):
     btensor.comb.*   the combiner: `add`, `horner` (acc·k + x: the fold order is observable),
                      `xor` (core.bit2)
 
-Inputs are `buffer.init` (values from argc) or `buffer.lit`, some cells then `buffer.write`n;
+Inputs are `buffer.init` (values from argc) or `buffer.lit`, one cell sometimes written with
+`buffer.write`;
 results are read with `buffer.read`, sometimes after a `buffer.copy`, and `buffer.shape` adds
 an extent. Buffers cannot be freed (the buffer plugin has no free): the programs leak (W-LEAK).
 """
 from __future__ import annotations
 
+from math import prod
 from typing import Any, Callable
 
 from hypothesis import strategies as st
@@ -88,7 +90,7 @@ class BtensorHost:
             r = b.ap("buffer.lit", self.rst(shape), b.tup(self.m0, fill))
         else:
             k = draw(st.integers(0, 9), label="init offset")
-            flat = [b.wrap("add", 32, 0, w.lit_idx(2 ** 32, j + k), self.argc) for j in range(_cells(shape))]
+            flat = [b.wrap("add", 32, 0, w.lit_idx(2 ** 32, j + k), self.argc) for j in range(prod(shape))]
             r = b.ap("buffer.init", self.rst(shape), b.tup(self.m0, _nest(w, shape, flat)))
         self.m0, buf = b.x(r, 2, 0), b.x(r, 2, 1)
         if draw(st.booleans(), label="buffer.write"):
@@ -167,17 +169,10 @@ def build(b: Any, draw: Callable[..., Any], main: Callable[..., Any], con_form: 
     m.body = b.w.app(ret, b.tup(host.m0, host.result))
 
 
-def _cells(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def _nest(w: Any, shape: tuple[int, ...], flat: list[Def]) -> Def:
     """The row-major array value of that shape holding `flat` (`«1; T»` is T)."""
     if len(shape) == 1:
         return flat[0] if shape[0] == 1 else w.tuple(flat)
-    step = _cells(shape[1:])
+    step = prod(shape[1:])
     rows = [_nest(w, shape[1:], flat[i * step:(i + 1) * step]) for i in range(shape[0])]
     return rows[0] if shape[0] == 1 else w.tuple(rows)

@@ -172,9 +172,11 @@ class _B:
         r = self.ap("mem.alloc", self.tup(t, self.w.lit_nat(sp)), m)
         return self.x(r, 2, 0), self.x(r, 2, 1)
 
+    def size_of(self, t: Def) -> Def:
+        return self.w.app(self.a["core.trait.size"], t)
+
     def malloc(self, t: Def, sp: int, m: Def) -> tuple[Def, Def]:
-        size = self.w.app(self.a["core.trait.size"], t)
-        r = self.ap("mem.malloc", self.tup(t, self.w.lit_nat(sp)), self.tup(m, size))
+        r = self.ap("mem.malloc", self.tup(t, self.w.lit_nat(sp)), self.tup(m, self.size_of(t)))
         return self.x(r, 2, 0), self.x(r, 2, 1)
 
     def slot(self, t: Def, sp: int, m: Def, ident: int) -> tuple[Def, Def]:
@@ -631,8 +633,7 @@ class _KernelGen:
         I16 = b.I(16)
         t = w.sigma([b.I32, b.arr(2, I16)])
         if self.draw(st.integers(0, 2), label="mem.mslot") == 0:  # a slot of trait.size t bytes
-            size = w.app(w.annexes["core.trait.size"], t)
-            r = b.ap("mem.mslot", b.tup(t, w.lit_nat(5)), b.tup(self.state["m5"], size, w.lit_nat(self.fresh_id())))
+            r = b.ap("mem.mslot", b.tup(t, w.lit_nat(5)), b.tup(self.state["m5"], b.size_of(t), w.lit_nat(self.fresh_id())))
             self.state["m5"], p = b.x(r, 2, 0), b.x(r, 2, 1)
         else:
             self.state["m5"], p = b.slot(t, 5, self.state["m5"], self.fresh_id())
@@ -990,9 +991,6 @@ class _HostGen:
 
 # ============================================================================ strategies
 
-_BASE: tuple[World, int] | None = None
-
-
 def fresh_world(header: list[str] | None = None) -> World:
     """A World with the header's plugins loaded (by default core, mem and gpu)."""
     from verimim.frontend.loader import load_text
@@ -1070,23 +1068,24 @@ def _generate(draw: Callable[..., Any], f: dict[str, Any], defect: str | None, o
     # Well-typed by construction: the text re-elaborates and prints back to itself, which
     # check_generated's first stage (`roundtrip`) checks, once, on the text as `verimim check`
     # reads it.
-    text = render(w)
-    ops = count_ops(w)
-    used = set(ops) | {k for k, v in b.features.items() if v}
     codes = frozenset({DEFECTS[defect][0]}) if defect else frozenset()
-    stats = (("ops", sum(ops.values())), ("kernels", n_kernels), ("launches", host.launches))
-    return GeneratedProgram(text, tuple(host.args), codes, frozenset(used), defect, stats)
+    return _program(b, HEADER, tuple(host.args), codes, defect, n_kernels, host.launches)
 
 
 def _generate_btensor(draw: Callable[..., Any], f: dict[str, Any]) -> GeneratedProgram:
     """A host program of btensor operations, lowered to kernel launches (fuzz/shapes_btensor.py)."""
-    w = fresh_world(shapes_btensor.HEADER)
-    b = _B(w)
+    b = _B(fresh_world(shapes_btensor.HEADER))
     shapes_btensor.build(b, draw, shapes_host.main, f["main_con"])
-    ops = count_ops(w)
+    return _program(b, shapes_btensor.HEADER, (), frozenset(), None, 0, 0)
+
+
+def _program(b: _B, header: list[str], args: tuple[str, ...], codes: frozenset[str], defect: str | None,
+             kernels: int, launches: int) -> GeneratedProgram:
+    """The built World as a generated program: its text, and the operations and features used."""
+    ops = count_ops(b.w)
     used = set(ops) | {k for k, v in b.features.items() if v}
-    stats = (("ops", sum(ops.values())), ("kernels", 0), ("launches", 0))
-    return GeneratedProgram(render(w, shapes_btensor.HEADER), (), frozenset(), frozenset(used), None, stats)
+    stats = (("ops", sum(ops.values())), ("kernels", kernels), ("launches", launches))
+    return GeneratedProgram(render(b.w, header), args, codes, frozenset(used), defect, stats)
 
 
 def _first_diff(a: str, b: str) -> str:
@@ -1397,11 +1396,10 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
             seen.add(fp)
             return prog, check_generated(prog, verify=verify, gpu=gpu)
 
-        prog, checked = run_with_big_stack(one)
-        if checked is None:
+        prog, verdict = run_with_big_stack(one)
+        if verdict is None:
             duplicates += 1
             continue
-        verdict = checked
         count += 1
         coverage.update(prog.features_used)
         sizes.append((prog.ops, prog.stat("kernels"), prog.stat("launches")))

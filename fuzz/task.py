@@ -73,7 +73,6 @@ class Generated:
 
     index: int
     fingerprint: str
-    seconds: float
 
 
 def program_seed(campaign_seed: int, index: int) -> int:
@@ -134,7 +133,7 @@ def generate_index(settings: Settings, index: int) -> Generated:
         _DRAWN[(settings, index)] = drawn
         while len(_DRAWN) > _DRAWN_MAX:
             _DRAWN.popitem(last=False)
-    return Generated(index, fingerprint(drawn[0]), round(drawn[2], 4))
+    return Generated(index, fingerprint(drawn[0]))
 
 
 def _draw(settings: Settings, index: int) -> tuple[Any, tuple[Choice, ...], float]:
@@ -174,9 +173,8 @@ def lost(settings: Settings, index: int, kind: str, message: str, worker: str, s
     on the campaign's side, from its seed, so that it keeps its reproducer."""
     from verimim.driver import run_with_big_stack
 
-    seed = program_seed(settings.seed, index)
-    prog, choices = run_with_big_stack(lambda: generate(seed, defect_ratio=settings.defect_ratio))
-    return Checked(index, seed, choices, verdict=kind, signature=Signature(kind), message=message[:500],
+    prog, choices, _ = run_with_big_stack(lambda: _draw(settings, index))
+    return Checked(index, program_seed(settings.seed, index), choices, verdict=kind, signature=Signature(kind), message=message[:500],
                    text=prog.text, worker=worker, seconds=round(seconds, 4), fingerprint=fingerprint(prog),
                    **_stats(prog))
 

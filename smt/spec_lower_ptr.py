@@ -40,6 +40,7 @@ from verimim.smt.differential import compare
 from verimim.smt.specs import spec
 
 from verimim.ir.defs import App, Arr, Axiom, BVar, Def, Extract, Lit, MutLam, Pack, Sigma, Tuple, Var, mentions
+from verimim.ir.schedule import postorder
 from verimim.ir.world import World
 from verimim.printer import show
 
@@ -237,11 +238,14 @@ class LoweringMatcher(Matcher):
     # ------------------------------------------------------------------ folded values
 
     def _uses_shape(self, d: Def) -> bool:
-        """Whether d is computed from a `buffer.shape` (not looking into mutables), memoised."""
-        hit = self._shape_uses.get(d.gid)
-        if hit is None:
-            hit = self._shape_uses[d.gid] = any(_annex_app(x, "buffer.shape", 2) is not None for x in _immutables(d))
-        return hit
+        """Whether d is computed from a `buffer.shape` (not looking into mutables nor axioms'
+        types), memoised per node: the match asks it of every node it reaches."""
+        memo = self._shape_uses
+        for x in postorder(d, lambda y: y.gid in memo or isinstance(y, MutLam),
+                           lambda y: () if isinstance(y, Axiom) else y.ops):
+            memo[x.gid] = _annex_app(x, "buffer.shape", 2) is not None or any(
+                memo.get(op.gid, False) for op in (() if isinstance(x, Axiom) else x.ops))
+        return memo.get(d.gid, False)
 
     def _folded(self, a: Def, b: Def, within: Def | None) -> Mismatch | None:
         """Once `buffer.shape` is `s#i`, the new World's normalizers may fold and reorder what
@@ -250,14 +254,13 @@ class LoweringMatcher(Matcher):
         each shape replaced by `s#i` and every other part by its match — judged after the rest
         of the Worlds is matched, so that those parts have their matches. Else `a` and `b` must
         be the same node, operand by operand."""
-        if self.pairs.get(a.gid) == b.gid:
-            return None  # judged already (a value used twice)
+        seen = self.pairs.get(a.gid)
+        if seen is not None:  # judged already (a value used twice)
+            return None if seen == b.gid else Mismatch(a, b, "one node became two different nodes")
         try:
             same = self._translate(a, {}) is b
         except SpecLimit:
             same = False  # a part without a match: the operands are compared one by one
-        if self.pairs.get(a.gid, b.gid) != b.gid:
-            return Mismatch(a, b, "one node became two different nodes")
         self.pairs[a.gid] = b.gid
         self.back.setdefault(b.gid, a.gid)
         self.nodes[a.gid], self.new_nodes[b.gid] = a, b

@@ -181,7 +181,6 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
 
     def body() -> None:
         world, unit = load(path, include)
-        machine = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit)
         backend = None
         if target == "gpu":
             from verimim.runtime.cuda import device_available
@@ -218,15 +217,14 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             report.data["pipeline"] = planned.pipeline
             # the host code the plan produced: its launches pass what the device kernels take
             # (a kernel's lifted captures among them), as the compiled host code's do
-            host_world = planned.program.host
-            machine = Machine(host_world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit,
+            machine = Machine(planned.program.host, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit,
                               device=planned.program.device)
             backend = GpuBackend(planned.program.device)
             install(machine, backend)
         else:
-            host_world = world
+            machine = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit)
         try:
-            result = machine.run_main(find_main(host_world), [path, *args])
+            result = machine.run_main(find_main(machine.world), [path, *args])
         finally:
             if backend is None:
                 report.diagnostics.extend(machine.warnings)

@@ -8,16 +8,18 @@ a name that is not a plain identifier, or a file that is not found there, is `E-
 from __future__ import annotations
 
 import functools
-
 import importlib
 import re
 import sys
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 
-from verimim.diagnostics import ImportError_, Loc, UsageError
+from verimim.diagnostics import NO_LOC, ImportError_, Loc, UsageError, VerimimError
 from verimim.frontend.elab import AnnexTable, Elaborator
-from verimim.frontend.scope import Lazy, Scope
+from verimim.frontend.scope import Entry, Lazy, Scope
+from verimim.ir.copy import CopyPlan, WorldCopy
+from verimim.ir.defs import Def
 from verimim.ir.world import World
 from verimim.syntax import ast
 from verimim.syntax.parser import parse_module
@@ -93,6 +95,8 @@ class Loader:
 
     def elaborate(self, text: str, path: str, plugin: str | None) -> Unit:
         module = _parse_import(text, path) if plugin is not None else parse_module(text, path)
+        if plugin is None and module.imports and not self.units and self.world.num_nodes == 2:
+            adopt_imports(self, module.imports)
         for imp in module.imports:
             self.load_import(imp)
         el = Elaborator(self.world, self.annexes, path, plugin)
@@ -122,6 +126,99 @@ class Loader:
         except (OSError, UnicodeDecodeError) as e:
             raise UsageError(f"cannot read `{path}`: {getattr(e, 'strerror', None) or e}") from None
         return self.elaborate(text, path, plugin=None)
+
+
+@dataclass
+class _Imports:
+    """What loading a file's imports into a fresh World made, kept for the next file with the
+    same imports: the World, the units, and which file each unit was read from (with its text)."""
+
+    units: dict[str, Unit]
+    pending: dict[str, Lazy]
+    files: tuple[tuple[str, str, str], ...]  # (unit name, path, text)
+    plan: CopyPlan  # of the World they were loaded into
+
+
+_IMPORTS: dict[tuple[object, ...], _Imports] = {}
+_MAX_IMPORT_SETS = 16
+
+
+def adopt_imports(loader: Loader, imports: Sequence[ast.Import]) -> None:
+    """Give `loader` (on a fresh World) its file's imports as a copy of the last load of the
+    same imports (verimim.ir.copy), when every file they read is still what it was; else
+    nothing (the loader then loads them itself, reporting what is wrong with them)."""
+    key = (type(loader), tuple((i.kind, i.name) for i in imports), tuple(map(str, loader.search_path())))
+    kept = _IMPORTS.get(key)
+    if kept is None or not _unchanged(loader, kept):
+        kept = _load_imports(loader, imports)
+        if kept is None:
+            return
+        if len(_IMPORTS) >= _MAX_IMPORT_SETS:
+            _IMPORTS.pop(next(iter(_IMPORTS)))
+        _IMPORTS[key] = kept
+    copy = kept.plan.copy_into(loader.world)
+    copied: dict[int, Scope] = {}
+    for name, u in kept.units.items():
+        loader.units[name] = Unit(u.path, u.module, _copy_scope(u.scope, copy, copied), u.plugin)
+    loader.annexes.pending.update({k: _copy_lazy(z, copy) for k, z in kept.pending.items()})
+
+
+def _load_imports(loader: Loader, imports: Sequence[ast.Import]) -> _Imports | None:
+    fresh = type(loader)(World(), list(loader.include_dirs), plugin_dir=loader.plugin_dir)
+    try:
+        for imp in imports:
+            fresh.load_import(imp)
+    except VerimimError:
+        return None
+    lazies = [e for u in fresh.units.values() for e in _entries(u.scope) if isinstance(e, Lazy)]
+    if any(z.value is None for z in lazies + list(fresh.annexes.pending.values())):
+        return None  # a declaration left unelaborated (or failed): not kept
+    files = tuple((name, u.path, Path(u.path).read_text(encoding="utf-8")) for name, u in fresh.units.items())
+    roots = _scope_defs([u.scope for u in fresh.units.values()])
+    roots += [z.value for z in fresh.annexes.pending.values() if z.value is not None]
+    return _Imports(fresh.units, dict(fresh.annexes.pending), files, CopyPlan(fresh.world, roots))
+
+
+def _unchanged(loader: Loader, kept: _Imports) -> bool:
+    """Whether each import still resolves to the same file with the same text."""
+    for name, path, text in kept.files:
+        try:
+            found = loader.find(name, NO_LOC)
+            if str(found) != path or found.read_text(encoding="utf-8") != text:
+                return False
+        except (VerimimError, OSError, UnicodeDecodeError):
+            return False
+    return True
+
+
+def _entries(scope: Scope | None) -> list[Entry]:
+    out: list[Entry] = []
+    while scope is not None:
+        out.extend(scope.names.values())
+        scope = scope.parent
+    return out
+
+
+def _scope_defs(scopes: list[Scope]) -> list[Def]:
+    return [v for s in scopes for e in _entries(s) for v in (e.value if isinstance(e, Lazy) else e,)
+            if v is not None]
+
+
+def _copy_lazy(z: Lazy, copy: WorldCopy) -> Lazy:
+    out = Lazy(z.name, z.loc, z.thunk)
+    out.value = copy.node(z.value) if z.value is not None else None
+    out.error = z.error
+    return out
+
+
+def _copy_scope(scope: Scope, copy: WorldCopy, copied: dict[int, Scope]) -> Scope:
+    hit = copied.get(id(scope))
+    if hit is not None:
+        return hit
+    out = Scope(_copy_scope(scope.parent, copy, copied) if scope.parent is not None else None)
+    out.names = {k: _copy_lazy(e, copy) if isinstance(e, Lazy) else copy.node(e) for k, e in scope.names.items()}
+    copied[id(scope)] = out
+    return out
 
 
 @functools.lru_cache(maxsize=64)

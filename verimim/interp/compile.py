@@ -52,6 +52,7 @@ class Compiler:
         self.m = machine
         self._static: dict[int, bool] = {}
         self._has_var: dict[int, bool] = {}
+        self._leaf: dict[int, bool] = {}
 
     # ------------------------------------------------------------------ classification
 
@@ -100,7 +101,11 @@ class Compiler:
         return d is owner or d.gid in self.m.scopes.avail(owner, self.is_leaf)
 
     def is_leaf(self, d: Def) -> bool:
-        return self.leaf_getter(d) is not None
+        # asked for every node each schedule reaches, many times over: once per node
+        hit = self._leaf.get(d.gid)
+        if hit is None:
+            hit = self._leaf[d.gid] = self.leaf_getter(d) is not None
+        return hit
 
     def compile(self, root: Def, jump: bool, owner: MutLam | None = None,
                 preset: frozenset[int] = frozenset()) -> Code:
@@ -129,7 +134,7 @@ class Compiler:
             return g
 
         def needs_instr(d: Def) -> bool:
-            return self.leaf_getter(d) is None and d.gid not in preset and not self.captured(owner, d)
+            return not self.is_leaf(d) and d.gid not in preset and not self.captured(owner, d)
 
         callee_node: Def | None = None
         if jump and not isinstance(root, App):

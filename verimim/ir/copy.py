@@ -1,0 +1,162 @@
+"""Copying a World's nodes into a fresh World, as they are: the front end loads the same plugins
+for every program, and copying their elaborated nodes is several times cheaper than elaborating
+them again (verimim.frontend.loader keeps one elaborated World per set of imports).
+
+The copy is exact, not a rebuild: no constructor or normalizer runs, every node keeps its
+fields, names and locations, new ids are handed out in the order of the old ones (so what
+orders by id orders the same), and the hash-consing table is the old one re-keyed. The World
+copied from is never changed afterwards (`CopyPlan` reads it once), and no node of it is
+reachable from a copy.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from verimim.ir import defs
+from verimim.ir.defs import Def
+from verimim.ir.world import RuleDef, World
+
+_SLOTS: dict[type, tuple[str, ...]] = {}
+
+# How a slot's value is copied: as it is, as the copy of a node, as a tuple with nodes in it.
+_PLAIN, _NODE, _TUPLE = 0, 1, 2
+
+
+def _slots(cls: type) -> tuple[str, ...]:
+    hit = _SLOTS.get(cls)
+    if hit is None:
+        names: list[str] = []
+        for k in cls.__mro__:
+            for s in getattr(k, "__slots__", ()):
+                if s != "__weakref__" and s not in names:
+                    names.append(s)
+        hit = _SLOTS[cls] = tuple(names)
+    return hit
+
+
+def _defs_in(value: Any) -> list[Def]:
+    if isinstance(value, Def):
+        return [value]
+    if isinstance(value, tuple):
+        return [x for x in value if isinstance(x, Def)]
+    return []
+
+
+class CopyPlan:
+    """Every node of `base` (and of `roots`, the caller's own references into it), in id order,
+    with how each field is copied: made once, then `copy_into` as often as needed."""
+
+    def __init__(self, base: World, roots: list[Def]) -> None:
+        self.base = base
+        self.univ, self.nat = base.univ(), base.nat()
+        nodes = sorted(self._reachable(base, roots), key=lambda d: d.gid)
+        # index of each node; univ and nat are -1 and -2 (the target's own)
+        self.index: dict[int, int] = {id(d): i for i, d in enumerate(nodes)}
+        self.index[id(self.univ)], self.index[id(self.nat)] = -1, -2
+        self.nodes = nodes
+        self.fields = [self._fields(d) for d in nodes]
+        self.by_gid = {d.gid: i for i, d in enumerate(nodes)}
+
+    def _reachable(self, base: World, roots: list[Def]) -> list[Def]:
+        stack: list[Def] = [*base._table.values(), *base.muts, *base.annexes.values(),
+                            *base.externals.values(), *base.c_functions.values(), *base.pipeline_defs.values(),
+                            *base.rec_defs.keys(), *base.rec_defs.values(), *roots]
+        for key, rule in base.rule_defs.items():
+            stack.append(key)
+            stack.extend(x for f in dataclasses.fields(rule) for x in _defs_in(getattr(rule, f.name)))
+        for app, res in (base.folds or {}).values():
+            stack.extend((app, res))
+        seen: dict[int, Def] = {}
+        while stack:
+            d = stack.pop()
+            if id(d) in seen:
+                continue
+            seen[id(d)] = d
+            for s in _slots(type(d)):
+                stack.extend(_defs_in(getattr(d, s, None)))
+        return [d for d in seen.values() if d is not self.univ and d is not self.nat]
+
+    def _fields(self, d: Def) -> tuple[tuple[str, int, Any], ...]:
+        out = []
+        for s in _slots(type(d)):
+            if s == "gid":
+                continue
+            try:
+                v = getattr(d, s)
+            except AttributeError:  # a slot never set stays unset
+                continue
+            if isinstance(v, Def):
+                out.append((s, _NODE, self.index[id(v)]))
+            elif isinstance(v, tuple) and any(isinstance(x, Def) for x in v):
+                out.append((s, _TUPLE, tuple((True, self.index[id(x)]) if isinstance(x, Def) else (False, x)
+                                             for x in v)))
+            elif s == "home" and v == self.base.serial:
+                out.append((s, _NODE, None))  # the target's serial
+            else:
+                out.append((s, _PLAIN, v))
+        return tuple(out)
+
+    def copy_into(self, target: World) -> WorldCopy:
+        if target.num_nodes != 2 or target.muts:
+            raise ValueError("a World is copied only into a fresh one")
+        new: list[Def] = [object.__new__(type(d)) for d in self.nodes]
+        new.append(target.nat())  # index -2
+        new.append(target.univ())  # index -1
+        serial = target.serial
+        gid = defs._gid
+        for n, fields in zip(new, self.fields):
+            n.gid = next(gid)
+            for s, how, v in fields:
+                if how == _PLAIN:
+                    setattr(n, s, v)
+                elif how == _NODE:
+                    setattr(n, s, serial if v is None else new[v])
+                else:
+                    setattr(n, s, tuple(new[x] if is_node else x for is_node, x in v))
+        copy = WorldCopy(self, new)
+        copy.fill(target)
+        return copy
+
+
+class WorldCopy:
+    """One copy made by a CopyPlan: `node` maps a node of the base to its copy."""
+
+    def __init__(self, plan: CopyPlan, new: list[Def]) -> None:
+        self.plan = plan
+        self._new = new
+
+    def node(self, d: Def) -> Def:
+        return self._new[self.plan.index[id(d)]]
+
+    def fill(self, t: World) -> None:
+        """The World's tables, each entry's nodes replaced by their copies."""
+        base, m = self.plan.base, self.node
+        idx, new = self.plan.index, self._new
+        for key, d in base._table.items():
+            if d is base.univ() or d is base.nat():
+                continue
+            # (class, extra, ids of the operands): the ids of the operands' copies
+            t._table[(key[0], key[1], *(id(new[idx[k]]) for k in key[2:]))] = new[idx[id(d)]]
+        t.annexes.update({k: m(v) for k, v in base.annexes.items()})
+        t.annex_docs.update(base.annex_docs)
+        t.normalizers.update(base.normalizers)
+        t.muts.extend(m(x) for x in base.muts)
+        t.externals.update({k: m(v) for k, v in base.externals.items()})  # type: ignore[misc]
+        if base.folds is not None:
+            t.folds = {m(app).gid: (m(app), m(res)) for app, res in base.folds.values()}  # type: ignore[misc]
+        t.pipeline_defs.update({k: m(v) for k, v in base.pipeline_defs.items()})
+        t.c_functions.update({k: m(v) for k, v in base.c_functions.items()})  # type: ignore[misc]
+        t.rec_defs.update({m(k): m(v) for k, v in base.rec_defs.items()})
+        t.rule_defs.update({m(k): RuleDef(**{f.name: _copied(m, getattr(r, f.name)) for f in dataclasses.fields(r)})
+                            for k, r in base.rule_defs.items()})
+        by_gid = self.plan.by_gid
+        t._levels.update({new[by_gid[g]].gid: lvl for g, lvl in base._levels.items() if g in by_gid})
+
+
+def _copied(m: Any, value: Any) -> Any:
+    if isinstance(value, Def):
+        return m(value)
+    if isinstance(value, tuple):
+        return tuple(m(x) if isinstance(x, Def) else x for x in value)
+    return value

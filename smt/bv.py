@@ -186,16 +186,26 @@ def wrap(name: str, t: Idx, mode: Mode, a: z3.BitVecRef, b: z3.BitVecRef) -> tup
     if name not in _EXACT:
         raise NoSemantics(f"core.wrap.{name}")
     f = _EXACT[name]
-    e_u = f(t.u(a), t.u(b))
-    e_s = f(t.sv(a), t.u(b) if name == "shl" else t.sv(b))
-    value = _wrap_pow2(name, a, b) if t.pow2 else t.reduce(e_u, nonneg=name != "sub")
+
+    # The exact results are built only where needed: most wraps have the literal mode 0 (no
+    # overflow condition) and a power-of-two type (the low bits), and z3 terms are not free.
+    def e_u() -> z3.BitVecRef:
+        return f(t.u(a), t.u(b))
+
+    def e_s() -> z3.BitVecRef:
+        return f(t.sv(a), t.u(b) if name == "shl" else t.sv(b))
+
+    value = _wrap_pow2(name, a, b) if t.pow2 else t.reduce(e_u(), nonneg=name != "sub")
+
     def when(bit: int, overflow: Callable[[], z3.BoolRef]) -> z3.BoolRef:
+        if isinstance(mode, int) and not mode & bit:
+            return FALSE
         on = z3.simplify(mode_bit(mode, bit))
         return FALSE if z3.is_false(on) else z3.simplify(z3.And(on, overflow()))
 
     return value, _any(z3.UGE(b, t.shift_width) if name == "shl" else FALSE,
-                       when(MODE_NUW, lambda: t.unsigned_overflow(e_u)),
-                       when(MODE_NSW, lambda: t.signed_overflow(e_s)))
+                       when(MODE_NUW, lambda: t.unsigned_overflow(e_u())),
+                       when(MODE_NSW, lambda: t.signed_overflow(e_s())))
 
 
 def _wrap_pow2(name: str, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:

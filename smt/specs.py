@@ -25,6 +25,7 @@ from verimim.smt import reference
 from verimim.printer import show
 from verimim.smt.match import Matcher, Pairs, app_parts, lit
 from verimim.smt.names import Namer
+from verimim.smt.spec_split_match import match_split
 from verimim.smt.solver import Outcome, SpecContext, verdict_unsat_means_proved
 
 Spec = Callable[[PhaseResult, SpecContext], Outcome]
@@ -562,6 +563,13 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     if r == z3.sat:
         partition = (f"kernels {sorted(kernels)} and what only they reach are on the device; "
                      f"{len(side_of)} continuations partitioned")
+        moved = match_split(res)  # and nothing changed on the way (smt.spec_split_match)
+        if isinstance(moved, str):
+            return Outcome("refuted", f"split_apply: {moved}")
+        if moved is not None:
+            return Outcome("refuted", f"split_apply changed the code it moved: {moved.describe()}",
+                           {"location": _loc(moved.old)})
+        partition += "; both sides are the input's code, node for node"
         if res.claim(Split).lifted_captures:
             return _lifted_captures(res, partition)
         return Outcome("proved", partition)

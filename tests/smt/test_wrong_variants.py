@@ -292,7 +292,8 @@ class _HostOpOnDevice(SplitApply):
 
 def test_split_apply_right_and_wrong() -> None:
     prog = program_before(VALID / "block_copy_roundtrip.mim", "gpu.split_apply")
-    assert verdict(apply(SplitApply(), prog))[0] == "proved"
+    status, detail, _ = verdict(apply(SplitApply(), prog))
+    assert status == "proved" and "node for node" in detail, detail
     status, detail, _ = verdict(apply(_KeepKernelOnHost(), prog))
     assert status == "refuted", detail
     status, detail, _ = verdict(apply(_HostOpOnDevice(), prog))
@@ -332,6 +333,34 @@ def test_split_apply_lifted_captures_right_and_wrong(monkeypatch: pytest.MonkeyP
         mp.setattr(split, "host_launch", _host_passes_wrong_values)
         status, detail, _ = verdict(apply(SplitApply(), prog))
         assert status == "refuted" and "differential" in detail, detail
+
+
+class _MovesChangedCode(SplitApply):
+    """Moves the kernels right but adds one to every non-zero I32 literal on the given sides."""
+
+    def __init__(self, sides: tuple[str, ...]) -> None:
+        self.sides = sides
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = super().apply(prog)
+        host, dev = res.after.host, res.after.device
+        assert dev is not None
+        res.after = Program(_ChangeALiteral(host).run() if "host" in self.sides else host,
+                            _ChangeALiteral(dev).run() if "device" in self.sides else dev)
+        return res
+
+
+@pytest.mark.parametrize("sides", [("device",), ("host",)])
+def test_split_apply_that_changes_the_code_it_moves_is_refuted(sides: tuple[str, ...]) -> None:
+    # the partition alone is right: only the node-for-node match of both sides sees this
+    # (the kernel adds 10I32, main stores 100I32)
+    prog = program_before(VALID / "barrier_then_return.mim", "gpu.split_apply")
+    assert verdict(apply(SplitApply(), prog))[0] == "proved"
+    status, detail, _ = verdict(apply(_MovesChangedCode(sides), prog))
+    assert status == "refuted" and "changed the code it moved" in detail, detail
+    prog = program_before(VALID / "curried_kernel_capture.mim", "gpu.split_apply")
+    status, detail, _ = verdict(apply(_MovesChangedCode(("host",)), prog))
+    assert status == "refuted" and "changed the code it moved" in detail, detail
 
 
 # ----------------------------------------------------------------------------- cleanup

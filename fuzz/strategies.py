@@ -20,10 +20,13 @@ type check of the construction) and must print back to itself.
 """
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -1172,6 +1175,28 @@ FUZZ_FUEL = 2_000_000  # interpreter steps of each oracle run
 ORACLE_ASPECTS = ("result", "warnings", "heap", "output")
 
 
+_CHECKED = [0]  # programs this process has checked (every FULL_COLLECTION_EVERY-th: a full collection)
+FULL_COLLECTION_EVERY = 64
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused for one program, then run here, on this thread.
+    A program's check makes some 90,000 cyclic objects; collecting them as they come cost 17% of
+    the time (measured: 25 programs in 41 s against 34 s), and a collection on another thread
+    (a Dask worker's event loop or profiler) must not release z3 objects (smt.z3_threads).
+    Peak memory stays per program: what one check makes is collected after it."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        _CHECKED[0] += 1
+        gc.collect(2 if _CHECKED[0] % FULL_COLLECTION_EVERY == 0 else 1)
+        if was:
+            gc.enable()
+
+
 def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int = 2,
                     timeout_ms: int = 2000, gpu: bool = False) -> Verdict:
     """Run what `verimim check` and `run` do on the program's text and compare.
@@ -1179,6 +1204,11 @@ def check_generated(prog: GeneratedProgram, verify: bool = True, schedules: int 
     Well-defined programs: no error diagnostic from the pipeline (with every phase's spec) or
     the interpreter; the same result under `schedules` work-item orders and after every phase.
     Defect programs: the expected code is reported (by check for phase errors, by run else)."""
+    with _collector_paused():
+        return _check_generated(prog, verify, schedules, timeout_ms, gpu)
+
+
+def _check_generated(prog: GeneratedProgram, verify: bool, schedules: int, timeout_ms: int, gpu: bool) -> Verdict:
     from verimim.diagnostics import VerimimError
     from verimim.phases.base import Program
     from verimim.phases.runner import run_pipeline

@@ -52,6 +52,9 @@ MODE_NUW = 0b10  # core.mode.Us: no unsigned wrap-around
 MEM = z3.DeclareSort("Mem")
 
 Value = z3.ExprRef | tuple["Value", ...]
+from verimim.smt import z3_threads
+
+z3_threads.install()  # z3 objects are released on verimim's thread only
 
 
 class NoSemantics(Exception):

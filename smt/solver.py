@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from verimim.smt import z3_threads
+
 if TYPE_CHECKING:  # z3 is imported when a query runs: the GPU machine has no z3
     import z3
 
@@ -38,6 +40,8 @@ class SpecContext:
     def solver(self) -> z3.Solver:
         import z3
 
+        z3_threads.install()
+        z3_threads.drain()
         s = z3.Solver()
         s.set("timeout", self.timeout_ms)
         return s
@@ -52,6 +56,7 @@ class SpecContext:
             path = self.emit_dir / f"{self.queries:03d}_{name}.smt2"
             path.write_text(f"; {label}\n" + s.to_smt2(), encoding="utf-8")
             self.files.append(path)
+        z3_threads.drain()  # between Z3 calls: what other threads' collections left
         t0 = time.perf_counter()
         r = s.check()
         dt = time.perf_counter() - t0

@@ -8,19 +8,33 @@ node of the input (a literal, a type) has a copy in each World:
   the device World, with its body, the same node for node, and what it reaches.
 
 A kernel that captured host values (the witness's `lifted_captures`) takes them as launch
-arguments: its launches are matched on their configuration and their own `n` arguments, and
-the appended values and the kernel's new body are left to the caller, which validates them by
-execution (smt.specs._lifted_captures). The kernels are found from the input alone
+arguments, `«n; Ts»` becoming `«n + c; (Ts…, C…)»`. Its device copy is matched against the
+input's kernel by the same rule plus the lifting's: its own arguments are the first n
+components of the new argument field, and a use of component n + j stands for one host node
+x_j of the input (always the same one, computed outside the kernel); then every launch of it
+must pass, as component n + j, the host's copy of x_j (matched with the rest of the host side),
+with the type x_j has. The same node evaluated where the kernel is launched and where its
+closure was made has the same value: the launch names the kernel, so it lies in the activation
+that makes the closure, or in one nested in it, which reads the same parameters. Where this
+match fails (a lifting it does not model), `match_split` says so in `unproved` and the caller
+validates the captures by execution (smt.specs._lifted_captures) instead of proving them. The kernels are found from the input alone
 (smt.reference.kernels: the continuations passed to `gpu.launch`, and external kernels).
 """
 from __future__ import annotations
 
-from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Tuple
+from collections.abc import Callable
+
+from verimim.ir.defs import App, Arr, Axiom, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var
+from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
-from verimim.phases.base import PhaseResult
+from verimim.phases.base import PhaseResult, walk
 from verimim.phases.witness import Split
 from verimim.smt import reference
+from verimim.printer import show
 from verimim.smt.match import Matcher, Mismatch, Pairs
+from verimim.smt.names import Namer
+
+ARGS = 7  # a kernel's parameter field holding its arguments (GPU_KERNEL_CC in the seed)
 
 
 def _launch(d: Def, depth: int) -> App | None:
@@ -43,52 +57,159 @@ def _parts(world: World, v: Def, n: int) -> list[Def]:
     return [world.extract(v, world.lit_idx(n, j)) for j in range(n)]
 
 
-def match_split(res: PhaseResult) -> Mismatch | str | None:
-    """None when both sides keep the input's code; else the mismatch, or what is wrong."""
+def _type_parts(t: Def, n: int) -> list[Def] | None:
+    """The n component types of an argument type (a sigma, or an array of one type)."""
+    if n == 1:
+        return [t]
+    if isinstance(t, Sigma) and len(t.ops) == n:
+        return list(t.ops)
+    if isinstance(t, Arr) and isinstance(t.shape, Lit) and t.shape.value == n and t.body.bvd == 0:
+        return [t.body] * n
+    return None
+
+
+class _Lifting:
+    """The rule for one lifted kernel k (input) and its device copy kd: its own n arguments,
+    then the captured nodes, found as the match meets them (`caps`: j → the input's node)."""
+
+    def __init__(self, old: World, k: MutLam, kd: MutLam, n: int, total: int) -> None:
+        self.old, self.k, self.kd, self.n, self.total = old, k, kd, n, total
+        self.caps: dict[int, Def] = {}
+        self.scopes = Scopes()
+
+    def _component(self, b: Def) -> int | None:
+        """j when b is component j of kd's argument field (the field itself when total = 1)."""
+        if self.total == 1:
+            return 0 if self._field(b) else None
+        if isinstance(b, Extract) and self._field(b.tup) and isinstance(b.index, Lit):
+            return b.index.value
+        return None
+
+    def _field(self, b: Def) -> bool:
+        return (isinstance(b, Extract) and isinstance(b.tup, Var) and b.tup.mut is self.kd
+                and isinstance(b.index, Lit) and b.index.value == ARGS)
+
+    def _own_field(self, a: Def) -> bool:
+        return (isinstance(a, Extract) and isinstance(a.tup, Var) and a.tup.mut is self.k
+                and isinstance(a.index, Lit) and a.index.value == ARGS)
+
+    def rule(self, a: Def, b: Def) -> Pairs | None:
+        if a is self.k:
+            return self._kernel(b)
+        if self._own_field(a):  # the input's whole argument field: its n components
+            if self.n == 1:
+                return [] if self._component(b) == 0 else None
+            if isinstance(b, Tuple) and len(b.ops) == self.n and all(self._component(x) == j for j, x in enumerate(b.ops)):
+                return []
+            return None
+        if (self.n >= 2 and isinstance(a, Extract) and self._own_field(a.tup) and isinstance(a.index, Lit)
+                and self._component(b) == a.index.value and a.index.value < self.n):
+            return []
+        j = self._component(b)
+        if j is None or j < self.n or a.bvd != 0 or self.scopes.is_local(self.k, a):
+            return None  # the default comparison: a mismatch unless the nodes are alike
+        seen = self.caps.setdefault(j - self.n, a)
+        return [] if seen is a else None
+
+    def _kernel(self, b: Def) -> Pairs | None:
+        pa, pb = self.k.pi, b.pi
+        if not (b is self.kd and isinstance(pa, Pi) and isinstance(pb, Pi) and isinstance(pa.dom, Sigma)
+                and isinstance(pb.dom, Sigma) and len(pa.dom.ops) == len(pb.dom.ops) == ARGS + 2):
+            return None
+        own = _type_parts(pa.dom.ops[ARGS], self.n) if self.n else []
+        new = _type_parts(pb.dom.ops[ARGS], self.total)
+        if own is None or new is None:
+            return None
+        fields = [(x, y) for i, (x, y) in enumerate(zip(pa.dom.ops, pb.dom.ops)) if i != ARGS]
+        body = [(self.k.body, self.kd.body)] if self.k.body is not None and self.kd.body is not None else []
+        return fields + list(zip(own, new[:self.n])) + [(pa.codom, pb.codom)] + body
+
+    def types_agree(self) -> str | None:
+        """Each captured node's type is the one the device kernel declares for it."""
+        pb = self.kd.pi
+        assert isinstance(pb, Pi) and isinstance(pb.dom, Sigma)
+        new = _type_parts(pb.dom.ops[ARGS], self.total)
+        assert new is not None
+        names = Namer()
+        for j, x in sorted(self.caps.items()):
+            if names.key(self.old.type_of(x)) != names.key(new[self.n + j]):
+                return f"kernel `{self.k.name}` takes captured value {j} as `{show(new[self.n + j])}`, " \
+                       f"but `{show(x)}` is `{show(self.old.type_of(x))}`"
+        return None
+
+
+def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]]:
+    """(None when both sides keep the input's code, else the mismatch or what is wrong; the
+    lifted kernels whose lifting the match does not show, with why)."""
     old, host, dev = res.before.host, res.after.host, res.after.device
     if dev is None:
-        return "no device World"
-    lifted_names = set(res.claim(Split).lifted_captures)
+        return "no device World", {}
+    lifted = res.claim(Split).lifted_captures
     kernels = {k.gid: k for k in reference.kernels(old).values()}  # launched, or external kernels
     kernel_names = {k.name for k in kernels.values()}
     extra = set(host.externals) - set(old.externals)
     if not set(old.externals) <= set(host.externals) or not extra <= kernel_names:
         return (f"the host's externals are {sorted(host.externals)}, the input's {sorted(old.externals)} "
-                f"and its kernels {sorted(kernel_names)}")
-
-    def host_rule(a: Def, b: Def) -> Pairs | None:
-        if isinstance(a, MutLam) and a.gid in kernels:
-            if not (isinstance(b, MutLam) and b.body is None and b.external and b.name == a.name
-                    and dev.externals.get(a.name or "") is not None):
-                return None  # left to the default comparison: a continuation that lost its body
-            return [] if a.name in lifted_names else [(a.pi, b.pi)]
-        la = _launch(a, 4)
-        if la is None or not isinstance(la.callee.arg, MutLam) or la.callee.arg.name not in lifted_names:
-            return None
-        lb = _launch(b, 4)
-        if lb is None:
-            return None
-        n = _arity(old, la.callee)
-        if n is None:
-            return None
-        _, cfg_a, k_a = la.callee.args()
-        _, cfg_b, k_b = lb.callee.args()
-        # the input's own n arguments, then (unmatched here) the captured values
-        total = _arity(host, lb.callee)
-        if total is None or total < n:
-            return None
-        return [(cfg_a, cfg_b), (k_a, k_b),
-                *zip(_parts(old, la.arg, n) if n else [], _parts(host, lb.arg, total)[:n] if n else [])]
-
-    mm = Matcher(host_rule).run([(old.externals[name], host.externals[name]) for name in sorted(old.externals)])
-    if mm is not None:
-        return mm
+                f"and its kernels {sorted(kernel_names)}"), {}
+    # The device side first: matching a lifted kernel finds the host nodes its captures are.
+    liftings: dict[str, _Lifting] = {}
+    unproved: dict[str, str] = {}
     work: Pairs = []
     for k in sorted(kernels.values(), key=lambda k: k.name or ""):
-        if k.name in lifted_names:
-            continue
         target = dev.externals.get(k.name or "")
         if target is None or target.body is None:
-            return f"the device World has no kernel `{k.name}` with a body"
-        work.append((k, target))
-    return Matcher().run(work)
+            return f"the device World has no kernel `{k.name}` with a body", {}
+        if k.name not in lifted:
+            work.append((k, target))
+            continue
+        ns = {_arity(old, a.callee) for a in _launches(old) if a.callee.arg is k}
+        n = ns.pop() if len(ns) == 1 else None
+        if n is None:
+            unproved[k.name or ""] = "its launches' argument count is no single literal"
+            continue
+        lifting = _Lifting(old, k, target, n, n + lifted[k.name or ""])
+        mm = Matcher(lifting.rule).run([(k, target)])
+        why = mm.describe() if mm is not None else lifting.types_agree()
+        if why is not None:
+            unproved[k.name or ""] = why
+            continue
+        liftings[k.name or ""] = lifting
+    mm = Matcher().run(work)
+    if mm is not None:
+        return mm, unproved
+
+    def host_rule(with_caps: bool) -> Callable[[Def, Def], Pairs | None]:
+        def rule(a: Def, b: Def) -> Pairs | None:
+            if isinstance(a, MutLam) and a.gid in kernels:
+                if not (isinstance(b, MutLam) and b.body is None and b.external and b.name == a.name):
+                    return None  # left to the default comparison: a continuation that lost its body
+                return [] if a.name in lifted else [(a.pi, b.pi)]
+            la, lb = _launch(a, 4), _launch(b, 4)
+            if la is None or lb is None or not isinstance(la.callee.arg, MutLam) or la.callee.arg.name not in lifted:
+                return None
+            n, total = _arity(old, la.callee), _arity(host, lb.callee)
+            if n is None or total is None or total < n:
+                return None
+            _, cfg_a, k_a = la.callee.args()
+            _, cfg_b, k_b = lb.callee.args()
+            parts = _parts(host, lb.arg, total) if total else []
+            out = [(cfg_a, cfg_b), (k_a, k_b), *zip(_parts(old, la.arg, n) if n else [], parts[:n])]
+            lifting = liftings.get(k_a.name or "") if with_caps and isinstance(k_a, MutLam) else None
+            if lifting is not None:  # the captured values: the host's copies of what the kernel used
+                out += [(x, parts[n + j]) for j, x in sorted(lifting.caps.items())]
+            return out
+        return rule
+
+    roots = [(old.externals[name], host.externals[name]) for name in sorted(old.externals)]
+    mm = Matcher(host_rule(False)).run(list(roots))
+    if mm is not None:
+        return mm, unproved
+    if liftings:
+        mm = Matcher(host_rule(True)).run(list(roots))
+        if mm is not None:  # the launches pass something else: shown (or refuted) by execution
+            unproved.update({name: f"a launch passes another value: {mm.describe()}" for name in liftings})
+    return None, unproved
+
+
+def _launches(world: World) -> list[App]:
+    return [d for d in walk(world) if _launch(d, 4) is not None]

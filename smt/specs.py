@@ -563,15 +563,19 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     if r == z3.sat:
         partition = (f"kernels {sorted(kernels)} and what only they reach are on the device; "
                      f"{len(side_of)} continuations partitioned")
-        moved = match_split(res)  # and nothing changed on the way (smt.spec_split_match)
+        moved, unproved = match_split(res)  # and nothing changed on the way (smt.spec_split_match)
         if isinstance(moved, str):
             return Outcome("refuted", f"split_apply: {moved}")
         if moved is not None:
             return Outcome("refuted", f"split_apply changed the code it moved: {moved.describe()}",
                            {"location": _loc(moved.old)})
         partition += "; both sides are the input's code, node for node"
-        if res.claim(Split).lifted_captures:
-            return _lifted_captures(res, partition)
+        lifted = res.claim(Split).lifted_captures
+        if unproved:
+            return _lifted_captures(res, partition, unproved)
+        if lifted:
+            partition += (", each captured host value passed by every launch as the argument the kernel "
+                          "reads it from (" + ", ".join(f"{k}: {n}" for k, n in sorted(lifted.items())) + ")")
         return Outcome("proved", partition)
     if r == z3.unsat:
         return Outcome("refuted", "the partition violates the split constraints (a mutable on both sides, a "
@@ -580,7 +584,7 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
 
 
-def _lifted_captures(res: PhaseResult, partition: str) -> Outcome:
+def _lifted_captures(res: PhaseResult, partition: str, unproved: dict[str, str]) -> Outcome:
     """Kernels that captured host values now take them as launch arguments: each launch's
     kernel declaration has the device kernel's type, and the program computes what it computed
     before (differential execution: shown for these inputs, not proved)."""
@@ -601,8 +605,9 @@ def _lifted_captures(res: PhaseResult, partition: str) -> Outcome:
     if out is not None:
         return out
     lifted = ", ".join(f"{k} ({n} values)" for k, n in sorted(res.claim(Split).lifted_captures.items()))
+    why = "; ".join(f"{k}: {w}" for k, w in sorted(unproved.items()))
     return Outcome("validated", f"{partition}; the host values kernels {lifted} captured are passed as "
-                   f"launch arguments: same execution ({runs})")
+                   f"launch arguments: same execution ({runs}); not proved: {why}")
 
 
 def _mut_key(m: MutLam) -> str:

@@ -31,8 +31,11 @@ def run_with_big_stack(fn: Callable[[], T]) -> T:
     error: list[BaseException] = []
 
     def target() -> None:
+        from verimim.smt import z3_threads  # Z3 is worked with on this thread only
+
         try:
-            result.append(fn())
+            with z3_threads.hold():
+                result.append(fn())
         except BaseException as e:  # re-raised on the calling thread
             error.append(e)
 

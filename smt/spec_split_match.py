@@ -112,8 +112,10 @@ class _Lifting:
         return [] if seen is a else None
 
     def _kernel(self, b: Def) -> Pairs | None:
-        pa, pb = self.k.pi, b.pi
-        if not (b is self.kd and isinstance(pa, Pi) and isinstance(pb, Pi) and isinstance(pa.dom, Sigma)
+        if b is not self.kd:
+            return None
+        pa, pb = self.k.pi, self.kd.pi
+        if not (isinstance(pa, Pi) and isinstance(pb, Pi) and isinstance(pa.dom, Sigma)
                 and isinstance(pb.dom, Sigma) and len(pa.dom.ops) == len(pb.dom.ops) == ARGS + 2):
             return None
         own = _type_parts(pa.dom.ops[ARGS], self.n) if self.n else []
@@ -162,7 +164,7 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
         if k.name not in lifted:
             work.append((k, target))
             continue
-        ns = {_arity(old, a.callee) for a in _launches(old) if a.callee.arg is k}
+        ns = {_arity(old, site) for site in _launches(old) if site.arg is k}
         n = ns.pop() if len(ns) == 1 else None
         if n is None:
             unproved[k.name or ""] = "its launches' argument count is no single literal"
@@ -185,13 +187,16 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
                     return None  # left to the default comparison: a continuation that lost its body
                 return [] if a.name in lifted else [(a.pi, b.pi)]
             la, lb = _launch(a, 4), _launch(b, 4)
-            if la is None or lb is None or not isinstance(la.callee.arg, MutLam) or la.callee.arg.name not in lifted:
+            sa, sb = _site(la), _site(lb)
+            if la is None or lb is None or sa is None or sb is None:
                 return None
-            n, total = _arity(old, la.callee), _arity(host, lb.callee)
+            if not isinstance(sa.arg, MutLam) or sa.arg.name not in lifted:
+                return None
+            n, total = _arity(old, sa), _arity(host, sb)
             if n is None or total is None or total < n:
                 return None
-            _, cfg_a, k_a = la.callee.args()
-            _, cfg_b, k_b = lb.callee.args()
+            _, cfg_a, k_a = sa.args()
+            _, cfg_b, k_b = sb.args()
             parts = _parts(host, lb.arg, total) if total else []
             out = [(cfg_a, cfg_b), (k_a, k_b), *zip(_parts(old, la.arg, n) if n else [], parts[:n])]
             lifting = liftings.get(k_a.name or "") if with_caps and isinstance(k_a, MutLam) else None
@@ -211,5 +216,18 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
     return None, unproved
 
 
+def _site(launch4: App | None) -> App | None:
+    """The `gpu.launch @(n, Ts) cfg k` that a full launch applies to its arguments."""
+    if launch4 is None:
+        return None
+    return _launch(launch4.callee, 3)
+
+
 def _launches(world: World) -> list[App]:
-    return [d for d in walk(world) if _launch(d, 4) is not None]
+    """The `gpu.launch @(n, Ts) cfg k` of every full launch in world."""
+    out = []
+    for d in walk(world):
+        site = _site(_launch(d, 4))
+        if site is not None:
+            out.append(site)
+    return out

@@ -11,10 +11,10 @@ reachable from a copy.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 from verimim.ir import defs
-from verimim.ir.defs import Def
+from verimim.ir.defs import Def, MutLam
 from verimim.ir.world import RuleDef, World
 
 _SLOTS: dict[type, tuple[str, ...]] = {}
@@ -78,7 +78,7 @@ class CopyPlan:
         return [d for d in seen.values() if d is not self.univ and d is not self.nat]
 
     def _fields(self, d: Def) -> tuple[tuple[str, int, Any], ...]:
-        out = []
+        out: list[tuple[str, int, Any]] = []
         for s in _slots(type(d)):
             if s == "gid":
                 continue
@@ -141,7 +141,7 @@ class WorldCopy:
         t.annexes.update({k: m(v) for k, v in base.annexes.items()})
         t.annex_docs.update(base.annex_docs)
         t.normalizers.update(base.normalizers)
-        t.muts.extend(m(x) for x in base.muts)
+        t.muts.extend(cast(MutLam, m(x)) for x in base.muts)
         t.externals.update({k: m(v) for k, v in base.externals.items()})  # type: ignore[misc]
         if base.folds is not None:
             t.folds = {m(app).gid: (m(app), m(res)) for app, res in base.folds.values()}  # type: ignore[misc]

@@ -363,6 +363,23 @@ def test_split_apply_that_changes_the_code_it_moves_is_refuted(sides: tuple[str,
     assert status == "refuted" and "changed the code it moved" in detail, detail
 
 
+def test_split_apply_lifted_capture_declared_with_another_type_is_not_proved(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verimim.phases.kernel_captures as kc
+
+    real = kc._arg_types
+
+    def widened(rw: Rewriter, lift: Lifted) -> list[Def]:  # each captured value declared I64
+        own = real(rw, lift)[:lift.n]
+        return own + [rw.new.idx_n(2**64) for _ in lift.caps]
+
+    prog = program_before(VALID / "curried_kernel_capture.mim", "gpu.split_apply")
+    monkeypatch.setattr(kc, "_arg_types", widened)
+    status, detail, _ = verdict(apply(SplitApply(), prog))
+    # the launch and the kernel agree with each other, not with the captured I32s: the proof
+    # says so, and execution (which does not see a declared type) only validates
+    assert status == "validated" and "takes captured value 0 as `I64`, but `argc` is `I32`" in detail, detail
+
+
 # ----------------------------------------------------------------------------- cleanup
 
 class _ChangeALiteral(Rewriter):

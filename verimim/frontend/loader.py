@@ -131,7 +131,8 @@ class Loader:
 @dataclass
 class _Imports:
     """What loading a file's imports into a fresh World made, kept for the next file with the
-    same imports: the World, the units, and which file each unit was read from (with its text)."""
+    same imports: the units (their scopes), the pending annexes, which file each unit was read
+    from (with its text), and how to copy that World (which the plan keeps, never changed)."""
 
     units: dict[str, Unit]
     pending: dict[str, Lazy]

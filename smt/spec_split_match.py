@@ -15,19 +15,21 @@ x_j of the input (always the same one, computed outside the kernel); then every 
 must pass, as component n + j, the host's copy of x_j (matched with the rest of the host side),
 with the type x_j has. The same node evaluated where the kernel is launched and where its
 closure was made has the same value: the launch names the kernel, so it lies in the activation
-that makes the closure, or in one nested in it, which reads the same parameters. Where this
-match fails (a lifting it does not model), `match_split` says so in `unproved` and the caller
-validates the captures by execution (smt.specs._lifted_captures) instead of proving them. The kernels are found from the input alone
-(smt.reference.kernels: the continuations passed to `gpu.launch`, and external kernels).
+that makes the closure, or in one nested in it, which reads the same parameters. Every launch
+of a lifted kernel declares it with the device kernel's type. Where the match fails (a lifting
+it does not model), `match_split` says so in `unproved` and the caller validates the captures
+by execution (smt.specs._lifted_captures) instead of proving them. The kernels are found from
+the input alone (smt.reference.kernels: the continuations passed to `gpu.launch`, and external
+kernels).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from verimim.ir.defs import App, Arr, Axiom, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var
+from verimim.ir.defs import App, Arr, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
-from verimim.phases.base import PhaseResult, walk
+from verimim.phases.base import PhaseResult, apps_of, is_app_of
 from verimim.phases.witness import Split
 from verimim.smt import reference
 from verimim.printer import show
@@ -37,10 +39,9 @@ from verimim.smt.names import Namer
 ARGS = 7  # a kernel's parameter field holding its arguments (GPU_KERNEL_CC in the seed)
 
 
-def _launch(d: Def, depth: int) -> App | None:
-    if isinstance(d, App) and d.depth == depth and isinstance(d.head, Axiom) and d.head.annex == "gpu.launch":
-        return d
-    return None
+def _launch(d: Def | None, depth: int) -> App | None:
+    """d when it is a `gpu.launch` applied to `depth` arguments."""
+    return d if isinstance(d, App) and d.depth == depth and is_app_of(d, "gpu.launch") else None
 
 
 def _arity(world: World, launch: App) -> int | None:
@@ -72,10 +73,9 @@ class _Lifting:
     """The rule for one lifted kernel k (input) and its device copy kd: its own n arguments,
     then the captured nodes, found as the match meets them (`caps`: j → the input's node)."""
 
-    def __init__(self, old: World, k: MutLam, kd: MutLam, n: int, total: int) -> None:
-        self.old, self.k, self.kd, self.n, self.total = old, k, kd, n, total
+    def __init__(self, old: World, scopes: Scopes, k: MutLam, kd: MutLam, n: int, total: int) -> None:
+        self.old, self.scopes, self.k, self.kd, self.n, self.total = old, scopes, k, kd, n, total
         self.caps: dict[int, Def] = {}
-        self.scopes = Scopes()
 
     def _component(self, b: Def) -> int | None:
         """j when b is component j of kd's argument field (the field itself when total = 1)."""
@@ -126,13 +126,12 @@ class _Lifting:
         body = [(self.k.body, self.kd.body)] if self.k.body is not None and self.kd.body is not None else []
         return fields + list(zip(own, new[:self.n])) + [(pa.codom, pb.codom)] + body
 
-    def types_agree(self) -> str | None:
+    def types_agree(self, names: Namer) -> str | None:
         """Each captured node's type is the one the device kernel declares for it."""
         pb = self.kd.pi
         assert isinstance(pb, Pi) and isinstance(pb.dom, Sigma)
         new = _type_parts(pb.dom.ops[ARGS], self.total)
         assert new is not None
-        names = Namer()
         for j, x in sorted(self.caps.items()):
             if names.key(self.old.type_of(x)) != names.key(new[self.n + j]):
                 return f"kernel `{self.k.name}` takes captured value {j} as `{show(new[self.n + j])}`, " \
@@ -153,7 +152,17 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
     if not set(old.externals) <= set(host.externals) or not extra <= kernel_names:
         return (f"the host's externals are {sorted(host.externals)}, the input's {sorted(old.externals)} "
                 f"and its kernels {sorted(kernel_names)}"), {}
+    names = Namer()  # types of two Worlds compared by structure, not by their printing
+    launches = apps_of(old, "gpu.launch", 3)
+    for site in apps_of(host, "gpu.launch", 3):
+        k = site.arg
+        if isinstance(k, MutLam) and k.name in lifted:
+            target = dev.externals.get(k.name or "")
+            if target is None or names.key(target.pi) != names.key(k.pi):
+                return (f"the launch of `{k.name}` at {site.loc or '?'} declares a kernel of type `{show(k.pi)}`, "
+                        f"the device has {show(target.pi) if target else 'none'}"), {}
     # The device side first: matching a lifted kernel finds the host nodes its captures are.
+    scopes = Scopes()
     liftings: dict[str, _Lifting] = {}
     unproved: dict[str, str] = {}
     work: Pairs = []
@@ -164,14 +173,14 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
         if k.name not in lifted:
             work.append((k, target))
             continue
-        ns = {_arity(old, site) for site in _launches(old) if site.arg is k}
+        ns = {_arity(old, site) for site in launches if site.arg is k}
         n = ns.pop() if len(ns) == 1 else None
         if n is None:
             unproved[k.name or ""] = "its launches' argument count is no single literal"
             continue
-        lifting = _Lifting(old, k, target, n, n + lifted[k.name or ""])
+        lifting = _Lifting(old, scopes, k, target, n, n + lifted[k.name or ""])
         mm = Matcher(lifting.rule).run([(k, target)])
-        why = mm.describe() if mm is not None else lifting.types_agree()
+        why = mm.describe() if mm is not None else lifting.types_agree(names)
         if why is not None:
             unproved[k.name or ""] = why
             continue
@@ -187,8 +196,10 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
                     return None  # left to the default comparison: a continuation that lost its body
                 return [] if a.name in lifted else [(a.pi, b.pi)]
             la, lb = _launch(a, 4), _launch(b, 4)
-            sa, sb = _site(la), _site(lb)
-            if la is None or lb is None or sa is None or sb is None:
+            if la is None or lb is None:
+                return None
+            sa, sb = _launch(la.callee, 3), _launch(lb.callee, 3)  # `gpu.launch @(n, Ts) cfg k`
+            if sa is None or sb is None:
                 return None
             if not isinstance(sa.arg, MutLam) or sa.arg.name not in lifted:
                 return None
@@ -215,19 +226,3 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
             unproved.update({name: f"a launch passes another value: {mm.describe()}" for name in liftings})
     return None, unproved
 
-
-def _site(launch4: App | None) -> App | None:
-    """The `gpu.launch @(n, Ts) cfg k` that a full launch applies to its arguments."""
-    if launch4 is None:
-        return None
-    return _launch(launch4.callee, 3)
-
-
-def _launches(world: World) -> list[App]:
-    """The `gpu.launch @(n, Ts) cfg k` of every full launch in world."""
-    out = []
-    for d in walk(world):
-        site = _site(_launch(d, 4))
-        if site is not None:
-            out.append(site)
-    return out

@@ -380,6 +380,25 @@ def test_split_apply_lifted_capture_declared_with_another_type_is_not_proved(mon
     assert status == "validated" and "takes captured value 0 as `I64`, but `argc` is `I32`" in detail, detail
 
 
+def test_split_apply_launch_declaring_another_kernel_type_than_the_device_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verimim.phases.kernel_captures as kc
+    import verimim.phases.split as split
+
+    def host_widened(rw: Rewriter, lift: Lifted) -> Def:  # only the host's declaration: I64 captures
+        wide = Lifted(lift.kernel, lift.n, lift.ts, lift.caps)
+        real = kc._arg_types
+        try:
+            kc._arg_types = lambda rw, lift: real(rw, lift)[:lift.n] + [rw.new.idx_n(2**64) for _ in lift.caps]
+            return kc.lifted_pi(rw, wide)
+        finally:
+            kc._arg_types = real
+
+    prog = program_before(VALID / "curried_kernel_capture.mim", "gpu.split_apply")
+    monkeypatch.setattr(split, "lifted_pi", host_widened)
+    status, detail, _ = verdict(apply(SplitApply(), prog))
+    assert status == "refuted" and "declares a kernel of type" in detail, detail
+
+
 # ----------------------------------------------------------------------------- cleanup
 
 class _ChangeALiteral(Rewriter):

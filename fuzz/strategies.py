@@ -21,6 +21,7 @@ type check of the construction) and must print back to itself.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import tempfile
 import time
@@ -1175,7 +1176,7 @@ FUZZ_FUEL = 2_000_000  # interpreter steps of each oracle run
 ORACLE_ASPECTS = ("result", "warnings", "heap", "output")
 
 
-_CHECKED = [0]  # programs this process has checked (every FULL_COLLECTION_EVERY-th: a full collection)
+_CHECKED = itertools.count(1)  # programs this process has checked (every 64th: a full collection)
 FULL_COLLECTION_EVERY = 64
 
 
@@ -1191,8 +1192,7 @@ def _collector_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        _CHECKED[0] += 1
-        gc.collect(2 if _CHECKED[0] % FULL_COLLECTION_EVERY == 0 else 1)
+        gc.collect(2 if next(_CHECKED) % FULL_COLLECTION_EVERY == 0 else 1)
         if was:
             gc.enable()
 

@@ -42,6 +42,7 @@ from verimim.ir.defs import (
     Tuple,
 )
 from verimim.printer import show
+from verimim.smt import z3_threads
 
 NAT_BITS = 130
 NAT_OPERAND_BITS = 64
@@ -52,7 +53,6 @@ MODE_NUW = 0b10  # core.mode.Us: no unsigned wrap-around
 MEM = z3.DeclareSort("Mem")
 
 Value = z3.ExprRef | tuple["Value", ...]
-from verimim.smt import z3_threads
 
 z3_threads.install()  # z3 objects are released on verimim's thread only
 

@@ -71,4 +71,5 @@ def hold() -> Iterator[None]:
 
 
 def deferred() -> int:
+    """How many releases wait for the holder."""
     return len(_deferred)

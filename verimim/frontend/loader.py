@@ -19,7 +19,6 @@ from verimim.diagnostics import NO_LOC, ImportError_, Loc, UsageError, VerimimEr
 from verimim.frontend.elab import AnnexTable, Elaborator
 from verimim.frontend.scope import Entry, Lazy, Scope
 from verimim.ir.copy import CopyPlan, WorldCopy
-from verimim.ir.defs import Def
 from verimim.ir.world import World
 from verimim.syntax import ast
 from verimim.syntax.parser import parse_module
@@ -171,13 +170,13 @@ def _load_imports(loader: Loader, imports: Sequence[ast.Import]) -> _Imports | N
             fresh.load_import(imp)
     except VerimimError:
         return None
-    lazies = [e for u in fresh.units.values() for e in _entries(u.scope) if isinstance(e, Lazy)]
-    if any(z.value is None for z in lazies + list(fresh.annexes.pending.values())):
+    entries = [e for u in fresh.units.values() for e in _entries(u.scope)] + list(fresh.annexes.pending.values())
+    roots = [e.value if isinstance(e, Lazy) else e for e in entries]
+    if any(r is None for r in roots):
         return None  # a declaration left unelaborated (or failed): not kept
     files = tuple((name, u.path, Path(u.path).read_text(encoding="utf-8")) for name, u in fresh.units.items())
-    roots = _scope_defs([u.scope for u in fresh.units.values()])
-    roots += [z.value for z in fresh.annexes.pending.values() if z.value is not None]
-    return _Imports(fresh.units, dict(fresh.annexes.pending), files, CopyPlan(fresh.world, roots))
+    return _Imports(fresh.units, dict(fresh.annexes.pending), files,
+                    CopyPlan(fresh.world, [r for r in roots if r is not None]))
 
 
 def _unchanged(loader: Loader, kept: _Imports) -> bool:
@@ -198,11 +197,6 @@ def _entries(scope: Scope | None) -> list[Entry]:
         out.extend(scope.names.values())
         scope = scope.parent
     return out
-
-
-def _scope_defs(scopes: list[Scope]) -> list[Def]:
-    return [v for s in scopes for e in _entries(s) for v in (e.value if isinstance(e, Lazy) else e,)
-            if v is not None]
 
 
 def _copy_lazy(z: Lazy, copy: WorldCopy) -> Lazy:

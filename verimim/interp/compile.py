@@ -9,6 +9,7 @@ barrier and resume later without any Python recursion.
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -18,11 +19,12 @@ from verimim.ir.defs import (
     App, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Sigma, Top, Tuple,
     TypeU, Univ, Var,
 )
-from verimim.ir.schedule import jump_roots, postorder, schedule
+from verimim.ir.schedule import Scopes, jump_roots, postorder, schedule
 from verimim.printer import show
 
 if TYPE_CHECKING:
-    from verimim.interp.machine import Machine, Thread
+    from verimim.interp.machine import Thread
+    from verimim.ir.world import World
 
 Env = dict[int, Value]
 Getter = Callable[[list[Value], Env], Value]
@@ -47,12 +49,55 @@ class Code:
     slots: dict[int, int] | None = None  # node id → frame slot (what a lambda made here reads)
 
 
+Semantics = dict[str, tuple[int, Any]]
+
+
 class Compiler:
-    def __init__(self, machine: Machine) -> None:
-        self.m = machine
+    """The compiled bodies of one World's mutables under one table of operation semantics.
+
+    Instructions reach the machine that runs them through their thread (`th.machine`), never
+    through the compiler: code compiled once serves every Machine that runs this World with the
+    same semantics (verimim.interp.machine shares it: the fuzz oracle and the differential specs
+    run one World under several schedules and argument vectors). The World is held weakly, as
+    the shared compilers are kept beside it and must not keep it alive."""
+
+    def __init__(self, world: World, scopes: Scopes, semantics: Semantics, values: dict[str, Value]) -> None:
+        self._world = weakref.ref(world)
+        self.scopes = scopes
+        self.semantics = semantics
+        self.values = values
+        self.codes: dict[int, Code] = {}  # a mutable's id → its body's code
+        self.lam_codes: dict[tuple[int, bool, frozenset[int]], Code] = {}
+        self.expr_codes: dict[tuple[int, frozenset[int]], Code] = {}
         self._static: dict[int, bool] = {}
         self._has_var: dict[int, bool] = {}
         self._leaf: dict[int, bool] = {}
+
+    @property
+    def world(self) -> World:
+        w = self._world()
+        if w is None:
+            raise RuntimeFault("E-INTERNAL", "compiling for a World that no longer exists", None)
+        return w
+
+    def axiom_value(self, ax: Axiom) -> Value:
+        if ax.annex in self.values:
+            return self.values[ax.annex]
+        if self.is_static(ax):
+            return ax
+        return Partial(ax, ())
+
+    def code_of(self, mut: MutLam) -> Code:
+        """The code of a mutable's body, compiled on first use."""
+        hit = self.codes.get(mut.gid)
+        if hit is not None:
+            return hit
+        if mut.body is None:
+            raise RuntimeFault("E-UNSUPPORTED", f"`{mut.name}` has no body to run", mut.loc)
+        w = self.world
+        jump = w.is_cn(mut.pi) or _is_bot(w, mut.body)
+        hit = self.codes[mut.gid] = self.compile(mut.body, jump=jump, owner=mut)
+        return hit
 
     # ------------------------------------------------------------------ classification
 
@@ -68,7 +113,7 @@ class Compiler:
             res = False  # a tuple is built at run time; its type-level elements stay IR nodes
         else:
             try:
-                w = self.m.world_of(d)
+                w = self.world
                 res = w.level(w.type_of(d)) >= 1
             except Exception:
                 res = False
@@ -98,7 +143,7 @@ class Compiler:
         closure's environment (see verimim.ir.schedule.Scopes)."""
         if owner is None:
             return False
-        return d is owner or d.gid in self.m.scopes.avail(owner, self.is_leaf)
+        return d is owner or d.gid in self.scopes.avail(owner, self.is_leaf)
 
     def is_leaf(self, d: Def) -> bool:
         # asked for every node each schedule reaches, many times over: once per node
@@ -159,14 +204,14 @@ class Compiler:
     def operands(self, d: Def) -> list[Def]:
         """The nodes an instruction for `d` reads."""
         if isinstance(d, MutLam):
-            return list(self.m.scopes.avail(d, self.is_leaf).values())
+            return list(self.scopes.avail(d, self.is_leaf).values())
         if isinstance(d, Pack):
             return pack_operands(d)
         if self.is_static(d):
             return []
         if isinstance(d, App):
             head = d.head
-            if isinstance(head, Axiom) and head.annex in self.m.semantics:
+            if isinstance(head, Axiom) and head.annex in self.semantics:
                 return d.args()
             return [d.callee, d.arg]
         return list(d.ops)
@@ -180,12 +225,12 @@ class Compiler:
             v = d.value
             return lambda fr, env: v
         if isinstance(d, MutLam):
-            if d.annex is not None or not self.m.scopes.free(d):
+            if d.annex is not None or not self.scopes.free(d):
                 clo = Closure(d, {})  # captures nothing: one closure for all
                 return lambda fr, env: clo
             return None
         if isinstance(d, Axiom):
-            val = self.m.axiom_value(d)
+            val = self.axiom_value(d)
             return lambda fr, env: val
         if isinstance(d, Lam):
             # An immutable lambda is a value as it stands (with the activation that made it:
@@ -199,11 +244,10 @@ class Compiler:
     # ------------------------------------------------------------------ instructions
 
     def instr(self, d: Def, slot: int, getter: Callable[[Def], Getter]) -> Instr:
-        m = self.m
         if self.is_static(d):
             return self._reify_instr(d, slot)
         if isinstance(d, MutLam):
-            caps = [(x.gid, getter(x)) for x in self.m.scopes.avail(d, self.is_leaf).values()]
+            caps = [(x.gid, getter(x)) for x in self.scopes.avail(d, self.is_leaf).values()]
 
             def make_closure(fr: list[Value], env: Env, th: Thread) -> None:
                 clo_env = fr[slot].env  # the closure was made at the activation's start
@@ -219,7 +263,7 @@ class Compiler:
             return tup
         if isinstance(d, Inject):
             gv = getter(d.ops[0])
-            w = self.m.world_of(d)
+            w = self.world
             tag = _member_index(w, d.ops[1], w.type_of(d.ops[0]), d)
 
             def inj(fr: list[Value], env: Env, th: Thread) -> None:
@@ -232,12 +276,12 @@ class Compiler:
             def match(fr: list[Value], env: Env, th: Thread) -> None:
                 u = gu(fr, env)
                 assert isinstance(u, Tagged)
-                fr[slot] = m.call_value(garms[u.tag](fr, env), u.value, d, th)  # type: ignore[arg-type]
+                fr[slot] = th.machine.call_value(garms[u.tag](fr, env), u.value, d, th)  # type: ignore[arg-type]
             return match
-        if isinstance(d, Extract) and _heterogeneous_at_runtime(self.m.world_of(d), d):
+        if isinstance(d, Extract) and _heterogeneous_at_runtime(self.world, d):
             # A heterogeneous tuple at a run-time index: the element, tagged with its type.
             gt, gi = getter(d.tup), getter(d.index)
-            w = self.m.world_of(d)
+            w = self.world
             union = w.type_of(d)
             tup_t = w.zonk(w.type_of(d.tup))
             assert isinstance(tup_t, Sigma)
@@ -245,7 +289,7 @@ class Compiler:
 
             def ext_union(fr: list[Value], env: Env, th: Thread) -> None:
                 i = gi(fr, env)
-                fr[slot] = Tagged(tags[i], m.extract_value(gt(fr, env), i, d))
+                fr[slot] = Tagged(tags[i], th.machine.extract_value(gt(fr, env), i, d))
             return ext_union
         if isinstance(d, Extract):
             gt, gi = getter(d.tup), getter(d.index)
@@ -253,7 +297,7 @@ class Compiler:
             def ext(fr: list[Value], env: Env, th: Thread) -> None:
                 t = gt(fr, env)
                 i = gi(fr, env)
-                fr[slot] = m.extract_value(t, i, d)
+                fr[slot] = th.machine.extract_value(t, i, d)
             return ext
         if isinstance(d, Insert):
             gt, gi, gv = (getter(op) for op in d.ops)
@@ -269,7 +313,7 @@ class Compiler:
 
             def pack(fr: list[Value], env: Env, th: Thread) -> None:
                 known = {gid: g(fr, env) for gid, g in known_getters}  # computed in this frame, not again
-                fr[slot] = m.eval_pack(d, env, th, known)
+                fr[slot] = th.machine.eval_pack(d, env, th, known)
             return pack
         if isinstance(d, App):
             return self._app_instr(d, slot, getter)
@@ -281,17 +325,14 @@ class Compiler:
                            f"({type(d).__name__})", d.loc)
 
     def _reify_instr(self, d: Def, slot: int) -> Instr:
-        m = self.m
-
         def reify(fr: list[Value], env: Env, th: Thread) -> None:
-            fr[slot] = m.substitute(d, env)
+            fr[slot] = th.machine.substitute(d, env)
         return reify
 
     def _app_instr(self, d: App, slot: int, getter: Callable[[Def], Getter]) -> Instr:
-        m = self.m
         head = d.head
-        if isinstance(head, Axiom) and head.annex in m.semantics:
-            arity, fn = m.semantics[head.annex]
+        if isinstance(head, Axiom) and head.annex in self.semantics:
+            arity, fn = self.semantics[head.annex]
             args = d.args()
             gs = [getter(a) for a in args]
             if len(args) < arity:
@@ -302,7 +343,7 @@ class Compiler:
                 raise RuntimeFault("E-UNSUPPORTED", f"`{head.annex}` applied to too many arguments", d.loc)
 
             def call(fr: list[Value], env: Env, th: Thread) -> Any:
-                res = fn(m, th, [g(fr, env) for g in gs], d)
+                res = fn(th.machine, th, [g(fr, env) for g in gs], d)
                 if res is SUSPEND:
                     fr[slot] = th.barrier_result
                     return SUSPEND
@@ -314,8 +355,16 @@ class Compiler:
         gc, ga = getter(d.callee), getter(d.arg)
 
         def apply(fr: list[Value], env: Env, th: Thread) -> None:
-            fr[slot] = m.call_value(gc(fr, env), ga(fr, env), d, th)
+            fr[slot] = th.machine.call_value(gc(fr, env), ga(fr, env), d, th)
         return apply
+
+
+def _is_bot(w: World, d: Def) -> bool:
+    """Whether d's type is ⊥ (a body that never returns: compiled as a jump)."""
+    try:
+        return isinstance(w.type_of(d), Bot)
+    except Exception:
+        return False
 
 
 def pack_operands(d: Pack) -> list[Def]:

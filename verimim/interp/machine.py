@@ -16,7 +16,7 @@ from typing import Any
 
 from verimim.diagnostics import Diagnostic, Loc, VerimimError
 from verimim.interp import entry
-from verimim.interp.compile import SUSPEND, Code, Compiler, Env
+from verimim.interp.compile import SUSPEND, Code, Compiler, Env, Semantics
 from verimim.interp.memory import Memory
 from verimim.interp.values import (
     Closure, FuelExhausted, Halt, KernelReturn, LamValue, Partial, RuntimeFault, Value,
@@ -56,6 +56,7 @@ class Thread:
     result: Value = None
     done: bool = False
     end: Def | None = None  # the jump by which it finished (a work-item's `return`)
+    machine: Any = None  # the Machine running it (set by Machine.run_thread): what instructions call
 
 
 # The nesting analysis of a World's mutables, shared by every Machine that runs it: it depends
@@ -71,6 +72,43 @@ def _scopes_of(world: World) -> Scopes:
     return hit
 
 
+class _Registry:
+    """The operation semantics and axiom values the plugins register, recorded once per process:
+    a Machine starts from a copy (registering makes some 150 closures), and Machines whose
+    tables are still these share their compiled code (`_COMPILERS`)."""
+
+    def __init__(self) -> None:
+        self.semantics: Semantics = {}
+        self.values: dict[str, Value] = {}
+
+    def register(self, annex: str, arity: int, fn: Any) -> None:
+        self.semantics[annex] = (arity, fn)
+
+    def register_value(self, annex: str, value: Value) -> None:
+        self.values[annex] = value
+
+
+_STANDARD: _Registry | None = None
+
+
+def _standard() -> _Registry:
+    global _STANDARD
+    if _STANDARD is None:
+        from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
+
+        reg = _Registry()
+        for mod in (core_interp, mem_interp, gpu_interp, buffer_interp, btensor_interp):
+            mod.register(reg)  # type: ignore[arg-type]  # registering needs only these two methods
+        _STANDARD = reg
+    return _STANDARD
+
+
+# Compiled code of each World under the standard semantics, shared by every Machine that runs
+# it with them; dropped with the World (the Compiler holds it weakly). A Machine whose semantics
+# were changed (effect tracing, the GPU backend, a test's own) compiles for itself.
+_COMPILERS: weakref.WeakKeyDictionary[World, Compiler] = weakref.WeakKeyDictionary()
+
+
 class Machine:
     def __init__(self, world: World, fuel: int = DEFAULT_FUEL, seed: int = 0,
                  device: World | None = None, max_work_items: int = DEFAULT_MAX_WORK_ITEMS) -> None:
@@ -83,21 +121,16 @@ class Machine:
         self.seed = seed
         self.memory = Memory()
         self.warnings: list[Diagnostic] = []
-        self.semantics: dict[str, tuple[int, Any]] = {}
-        self.values: dict[str, Value] = {}
-        self.codes: dict[int, Code] = {}
-        self._expr_codes: dict[tuple[int, frozenset[int]], Code] = {}
+        std = _standard()
+        self.semantics: Semantics = dict(std.semantics)
+        self.values: dict[str, Value] = dict(std.values)
+        self.codes: dict[int, Code] = {}  # this machine's view of its compilers' codes
         self.scopes = _scopes_of(world)
-        self.compiler = Compiler(self)
-        self._lam_codes: dict[tuple[int, bool, frozenset[int]], Code] = {}
+        self._compilers: dict[int, Compiler] = {}  # by World serial: the host's and the device's
         self.call_depth = 0  # nested direct-style calls (call_value)
         self._lam_bodies: set[Def] = set()  # bodies of the mutables made by lam_activation
         self.state: dict[str, Any] = {}  # per-plugin run-time state (the GPU session, streams)
         self.stdout = bytearray()  # what the program's C functions printed (verimim.plug.c_interp)
-        from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
-
-        for mod in (core_interp, mem_interp, gpu_interp, buffer_interp, btensor_interp):
-            mod.register(self)
 
     # ------------------------------------------------------------------ registration
 
@@ -106,13 +139,6 @@ class Machine:
 
     def register_value(self, annex: str, value: Value) -> None:
         self.values[annex] = value
-
-    def axiom_value(self, ax: Axiom) -> Value:
-        if ax.annex in self.values:
-            return self.values[ax.annex]
-        if self.compiler.is_static(ax):
-            return ax
-        return Partial(ax, ())
 
     def warn(self, code: str, message: str, loc: Loc | None, related: tuple[Any, ...] = ()) -> None:
         self.warnings.append(Diagnostic(code, message, loc, "warning", related))
@@ -139,27 +165,33 @@ class Machine:
         dev = self.device
         return dev if dev is not None and d.home == dev.serial else self.world
 
+    def compiler_for(self, d: Def) -> Compiler:
+        """The compiler of the World that made `d`: shared with every Machine that runs that World
+        under the standard semantics (once this machine's are checked to be those), else this
+        machine's own."""
+        w = self.world_of(d)
+        hit = self._compilers.get(w.serial)
+        if hit is not None:
+            return hit
+        std = _standard()
+        if self.semantics == std.semantics and self.values == std.values:
+            hit = _COMPILERS.get(w)
+            if hit is None:
+                hit = _COMPILERS[w] = Compiler(w, _scopes_of(w), std.semantics, std.values)
+        else:
+            hit = Compiler(w, _scopes_of(w), dict(self.semantics), dict(self.values))
+        self._compilers[w.serial] = hit
+        return hit
+
     def code_of(self, mut: MutLam) -> Code:
         hit = self.codes.get(mut.gid)
         if hit is None:
-            if mut.body is None:
-                raise RuntimeFault("E-UNSUPPORTED", f"`{mut.name}` has no body to run", mut.loc)
-            jump = self.world_of(mut).is_cn(mut.pi) or self._is_bot(mut.body)
-            hit = self.compiler.compile(mut.body, jump=jump, owner=mut)
-            self.codes[mut.gid] = hit
+            hit = self.codes[mut.gid] = self.compiler_for(mut).code_of(mut)
         return hit
-
-    def _is_bot(self, d: Def) -> bool:
-        try:
-            t = self.world_of(d).type_of(d)
-        except Exception:
-            return False
-        from verimim.ir.defs import Bot
-
-        return isinstance(t, Bot)
 
     def run_thread(self, th: Thread) -> str:
         """Run until the thread finishes ("done") or stops at a barrier ("barrier")."""
+        th.machine = self
         while True:
             code = th.code
             if code is None:
@@ -278,7 +310,8 @@ class Machine:
                 # Scopes.avail) the body must provide, so look there too — else the body would
                 # compute it again, repeating its effects.
                 if x.annex is None:
-                    stack.extend(self.scopes.avail(x, self.compiler.is_leaf).values())
+                    c = self.compiler_for(x)
+                    stack.extend(c.scopes.avail(x, c.is_leaf).values())
                 continue
             stack.extend(x.ops)
         v.captures = out
@@ -292,10 +325,10 @@ class Machine:
         self._lam_bodies.add(mut.body)
         caps = self.lam_captures(v)
         key = (mut.gid, jump, frozenset(caps))
-        code = self._lam_codes.get(key)
+        comp = self.compiler_for(mut)
+        code = comp.lam_codes.get(key)
         if code is None:
-            code = self.compiler.compile(mut.body, jump=jump, preset=key[2])
-            self._lam_codes[key] = code
+            code = comp.lam_codes[key] = comp.compile(mut.body, jump=jump, preset=key[2])
         env = {**v.env, **caps}
         env[-mut.gid] = arg
         return code, env
@@ -342,7 +375,7 @@ class Machine:
 
     def _run_for_value(self, code: Code, env: Env, name: str, node: App, th: Thread,
                        loc: Loc | None = None) -> Value:
-        sub = Thread(f"{th.name}/{name}", th.device, th.group, th.item, th.launch)
+        sub = Thread(f"{th.name}/{name}", th.device, th.group, th.item, th.launch, machine=self)
         sub.code, sub.env, sub.frame = code, env, self._fresh_frame(code)
         # Direct-style recursion never reaches the jump that counts a body's steps, and each
         # level holds a Python frame: count before running, and bound the depth.
@@ -363,10 +396,10 @@ class Machine:
         `known` holds values of nodes the enclosing frame computed already."""
         preset = frozenset(known) if known else frozenset()
         key = (d.gid, preset)
-        code = self._expr_codes.get(key)
+        comp = self.compiler_for(d)
+        code = comp.expr_codes.get(key)
         if code is None:
-            code = self.compiler.compile(d, jump=False, preset=preset)
-            self._expr_codes[key] = code
+            code = comp.expr_codes[key] = comp.compile(d, jump=False, preset=preset)
         if known:
             env = {**env, **known}
         fr: list[Value] = [None] * code.nslots
@@ -431,13 +464,14 @@ class Machine:
 
     def substitute(self, d: Def, env: Env) -> Def:
         """The type-level node `d` with the run-time values of the parameters it mentions."""
-        if not self.compiler.has_var(d):
+        has_var = self.compiler_for(d).has_var
+        if not has_var(d):
             return d
         w = self.world_of(d)
         memo: dict[int, Def] = {}
 
         def go(x: Def) -> Def:
-            if not self.compiler.has_var(x):
+            if not has_var(x):
                 return x
             hit = memo.get(x.gid)
             if hit is not None:
@@ -473,7 +507,7 @@ class Machine:
             v = v[i]
         w = self.world_of(x)
         t = w.type_of(x) if x.bvd == 0 else None
-        if t is not None and self.compiler.has_var(t):
+        if t is not None and self.compiler_for(t).has_var(t):
             t = self.substitute(t, env)
         return self.reify(v, t, w)
 

@@ -45,6 +45,12 @@ def scan_mut(m: MutLam, annexes: bool = False) -> tuple[set[MutLam], set[MutLam]
     muts: set[MutLam] = set()
     if m.body is None:
         return vars_, muts
+    # Kept on the mutable, for its body and type as they are now: the nesting analyses of
+    # several Worlds' users (interpreter, specs, printer, inliner) ask again and again.
+    kept: dict[bool, tuple[Def, Def, frozenset[MutLam], frozenset[MutLam]]] | None = getattr(m, "_scans", None)
+    hit = kept.get(annexes) if kept is not None else None
+    if hit is not None and hit[0] is m.body and hit[1] is m.pi:
+        return set(hit[2]), set(hit[3])
     seen: set[int] = set()
     stack: list[Def] = [m.body]
     while stack:
@@ -63,6 +69,9 @@ def scan_mut(m: MutLam, annexes: bool = False) -> tuple[set[MutLam], set[MutLam]
     # The type counts too: a curried mutable whose parameter type is an outer one's parameter
     # (`con seq {A: *} … (acc: A)`) depends on that activation like a use in its body does.
     vars_ |= {v.mut for v in vars_of(m.pi, seen) if v.mut is not m}
+    if kept is None:
+        kept = m._scans = {}
+    kept[annexes] = (m.body, m.pi, frozenset(vars_), frozenset(muts))
     return vars_, muts
 
 

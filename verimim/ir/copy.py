@@ -23,13 +23,18 @@ _SLOTS: dict[type, tuple[str, ...]] = {}
 _PLAIN, _NODE, _TUPLE = 0, 1, 2
 
 
+# what a copy does not take: a node's weak references, and caches kept on a node for its
+# current contents (scan_mut's), which the copy finds again for its own
+_NOT_COPIED = frozenset({"__weakref__", "_scans"})
+
+
 def _slots(cls: type) -> tuple[str, ...]:
     hit = _SLOTS.get(cls)
     if hit is None:
         names: list[str] = []
         for k in cls.__mro__:
             for s in getattr(k, "__slots__", ()):
-                if s != "__weakref__" and s not in names:
+                if s not in _NOT_COPIED and s not in names:
                     names.append(s)
         hit = _SLOTS[cls] = tuple(names)
     return hit

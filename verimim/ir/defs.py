@@ -475,7 +475,9 @@ class MutLam(Def):
     """A mutable (nominal) lambda or continuation: created with its type, body set later.
     `kind` is "con", "fun" or "lam" as declared; `external` for `extern` declarations."""
 
-    __slots__ = ("pi", "body", "kind", "external", "annex", "doc", "param_names")
+    # `_scans`: verimim.ir.analysis.scan_mut's results, kept for the body they were found in
+    # (a cache, never copied: verimim.ir.copy)
+    __slots__ = ("pi", "body", "kind", "external", "annex", "doc", "param_names", "_scans")
     mutable = True
 
     def __init__(self, pi: Pi, name: str, kind: str) -> None:

@@ -114,10 +114,7 @@ class _Substitution(Rewriter):
         return self if self.parent is None else self.parent._root()
 
     def _inlined_callee(self, x: Def) -> MutLam | None:
-        if isinstance(x, App) and isinstance(x.callee, MutLam) and x.callee.body is not None \
-                and x.bvd == 0 and mut_key(x.callee) in self.keys:
-            return x.callee
-        return None
+        return claimed_callee(x, self.keys)
 
     def _leaf(self, x: Def) -> Def | None:
         if self.owner is not None:
@@ -173,6 +170,8 @@ def reference(world: World, keys: frozenset[str]) -> World:
     """The World with every application of a mutable named in keys β-reduced, round by round."""
     cur = world
     for _ in range(MAX_ROUNDS):
+        if not _claimed_applications(cur, keys):
+            return cur  # a round would reduce nothing (and rebuild the World only to find so)
         fv = FreeVars(cur)
         sub = _Substitution(cur, fv, keys)
         new = sub.run()
@@ -180,6 +179,20 @@ def reference(world: World, keys: frozenset[str]) -> World:
             return cur
         cur = new
     return cur
+
+
+def claimed_callee(x: Def, keys: frozenset[str]) -> MutLam | None:
+    """The mutable x applies when the reference β-reduces x: a closed application of a
+    mutable with a body, named in the claim."""
+    if isinstance(x, App) and isinstance(x.callee, MutLam) and x.callee.body is not None \
+            and x.bvd == 0 and mut_key(x.callee) in keys:
+        return x.callee
+    return None
+
+
+def _claimed_applications(world: World, keys: frozenset[str]) -> bool:
+    """Whether the World reaches an application that a round of `_Substitution` reduces."""
+    return any(claimed_callee(d, keys) is not None for d in walk(world))
 
 
 def prove_inlining(res: PhaseResult) -> tuple[bool, str]:

@@ -96,6 +96,9 @@ class Path(Generic[T]):
         return z3.And(*self.conditions) if self.conditions else z3.BoolVal(True)
 
 
+KEPT_MODELS = 3  # assignments of feasible paths tried before the solver (Explorer._sat)
+
+
 @dataclass
 class _Decision:
     taken: bool
@@ -116,6 +119,11 @@ class Explorer:
     _trail: list[_Decision] = field(default_factory=list)
     _pc: list[z3.BoolRef] = field(default_factory=list)
     _ranges: dict[int, tuple[z3.BitVecRef, int, int]] = field(default_factory=dict)
+    # The last few assignments Z3 found for a feasible path: a query one of them satisfies is
+    # satisfiable without asking (a path's condition extends its prefix's, whose assignment
+    # often takes one side of the next branch too). `known_feasible` counts those answers.
+    _models: list[z3.ModelRef] = field(default_factory=list)
+    known_feasible: int = 0
 
     # -------------------------------------------------------------- symbolic inputs
 
@@ -212,14 +220,24 @@ class Explorer:
         obligation)."""
         if self.timeout_ms <= 0:
             return True
+        goal = z3.And(*self.assumptions, *self._pc, extra)
+        facts = self.range_facts(goal)
+        query = z3.And(goal, *facts)
+        for m in reversed(self._models):
+            # true under a complete assignment: satisfiable, as the solver would answer
+            if z3.is_true(m.eval(query, model_completion=True)):
+                self.known_feasible += 1
+                return True
         self.feasibility_queries += 1
         s = z3.Solver()
         s.set("timeout", self.timeout_ms)
-        goal = z3.And(*self.assumptions, *self._pc, extra)
-        s.add(goal, *self.range_facts(goal))
+        s.add(goal, *facts)
         t0 = time.perf_counter()
         r = s.check()
         self.z3_s += time.perf_counter() - t0
+        if r == z3.sat:
+            self._models.append(s.model())
+            del self._models[:-KEPT_MODELS]
         return r != z3.unsat
 
 

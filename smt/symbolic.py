@@ -237,7 +237,8 @@ class Explorer:
         self.z3_s += time.perf_counter() - t0
         if r == z3.sat:
             self._models.append(s.model())
-            del self._models[:-KEPT_MODELS]
+            while len(self._models) > KEPT_MODELS:
+                self._models.pop(0)
         return r != z3.unsat
 
 

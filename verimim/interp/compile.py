@@ -165,9 +165,12 @@ class Compiler:
                 return hit
             if isinstance(d, Lam):
                 # `slots` is this compilation's map, complete by the time the activation runs
-                g = lambda fr, env, d=d: LamValue(d, env, fr, slots)  # noqa: E731
-                getters[d.gid] = g
-                return g
+                lam = d
+
+                def lam_getter(fr: list[Value], env: Env) -> Value:
+                    return LamValue(lam, env, fr, slots)
+                getters[d.gid] = lam_getter
+                return lam_getter
             g = self.leaf_getter(d)
             if g is None and (d.gid in preset or self.captured(owner, d)):
                 gid = d.gid

@@ -10,6 +10,7 @@ warnings (benign races, leaks) are collected.
 from __future__ import annotations
 
 import random
+import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,17 +90,21 @@ class _Registry:
 
 
 _STANDARD: _Registry | None = None
+_STANDARD_LOCK = threading.Lock()  # a Dask worker may start Machines on several threads
 
 
 def _standard() -> _Registry:
     global _STANDARD
-    if _STANDARD is None:
-        from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
+    if _STANDARD is not None:
+        return _STANDARD
+    with _STANDARD_LOCK:
+        if _STANDARD is None:
+            from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
 
-        reg = _Registry()
-        for mod in (core_interp, mem_interp, gpu_interp, buffer_interp, btensor_interp):
-            mod.register(reg)  # type: ignore[arg-type]  # registering needs only these two methods
-        _STANDARD = reg
+            reg = _Registry()
+            for mod in (core_interp, mem_interp, gpu_interp, buffer_interp, btensor_interp):
+                mod.register(reg)  # type: ignore[arg-type]  # registering needs only these two methods
+            _STANDARD = reg
     return _STANDARD
 
 

@@ -479,6 +479,7 @@ class MutLam(Def):
     # (a cache, never copied: verimim.ir.copy)
     __slots__ = ("pi", "body", "kind", "external", "annex", "doc", "param_names", "_scans")
     mutable = True
+    _scans: dict[bool, tuple[Def, Def, frozenset[MutLam], frozenset[MutLam]]]
 
     def __init__(self, pi: Pi, name: str, kind: str) -> None:
         super().__init__(())

@@ -96,6 +96,7 @@ class Scopes:
         self._sched: dict[int, dict[int, Def]] = {}
         self._avail: dict[int, dict[int, Def]] = {}
         self._refs: dict[int, frozenset[MutLam]] = {}
+        self._creator: dict[int, MutLam | None] = {}
 
     def refs(self, m: MutLam) -> frozenset[MutLam]:
         """The mutables m's body refers to (`scan_mut`), once per mutable: the nesting analyses
@@ -187,15 +188,19 @@ class Scopes:
     def creator(self, c: MutLam) -> MutLam | None:
         """The mutable whose activations create c's closures: the innermost one whose parameter c
         uses (None for a closure that captures nothing)."""
+        if c.gid in self._creator:
+            return self._creator[c.gid]
         fv = self.free(c)
         if not fv:
-            return None
-        # The innermost: every other mutable whose parameter c uses is outside it (in its free
-        # set). Counting free mutables is only a fallback: an outer function can capture more.
-        inner = [o for o in fv if all(p is o or p in self.free(o) for p in fv)]
-        if len(inner) == 1:
-            return inner[0]
-        return max(fv, key=lambda o: (len(self.free(o)), o.gid))
+            res = None
+        else:
+            # The innermost: every other mutable whose parameter c uses is outside it (in its
+            # free set). Counting free mutables is only a fallback: an outer function can
+            # capture more.
+            inner = [o for o in fv if all(p is o or p in self.free(o) for p in fv)]
+            res = inner[0] if len(inner) == 1 else max(fv, key=lambda o: (len(self.free(o)), o.gid))
+        self._creator[c.gid] = res
+        return res
 
     def _walk_from(self, roots: list[Def], stop: Callable[[Def], bool]) -> list[Def]:
         out: list[Def] = []

@@ -1,0 +1,60 @@
+"""Tests of the compiled code that Machines share (verimim.interp.machine._COMPILERS): one
+compilation per World under the standard semantics, none shared with a machine whose semantics
+were changed, the same observations either way, and nothing kept once the World is gone."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+from verimim.frontend.loader import load_text
+from verimim.interp.machine import Machine, find_main
+from verimim.interp.observe import observe
+
+LOOP = """
+plugin core;
+plugin mem;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («⊤:Nat; I8», 0)», 0)): [mem.M 0, I32] =
+    let (m1, p) = mem.malloc (I32, 0) (m0, 4);
+    let m2 = mem.store (m1, p, core.wrap.mul 0 (argc, 6I32));
+    let (m3, v) = mem.load (m2, p);
+    let m4 = mem.free (m3, p);
+    return (m4, v);
+"""
+
+
+def test_two_machines_on_one_world_share_its_compiled_code() -> None:
+    w = load_text(LOOP)[0]
+    main = find_main(w)
+    a, b = Machine(w), Machine(w, seed=1)
+    assert a.run_main(main, ["prog"]) == b.run_main(main, ["prog", "1"]) // 2 == 6
+    assert a.compiler_for(main) is b.compiler_for(main)
+    assert a.code_of(main) is b.code_of(main)
+
+
+def test_a_machine_with_changed_semantics_compiles_for_itself_and_sees_the_same() -> None:
+    w = load_text(LOOP)[0]
+    main = find_main(w)
+    plain = Machine(w)
+    changed = Machine(w)
+    arity, fn = changed.semantics["mem.store"]
+    stores: list[int] = []
+
+    def counted(m: Machine, th: object, args: list[object], node: object) -> object:
+        stores.append(1)
+        return fn(m, th, args, node)
+    changed.semantics["mem.store"] = (arity, counted)
+    assert plain.run_main(main, ["prog"]) == changed.run_main(main, ["prog"]) == 6
+    assert stores == [1]  # the changed semantics ran: its code calls them, not the shared code's
+    assert changed.compiler_for(main) is not plain.compiler_for(main)
+    # observing with effects traced (a changed table) shows what the plain run shows
+    assert observe(w, ["prog", "x"], effects=True).result == observe(w, ["prog", "x"]).result == ("ok", 12)
+
+
+def test_the_shared_code_does_not_keep_its_world_alive() -> None:
+    w = load_text(LOOP)[0]
+    assert Machine(w).run_main(find_main(w), ["prog"]) == 6
+    gone = weakref.ref(w)
+    del w
+    gc.collect()
+    assert gone() is None

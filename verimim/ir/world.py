@@ -64,6 +64,9 @@ class RuleDef:
 
 _world_serials = itertools.count(1)
 
+# (node id, binders crossed) → result: the memo of the locally nameless operations (World.open, …)
+_BinderMemo = dict[tuple[int, int], "Def"]
+
 
 class World:
     def __init__(self) -> None:
@@ -355,53 +358,54 @@ class World:
 
     # ------------------------------------------------------------------ locally nameless operations
 
+    # Each operation recurses through a method with its memo passed along, not a nested function:
+    # a nested function that calls itself is a reference cycle, left with its memo to the
+    # cyclic collector after every call (these run tens of thousands of times per program).
+
     def open(self, body: Def, value: Def) -> Def:
         """Instantiate the binder whose body is `body` with `value`."""
         if body.bvd == 0:
             return body
-        memo: dict[tuple[int, int], Def] = {}
+        return self._open(body, value, 0, {})
 
-        def go(d: Def, depth: int) -> Def:
-            if d.bvd <= depth:
-                return d
-            if isinstance(d, BVar):
-                if d.index == depth:
-                    return self.shift(value, depth)
-                return self.bvar(d.index - 1)  # d.index > depth: a binder further out
-            key = (d.gid, depth)
-            hit = memo.get(key)
-            if hit is not None:
-                return hit
-            ops = tuple(go(op, depth + 1 if i in d.binder_ops else depth) for i, op in enumerate(d.ops))
-            res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
-            memo[key] = res
-            return res
-
-        return go(body, 0)
+    def _open(self, d: Def, value: Def, depth: int, memo: _BinderMemo) -> Def:
+        if d.bvd <= depth:
+            return d
+        if isinstance(d, BVar):
+            if d.index == depth:
+                return self.shift(value, depth)
+            return self.bvar(d.index - 1)  # d.index > depth: a binder further out
+        key = (d.gid, depth)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        ops = tuple(self._open(op, value, depth + 1 if i in d.binder_ops else depth, memo)
+                    for i, op in enumerate(d.ops))
+        res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+        memo[key] = res
+        return res
 
     def shift(self, d: Def, amount: int, cutoff: int = 0) -> Def:
         """Add `amount` to every BVar index ≥ cutoff (BVars dangling out of `d`)."""
         if amount == 0 or d.bvd <= cutoff:
             return d
-        memo: dict[tuple[int, int], Def] = {}
+        return self._shift(d, amount, cutoff, {})
 
-        def go(d: Def, c: int) -> Def:
-            if d.bvd <= c:
-                return d
-            if isinstance(d, BVar):
-                if d.index + amount < 0:
-                    raise IRError("a bound variable escapes its binder")
-                return self.bvar(d.index + amount)
-            key = (d.gid, c)
-            hit = memo.get(key)
-            if hit is not None:
-                return hit
-            ops = tuple(go(op, c + 1 if i in d.binder_ops else c) for i, op in enumerate(d.ops))
-            res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
-            memo[key] = res
-            return res
-
-        return go(d, cutoff)
+    def _shift(self, d: Def, amount: int, c: int, memo: _BinderMemo) -> Def:
+        if d.bvd <= c:
+            return d
+        if isinstance(d, BVar):
+            if d.index + amount < 0:
+                raise IRError("a bound variable escapes its binder")
+            return self.bvar(d.index + amount)
+        key = (d.gid, c)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        ops = tuple(self._shift(op, amount, c + 1 if i in d.binder_ops else c, memo) for i, op in enumerate(d.ops))
+        res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+        memo[key] = res
+        return res
 
     def abstract(self, d: Def, param: Param, repl: Def | None = None) -> Def:
         """Replace the free `param` by `repl` (default BVar(0)), seen from one binder outside `d`:
@@ -409,48 +413,45 @@ class World:
         if not d.has_param:
             return d
         r = self.bvar(0) if repl is None else repl
-        memo: dict[tuple[int, int], Def] = {}
+        return self._abstract(d, param, r, 0, {})
 
-        def go(d: Def, depth: int) -> Def:
-            if not d.has_param:
-                return d
-            if d is param:
-                return self.shift(r, depth)
-            key = (d.gid, depth)
-            hit = memo.get(key)
-            if hit is not None:
-                return hit
-            ops = tuple(go(op, depth + 1 if i in d.binder_ops else depth) for i, op in enumerate(d.ops))
-            res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
-            memo[key] = res
-            return res
-
-        return go(d, 0)
+    def _abstract(self, d: Def, param: Param, r: Def, depth: int, memo: _BinderMemo) -> Def:
+        if not d.has_param:
+            return d
+        if d is param:
+            return self.shift(r, depth)
+        key = (d.gid, depth)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        ops = tuple(self._abstract(op, param, r, depth + 1 if i in d.binder_ops else depth, memo)
+                    for i, op in enumerate(d.ops))
+        res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+        memo[key] = res
+        return res
 
     def zonk(self, d: Def) -> Def:
         """Replace solved holes by their values, re-normalizing on the way."""
         if not d.has_hole:
             return d
-        memo: dict[int, Def] = {}
+        return self._zonk(d, {})
 
-        def go(d: Def) -> Def:
-            if not d.has_hole:
+    def _zonk(self, d: Def, memo: dict[int, Def]) -> Def:
+        if not d.has_hole:
+            return d
+        if isinstance(d, Hole):
+            if d.value is None:
                 return d
-            if isinstance(d, Hole):
-                if d.value is None:
-                    return d
-                v = go(d.value)
-                d.value = v  # path compression
-                return v
-            hit = memo.get(d.gid)
-            if hit is not None:
-                return hit
-            ops = tuple(go(op) for op in d.ops)
-            res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
-            memo[d.gid] = res
-            return res
-
-        return go(d)
+            v = self._zonk(d.value, memo)
+            d.value = v  # path compression
+            return v
+        hit = memo.get(d.gid)
+        if hit is not None:
+            return hit
+        ops = tuple(self._zonk(op, memo) for op in d.ops)
+        res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+        memo[d.gid] = res
+        return res
 
     # ------------------------------------------------------------------ types
 

@@ -19,8 +19,32 @@ from verimim.ir.world import RuleDef, World
 
 _SLOTS: dict[type, tuple[str, ...]] = {}
 
-# How a slot's value is copied: as it is, as the copy of a node, as a tuple with nodes in it.
-_PLAIN, _NODE, _TUPLE = 0, 1, 2
+# How a slot's value is copied: as it is, as the copy of a node, as a tuple with nodes in it, as
+# a tuple of nodes only, as the target World's serial.
+_PLAIN, _NODE, _TUPLE, _NODES, _SERIAL = 0, 1, 2, 3, 4
+
+_SETTERS: dict[tuple[tuple[str, int], ...], Any] = {}
+
+
+def _setter(fields: tuple[tuple[str, int, Any], ...]) -> Any:
+    """A function that sets a new node's fields of this layout (slot names and kinds) from its
+    values, compiled once per layout: plain attribute stores instead of a `setattr` and a
+    branch per field (copying the imports' nodes is part of every program's load)."""
+    layout = tuple((s, how) for s, how, _ in fields)
+    hit = _SETTERS.get(layout)
+    if hit is not None:
+        return hit
+    lines = ["def set_fields(n, gid, v, new, serial):", "    n.gid = gid"]
+    for i, (s, how) in enumerate(layout):
+        assert s.isidentifier(), s
+        value = {_PLAIN: f"v[{i}]", _NODE: f"new[v[{i}]]", _SERIAL: "serial",
+                 _NODES: f"tuple([new[k] for k in v[{i}]])",
+                 _TUPLE: f"tuple([new[x] if is_node else x for is_node, x in v[{i}]])"}[how]
+        lines.append(f"    n.{s} = {value}")
+    scope: dict[str, Any] = {}
+    exec("\n".join(lines), scope)  # noqa: S102 — generated from slot names only
+    hit = _SETTERS[layout] = scope["set_fields"]
+    return hit
 
 
 # what a copy does not take: a node's weak references, and caches kept on a node for its
@@ -62,6 +86,12 @@ class CopyPlan:
         self.nodes = nodes
         self.fields = [self._fields(d) for d in nodes]
         self.by_gid = {d.gid: i for i, d in enumerate(nodes)}
+        # what copy_into runs for each node: its class, the setter of its layout, the values
+        self.makes = [(type(d), _setter(f), tuple(v for _, _, v in f)) for d, f in zip(nodes, self.fields)]
+        # the hash-consing table: (class, extra, indices of the operands, index of the node)
+        idx = self.index
+        self.table = [(key[0], key[1], tuple(idx[k] for k in key[2:]), idx[id(d)])
+                      for key, d in base._table.items() if d is not self.univ and d is not self.nat]
 
     def _reachable(self, base: World, roots: list[Def]) -> list[Def]:
         stack: list[Def] = [*base._table.values(), *base.muts, *base.annexes.values(),
@@ -93,11 +123,13 @@ class CopyPlan:
                 continue
             if isinstance(v, Def):
                 out.append((s, _NODE, self.index[id(v)]))
+            elif isinstance(v, tuple) and v and all(isinstance(x, Def) for x in v):
+                out.append((s, _NODES, tuple(self.index[id(x)] for x in v)))
             elif isinstance(v, tuple) and any(isinstance(x, Def) for x in v):
                 out.append((s, _TUPLE, tuple((True, self.index[id(x)]) if isinstance(x, Def) else (False, x)
                                              for x in v)))
             elif s == "home" and v == self.base.serial:
-                out.append((s, _NODE, None))  # the target's serial
+                out.append((s, _SERIAL, None))  # the target's serial
             else:
                 out.append((s, _PLAIN, v))
         return tuple(out)
@@ -105,20 +137,13 @@ class CopyPlan:
     def copy_into(self, target: World) -> WorldCopy:
         if target.num_nodes != 2 or target.muts:
             raise ValueError("a World is copied only into a fresh one")
-        new: list[Def] = [object.__new__(type(d)) for d in self.nodes]
+        new: list[Def] = [object.__new__(cls) for cls, _, _ in self.makes]
         new.append(target.nat())  # index -2
         new.append(target.univ())  # index -1
         serial = target.serial
         gid = defs._gid
-        for n, fields in zip(new, self.fields):
-            n.gid = next(gid)
-            for s, how, v in fields:
-                if how == _PLAIN:
-                    setattr(n, s, v)
-                elif how == _NODE:
-                    setattr(n, s, serial if v is None else new[v])
-                else:
-                    setattr(n, s, tuple(new[x] if is_node else x for is_node, x in v))
+        for n, (_, setter, values) in zip(new, self.makes):
+            setter(n, next(gid), values, new, serial)
         copy = WorldCopy(self, new)
         copy.fill(target)
         return copy
@@ -137,12 +162,12 @@ class WorldCopy:
     def fill(self, t: World) -> None:
         """The World's tables, each entry's nodes replaced by their copies."""
         base, m = self.plan.base, self.node
-        idx, new = self.plan.index, self._new
-        for key, d in base._table.items():
-            if d is base.univ() or d is base.nat():
-                continue
+        new = self._new
+        ids = [id(x) for x in new]
+        table = t._table
+        for cls, extra, ops, i in self.plan.table:
             # (class, extra, ids of the operands): the ids of the operands' copies
-            t._table[(key[0], key[1], *(id(new[idx[k]]) for k in key[2:]))] = new[idx[id(d)]]
+            table[(cls, extra, *[ids[k] for k in ops])] = new[i]
         t.annexes.update({k: m(v) for k, v in base.annexes.items()})
         t.annex_docs.update(base.annex_docs)
         t.normalizers.update(base.normalizers)

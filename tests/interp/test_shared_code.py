@@ -1,6 +1,7 @@
 """Tests of the compiled code that Machines share (verimim.interp.machine._COMPILERS): one
-compilation per World under the standard semantics, none shared with a machine whose semantics
-were changed, the same observations either way, and nothing kept once the World is gone."""
+compilation per World for the standard operations, shared with a machine whose semantics are
+wrapped (each runs its own functions), not with one that has other operations, and nothing
+kept once the World is gone."""
 from __future__ import annotations
 
 import gc
@@ -32,7 +33,7 @@ def test_two_machines_on_one_world_share_its_compiled_code() -> None:
     assert a.code_of(main) is b.code_of(main)
 
 
-def test_a_machine_with_changed_semantics_compiles_for_itself_and_sees_the_same() -> None:
+def test_a_machine_with_wrapped_semantics_shares_the_code_and_runs_its_own_functions() -> None:
     w = load_text(LOOP)[0]
     main = find_main(w)
     plain = Machine(w)
@@ -45,10 +46,23 @@ def test_a_machine_with_changed_semantics_compiles_for_itself_and_sees_the_same(
         return fn(m, th, args, node)
     changed.semantics["mem.store"] = (arity, counted)
     assert plain.run_main(main, ["prog"]) == changed.run_main(main, ["prog"]) == 6
-    assert stores == [1]  # the changed semantics ran: its code calls them, not the shared code's
-    assert changed.compiler_for(main) is not plain.compiler_for(main)
-    # observing with effects traced (a changed table) shows what the plain run shows
-    assert observe(w, ["prog", "x"], effects=True).result == observe(w, ["prog", "x"]).result == ("ok", 12)
+    assert stores == [1]  # the shared code calls the running machine's semantics
+    assert changed.compiler_for(main) is plain.compiler_for(main)
+    assert plain.run_main(main, ["prog"]) == 6 and stores == [1]  # and not another machine's
+    # observing with effects traced (wrapped semantics) shows what the plain run shows
+    traced = observe(w, ["prog", "x"], effects=True)
+    assert traced.result == observe(w, ["prog", "x"]).result == ("ok", 12)
+    assert dict(traced.effects or ()).get("mem.store") == 1
+
+
+def test_a_machine_with_other_operations_compiles_for_itself() -> None:
+    w = load_text(LOOP)[0]
+    main = find_main(w)
+    plain = Machine(w)
+    other = Machine(w)
+    other.register("test.extra", 1, lambda m, th, args, node: 0)
+    assert plain.run_main(main, ["prog"]) == other.run_main(main, ["prog"]) == 6
+    assert other.compiler_for(main) is not plain.compiler_for(main)
 
 
 def test_the_shared_code_does_not_keep_its_world_alive() -> None:

@@ -53,18 +53,20 @@ Semantics = dict[str, tuple[int, Any]]
 
 
 class Compiler:
-    """The compiled bodies of one World's mutables under one table of operation semantics.
+    """The compiled bodies of one World's mutables for one table of operations (each annex with
+    semantics, and its arity) and of axiom values.
 
-    Instructions reach the machine that runs them through their thread (`th.machine`), never
-    through the compiler: code compiled once serves every Machine that runs this World with the
-    same semantics (verimim.interp.machine shares it: the fuzz oracle and the differential specs
-    run one World under several schedules and argument vectors). The World is held weakly, as
-    the shared compilers are kept beside it and must not keep it alive."""
+    Instructions reach the machine that runs them through their thread (`th.machine`), and an
+    operation's semantics through that machine's table when it runs, never through the
+    compiler: code compiled once serves every Machine that runs this World with operations of
+    the same arities (verimim.interp.machine shares it: the fuzz oracle and the differential
+    specs run one World under several schedules, argument vectors and with effects traced). The
+    World is held weakly, as the shared compilers are kept beside it and must not keep it alive."""
 
-    def __init__(self, world: World, scopes: Scopes, semantics: Semantics, values: dict[str, Value]) -> None:
+    def __init__(self, world: World, scopes: Scopes, arities: dict[str, int], values: dict[str, Value]) -> None:
         self._world = weakref.ref(world)
         self.scopes = scopes
-        self.semantics = semantics
+        self.arities = arities
         self.values = values
         self.codes: dict[int, Code] = {}  # a mutable's id → its body's code
         self.lam_codes: dict[tuple[int, bool, frozenset[int]], Code] = {}
@@ -214,7 +216,7 @@ class Compiler:
             return []
         if isinstance(d, App):
             head = d.head
-            if isinstance(head, Axiom) and head.annex in self.semantics:
+            if isinstance(head, Axiom) and head.annex in self.arities:
                 return d.args()
             return [d.callee, d.arg]
         return list(d.ops)
@@ -334,8 +336,8 @@ class Compiler:
 
     def _app_instr(self, d: App, slot: int, getter: Callable[[Def], Getter]) -> Instr:
         head = d.head
-        if isinstance(head, Axiom) and head.annex in self.semantics:
-            arity, fn = self.semantics[head.annex]
+        if isinstance(head, Axiom) and head.annex in self.arities:
+            arity, annex = self.arities[head.annex], head.annex
             args = d.args()
             gs = [getter(a) for a in args]
             if len(args) < arity:
@@ -346,7 +348,8 @@ class Compiler:
                 raise RuntimeFault("E-UNSUPPORTED", f"`{head.annex}` applied to too many arguments", d.loc)
 
             def call(fr: list[Value], env: Env, th: Thread) -> Any:
-                res = fn(th.machine, th, [g(fr, env) for g in gs], d)
+                m = th.machine
+                res = m.semantics[annex][1](m, th, [g(fr, env) for g in gs], d)
                 if res is SUSPEND:
                     fr[slot] = th.barrier_result
                     return SUSPEND

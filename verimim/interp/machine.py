@@ -76,17 +76,30 @@ def _scopes_of(world: World) -> Scopes:
 class _Registry:
     """The operation semantics and axiom values the plugins register, recorded once per process:
     a Machine starts from a copy (registering makes some 150 closures), and Machines whose
-    tables are still these share their compiled code (`_COMPILERS`)."""
+    operations have these arities and whose axiom values are these share their compiled code
+    (`_COMPILERS`), whatever functions their semantics are (wrapped to trace effects, or to run
+    on the GPU)."""
 
     def __init__(self) -> None:
         self.semantics: Semantics = {}
         self.values: dict[str, Value] = {}
+        self._arities: dict[str, int] | None = None
+
+    @property
+    def arities(self) -> dict[str, int]:
+        if self._arities is None:
+            self._arities = arities_of(self.semantics)
+        return self._arities
 
     def register(self, annex: str, arity: int, fn: Any) -> None:
         self.semantics[annex] = (arity, fn)
 
     def register_value(self, annex: str, value: Value) -> None:
         self.values[annex] = value
+
+
+def arities_of(semantics: Semantics) -> dict[str, int]:
+    return {annex: arity for annex, (arity, _) in semantics.items()}
 
 
 _STANDARD: _Registry | None = None
@@ -108,9 +121,9 @@ def _standard() -> _Registry:
     return _STANDARD
 
 
-# Compiled code of each World under the standard semantics, shared by every Machine that runs
-# it with them; dropped with the World (the Compiler holds it weakly). A Machine whose semantics
-# were changed (effect tracing, the GPU backend, a test's own) compiles for itself.
+# Compiled code of each World for the standard operations, shared by every Machine that runs it
+# with them; dropped with the World (the Compiler holds it weakly). A Machine with other
+# operations or arities, or other axiom values (a test's own), compiles for itself.
 _COMPILERS: weakref.WeakKeyDictionary[World, Compiler] = weakref.WeakKeyDictionary()
 
 
@@ -172,19 +185,20 @@ class Machine:
 
     def compiler_for(self, d: Def) -> Compiler:
         """The compiler of the World that made `d`: shared with every Machine that runs that World
-        under the standard semantics (once this machine's are checked to be those), else this
-        machine's own."""
+        with the standard operations (once this machine's are checked to be those: the same
+        annexes and arities, the same axiom values), else this machine's own."""
         w = self.world_of(d)
         hit = self._compilers.get(w.serial)
         if hit is not None:
             return hit
         std = _standard()
-        if self.semantics == std.semantics and self.values == std.values:
+        arities = arities_of(self.semantics)
+        if arities == std.arities and self.values == std.values:
             hit = _COMPILERS.get(w)
             if hit is None:
-                hit = _COMPILERS[w] = Compiler(w, _scopes_of(w), std.semantics, std.values)
+                hit = _COMPILERS[w] = Compiler(w, _scopes_of(w), std.arities, std.values)
         else:
-            hit = Compiler(w, _scopes_of(w), dict(self.semantics), dict(self.values))
+            hit = Compiler(w, _scopes_of(w), arities, dict(self.values))
         self._compilers[w.serial] = hit
         return hit
 

@@ -118,6 +118,13 @@ def _reach(world: World) -> _Reach | None:
     return hit
 
 
+def _kept_walk(world: World) -> _Reach:
+    """A complete walk from the externals, made now and kept."""
+    for _ in _walk_and_keep(world):
+        pass
+    return _REACH[world]
+
+
 def _walk_and_keep(world: World) -> Iterator[Def]:
     """The walk from the externals, kept once it is complete (a caller may stop early, or change
     the World while it walks: what it finds is what the walk finds now, as it always was)."""
@@ -156,12 +163,7 @@ def is_app_of(d: Def, annex: str) -> bool:
 
 def apps_of(world: World, annex: str, depth: int) -> list[App]:
     """The applications of `annex` with `depth` arguments reachable in world, in source order."""
-    reach = _reach(world)
-    if reach is None:
-        for _ in walk(world):
-            pass
-        reach = _reach(world)
-        assert reach is not None
+    reach = _reach(world) or _kept_walk(world)
     hit = reach.apps.get((annex, depth))
     if hit is None:
         out = [d for d in reach.nodes if isinstance(d, App) and d.depth == depth and is_app_of(d, annex)]

@@ -27,6 +27,7 @@ modelled: a division by a value that may be zero forks, and the zero side raises
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -122,7 +123,7 @@ class Explorer:
     # The last few assignments Z3 found for a feasible path: a query one of them satisfies is
     # satisfiable without asking (a path's condition extends its prefix's, whose assignment
     # often takes one side of the next branch too). `known_feasible` counts those answers.
-    _models: list[z3.ModelRef] = field(default_factory=list)
+    _models: deque[z3.ModelRef] = field(default_factory=lambda: deque(maxlen=KEPT_MODELS))
     known_feasible: int = 0
 
     # -------------------------------------------------------------- symbolic inputs
@@ -222,12 +223,13 @@ class Explorer:
             return True
         goal = z3.And(*self.assumptions, *self._pc, extra)
         facts = self.range_facts(goal)
-        query = z3.And(goal, *facts)
-        for m in reversed(self._models):
-            # true under a complete assignment: satisfiable, as the solver would answer
-            if z3.is_true(m.eval(query, model_completion=True)):
-                self.known_feasible += 1
-                return True
+        if self._models:
+            query = z3.And(goal, *facts)
+            for m in reversed(self._models):
+                # true under a complete assignment: satisfiable, as the solver would answer
+                if z3.is_true(m.eval(query, model_completion=True)):
+                    self.known_feasible += 1
+                    return True
         self.feasibility_queries += 1
         s = z3.Solver()
         s.set("timeout", self.timeout_ms)
@@ -237,8 +239,6 @@ class Explorer:
         self.z3_s += time.perf_counter() - t0
         if r == z3.sat:
             self._models.append(s.model())
-            while len(self._models) > KEPT_MODELS:
-                self._models.pop(0)
         return r != z3.unsat
 
 

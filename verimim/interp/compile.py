@@ -49,9 +49,6 @@ class Code:
     slots: dict[int, int] | None = None  # node id → frame slot (what a lambda made here reads)
 
 
-Semantics = dict[str, tuple[int, Any]]
-
-
 class Compiler:
     """The compiled bodies of one World's mutables for one table of operations (each annex with
     semantics, and its arity) and of axiom values.

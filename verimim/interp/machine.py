@@ -17,7 +17,7 @@ from typing import Any
 
 from verimim.diagnostics import Diagnostic, Loc, VerimimError
 from verimim.interp import entry
-from verimim.interp.compile import SUSPEND, Code, Compiler, Env, Semantics
+from verimim.interp.compile import SUSPEND, Code, Compiler, Env
 from verimim.interp.memory import Memory
 from verimim.interp.values import (
     Closure, FuelExhausted, Halt, KernelReturn, LamValue, Partial, RuntimeFault, Value,
@@ -31,6 +31,8 @@ from verimim.plug.c_lib import C_PREFIX
 from verimim.printer import show
 
 DEFAULT_FUEL = 50_000_000
+
+Semantics = dict[str, tuple[int, Any]]  # annex → (arity, the function that runs it)
 # The most work-items one launch may have on the interpreter. Measured: the interpreter runs about
 # 2,000 work-items of a one-store kernel per second (5 KB each), so 2**17 take about a minute and
 # under a gigabyte; a bigger launch is refused up front, pointing to --target gpu.

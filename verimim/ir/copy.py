@@ -84,10 +84,9 @@ class CopyPlan:
         self.index: dict[int, int] = {id(d): i for i, d in enumerate(nodes)}
         self.index[id(self.univ)], self.index[id(self.nat)] = -1, -2
         self.nodes = nodes
-        self.fields = [self._fields(d) for d in nodes]
         self.by_gid = {d.gid: i for i, d in enumerate(nodes)}
         # what copy_into runs for each node: its class, the setter of its layout, the values
-        self.makes = [(type(d), _setter(f), tuple(v for _, _, v in f)) for d, f in zip(nodes, self.fields)]
+        self.makes = [self._make(d) for d in nodes]
         # the hash-consing table: (class, extra, indices of the operands, index of the node)
         idx = self.index
         self.table = [(key[0], key[1], tuple(idx[k] for k in key[2:]), idx[id(d)])
@@ -111,6 +110,10 @@ class CopyPlan:
             for s in _slots(type(d)):
                 stack.extend(_defs_in(getattr(d, s, None)))
         return [d for d in seen.values() if d is not self.univ and d is not self.nat]
+
+    def _make(self, d: Def) -> tuple[type, Any, tuple[Any, ...]]:
+        fields = self._fields(d)
+        return type(d), _setter(fields), tuple(v for _, _, v in fields)
 
     def _fields(self, d: Def) -> tuple[tuple[str, int, Any], ...]:
         out: list[tuple[str, int, Any]] = []

@@ -27,7 +27,7 @@ from typing import Any
 import z3
 
 from verimim.diagnostics import Loc
-from verimim.ir.defs import App, Arr, Axiom, Bot, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Param, Sigma, Tuple, Var
+from verimim.ir.defs import App, Arr, Axiom, Bot, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Param, Sigma, Top, Tuple, Var
 from verimim.ir.schedule import Scopes, schedule
 from verimim.layout import NVPTX64, layout_of
 from verimim.printer import show
@@ -182,6 +182,15 @@ class Op:
     control: bool = False
 
 
+# What every model means by these: `mem.remem` only renames a memory token (mem.mim).
+COMMON_OPS: dict[str, Op] = {"mem.remem": Op(2, lambda ev, d, a: a[1])}
+
+# What a C function that takes or returns a pointer does to a model (`Evaluator.c_memory`):
+# called with the call, the function's name and the pointers among its arguments; it returns
+# the pointer the function returns (or None where it returns none), or raises Unsupported.
+CMemory = Callable[["Evaluator", App, str, list["Ptr"]], "Ptr | None"]
+
+
 @dataclass
 class Evaluator:
     """One run (one path) of a graph. `handlers` give the model's axioms; an axiom handler may
@@ -210,6 +219,7 @@ class Evaluator:
     # barrier operation however often, and with whatever argument, the lambda is entered.
     origin: dict[int, Def] = field(default_factory=dict)
     end_loc: Any = None  # a path that returned: the jump to the kernel's return continuation
+    c_memory: CMemory | None = None  # None: a C function that reads or writes memory is not modelled
     _counter: int = 0
 
     # -------------------------------------------------------------- fresh values
@@ -373,7 +383,7 @@ class Evaluator:
         if isinstance(d, Pack) and isinstance(d.shape, Lit) and d.body.closed:
             return [d.body]
         if isinstance(d, App) and isinstance(d.head, Axiom):
-            op = self.handlers.get(d.head.annex)
+            op = self.handlers.get(d.head.annex) or COMMON_OPS.get(d.head.annex)
             if op is not None and not op.control and d.depth == op.depth:
                 return [a for a in d.args() if not _is_type_level(a)]
         return []
@@ -404,7 +414,7 @@ class Evaluator:
             annex = d.head.annex
             if annex.startswith("core.") and annex not in self.handlers:
                 return self._core(d, annex)
-            op = self.handlers.get(annex)
+            op = self.handlers.get(annex) or COMMON_OPS.get(annex)
             if op is None or op.control or d.depth != op.depth:
                 raise Unsupported(f"the operation `{annex}`")
             return op.fn(self, d, [self._arg(a) for a in d.args()])
@@ -430,16 +440,18 @@ class Evaluator:
         raise Unsupported(f"`{show(d)[:80]}`")
 
     def _c_call(self, ax: Axiom, body: App) -> tuple[Any, Any]:
-        """A call of a C function that takes no pointer (`putchar`, `println_i32`, …): it
-        touches no memory, so its result is any value of its type and the path continues. One
-        that reads or writes through a pointer (`printf`, `atoi`, `malloc`) is not modelled."""
+        """A call of a C function: what it returns is any value of its type and the path
+        continues. One that takes no pointer (`putchar`, `println_i32`, …) touches no memory; one
+        that reads or writes through a pointer (`printf`, `atoi`, `malloc`) is what the model's
+        `c_memory` says, and not modelled without it."""
         from verimim.plug.c_lib import CPtr, PROTOS, c_name, split_cn
 
         name = c_name(ax) or ax.annex
         proto = PROTOS.get(name)
         parts = split_cn(ax.ops[0])
-        if proto is None or parts is None or isinstance(proto.ret, CPtr) or proto.variadic \
-                or any(isinstance(p, CPtr) for p in proto.params):
+        touches = proto is not None and (isinstance(proto.ret, CPtr) or proto.variadic
+                                         or any(isinstance(p, CPtr) for p in proto.params))
+        if proto is None or parts is None or (touches and self.c_memory is None):
             raise Unsupported(f"the C function `{name}` (it reads or writes memory)")
         arg = self.eval(body.arg)
         flat: list[Any] = []
@@ -453,13 +465,19 @@ class Evaluator:
         toks = [x for x in flat if isinstance(x, Tok)]
         if not isinstance(arg, tuple) or not toks:
             raise Unsupported(f"the call of the C function `{name}`")
-        return arg[-1], self._c_result(parts[1], toks[0], name)
+        returned = None
+        if touches:
+            assert self.c_memory is not None
+            returned = self.c_memory(self, body, name, [x for x in flat[:-1] if isinstance(x, Ptr)])
+        return arg[-1], self._c_result(parts[1], toks[0], name, returned)
 
-    def _c_result(self, t: Def, tok: Tok, name: str) -> Any:
+    def _c_result(self, t: Def, tok: Tok, name: str, returned: Ptr | None = None) -> Any:
         if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.M":
             return tok
         if isinstance(t, Sigma):
-            return tuple(self._c_result(f, tok, name) for f in t.ops)
+            return tuple(self._c_result(f, tok, name, returned) for f in t.ops)
+        if returned is not None and isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr":
+            return returned
         return self.fresh(t, f"{name}_result")
 
     def _curried(self, d: App) -> MutLam | None:
@@ -479,6 +497,10 @@ class Evaluator:
         return f.body
 
     def _core(self, d: App, annex: str) -> Any:
+        if annex == "core.bitcast" and d.depth == 3:
+            moved = self._pointer_cast(d)
+            if moved is not None:
+                return moved
         try:
             enc = bv.encode_app(annex, d.args(), _LazyEnv(self))
         except bv.NoSemantics as e:
@@ -489,6 +511,18 @@ class Evaluator:
         if not z3.is_false(ub):
             self.assume(z3.Not(ub))
         return enc.value
+
+    def _pointer_cast(self, d: App) -> Ptr | None:
+        """`core.bitcast` of a pointer to a pointer type of the same address space (a C
+        string's `«⊤:Nat; I8»` view of an array): the same address."""
+        _source, target, x = d.args()  # core.mim: {S: *} → [D: *] → S → D
+        if not (isinstance(target, App) and isinstance(target.head, Axiom) and target.head.annex == "mem.Ptr"):
+            return None
+        space = target.arg.ops[1] if isinstance(target.arg, Tuple) and len(target.arg.ops) == 2 else None
+        p = self.eval(x)
+        if not isinstance(p, Ptr) or not isinstance(space, Lit) or space.value != p.space:
+            return None
+        return p
 
     def _extract(self, d: Extract) -> Any:
         tup = self.eval(d.tup)
@@ -522,7 +556,8 @@ def _is_type_level(d: Def) -> bool:
         return True
     if isinstance(d, Axiom) and d.annex == "gpu.Stream":
         return True
-    if isinstance(d, (Tuple, Pack)) and d.ops and all(_is_type_level(x) or isinstance(x, Lit) for x in d.ops) \
+    # (n, Ts, a) of `mem.lea`: sizes are literals or, for an array of unknown size, ⊤:Nat.
+    if isinstance(d, (Tuple, Pack)) and d.ops and all(_is_type_level(x) or isinstance(x, (Lit, Top)) for x in d.ops) \
             and any(_is_type_level(x) for x in d.ops):
         return True
     from verimim.ir.defs import Pi, TypeU, Univ

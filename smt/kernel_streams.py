@@ -27,12 +27,11 @@ from typing import Any, Callable
 import z3
 
 from verimim.diagnostics import Loc
-from verimim.ir.defs import App, Arr, Def, Lit, MutLam, Sigma
+from verimim.ir.defs import App, Def, Lit, MutLam, Sigma
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.smt.kernel_eval import (
-    DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, field_offset,
-    int_width, lea, size_of,
+    DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, lea, size_of,
 )
 from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_model import KernelPaths
@@ -93,6 +92,11 @@ class _HostState:
     handles: int = 0
     uses_streams: bool = False
 
+    def new_obj(self, space: int, d: App, what: str) -> Ptr:
+        self.objects += 1
+        where = f" at {d.loc}" if d.loc else ""
+        return Ptr(space, z3.BitVecVal(FIRST_OBJ + self.objects, OBJ_BITS), z3.BitVecVal(0, OFF_BITS), f"{what}{where}")
+
 
 def _stream_eq(a: Any, b: Any) -> z3.BoolRef:
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) == 2:
@@ -108,10 +112,7 @@ def _is_default(s: Any) -> bool:
 
 
 def _handlers(st: _HostState) -> dict[str, Op]:
-    def new_obj(space: int, d: App, what: str) -> Ptr:
-        st.objects += 1
-        where = f" at {d.loc}" if d.loc else ""
-        return Ptr(space, z3.BitVecVal(FIRST_OBJ + st.objects, OBJ_BITS), z3.BitVecVal(0, OFF_BITS), f"{what}{where}")
+    new_obj = st.new_obj
 
     def complete_all() -> None:
         st.pending.clear()
@@ -240,6 +241,31 @@ def _handlers(st: _HostState) -> dict[str, Op]:
     }
 
 
+def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr | None]:
+    """What a C function does to the host model. Every one verimim knows (`c_lib.PROTOS`) at
+    most reads through its pointer arguments (`printf` has no `%n`, verimim.plug.c_format) or
+    releases one (`free`, which the interpreter, like `mem.free`, does not check against pending
+    work): so it can conflict only with pending work that writes host memory it may read. How
+    many bytes a string function reads is not known here: where such work may write the object
+    a pointer argument points into, the call is not modelled. A returned pointer (`malloc`) is
+    a new object."""
+    from verimim.plug.c_lib import PROTOS, CPtr
+
+    def run(ev: Evaluator, d: App, name: str, pointers: list[Ptr]) -> Ptr | None:
+        copies = [q for q in st.pending if isinstance(q, CopyOp)]
+        for p in pointers:
+            for q in copies:
+                writes = [r for r, _size, w in q.ranges if w and r.space == 0]
+                if p.space == 0 and any(not z3.is_false(z3.simplify(r.obj == p.obj)) for r in writes):
+                    raise Unsupported(f"the C function `{name}` reading host memory that {q.what} "
+                                      f"at {q.site.loc} may still be writing")
+        proto = PROTOS.get(name)
+        if proto is not None and isinstance(proto.ret, CPtr):
+            return st.new_obj(0, d, f"the memory `{name}` returns")
+        return None
+    return run
+
+
 @dataclass(frozen=True)
 class HostPath:
     condition: z3.BoolRef
@@ -267,7 +293,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
     def one() -> tuple[tuple[Candidate, ...], str, str]:
         st = _HostState()
         ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
-                       loop_bound=loop_bound)
+                       loop_bound=loop_bound, c_memory=_c_memory(st))
         # main's parameter is (its arguments, its return continuation), as the interpreter calls it.
         # (`con main (m0, argc, argv, return)` takes them flat).
         dom = main.pi.dom

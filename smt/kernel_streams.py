@@ -67,10 +67,15 @@ class CopyOp:
 
 @dataclass(frozen=True)
 class HostAccess:
+    """A host access. Not `exact`: the access stays within `size` bytes from `ptr` but how many
+    it makes is not known (a C string function's read); a conflict found for it is undecided."""
+
     site: App
     ptr: Ptr
     size: int
     write: bool
+    exact: bool = True
+    what: str = ""  # how a message names it ("" : a host load or store)
 
 
 Event = LaunchOp | CopyOp | HostAccess
@@ -97,6 +102,13 @@ class _HostState:
         where = f" at {d.loc}" if d.loc else ""
         return Ptr(space, z3.BitVecVal(FIRST_OBJ + self.objects, OBJ_BITS), z3.BitVecVal(0, OFF_BITS), f"{what}{where}")
 
+    def against_pending(self, new: Event, stream: Any | None) -> None:
+        """Candidates of `new` (on `stream`; None: the host) against the pending work of other streams."""
+        for p in self.pending:
+            differ = z3.BoolVal(True) if stream is None else z3.Not(_stream_eq(stream, p.stream))
+            if not z3.is_false(z3.simplify(differ)):
+                self.candidates.append(Candidate(new, p, differ))
+
 
 def _stream_eq(a: Any, b: Any) -> z3.BoolRef:
     if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) == 2:
@@ -114,14 +126,10 @@ def _is_default(s: Any) -> bool:
 def _handlers(st: _HostState) -> dict[str, Op]:
     new_obj = st.new_obj
 
+    against_pending = st.against_pending
+
     def complete_all() -> None:
         st.pending.clear()
-
-    def against_pending(new: Event, stream: Any | None) -> None:
-        for p in st.pending:
-            differ = z3.BoolVal(True) if stream is None else z3.Not(_stream_eq(stream, p.stream))
-            if not z3.is_false(z3.simplify(differ)):
-                st.candidates.append(Candidate(new, p, differ))
 
     def init(ev: Evaluator, d: App, a: list[Any]) -> Any:
         return (a[0], Tok(1), Tok(4))
@@ -241,24 +249,30 @@ def _handlers(st: _HostState) -> dict[str, Op]:
     }
 
 
+# The C functions (c_lib.PROTOS) that read at least the first byte of their first pointer
+# argument, whatever it holds: a string they scan (verimim.plug.c_interp), printf's format.
+STRING_READERS = frozenset({"atoi", "strlen", "puts", "printf", "print_str", "println_str"})
+UNBOUNDED = 1 << 40  # bytes: to the end of any object
+
+
 def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr | None]:
     """What a C function does to the host model. Every one verimim knows (`c_lib.PROTOS`) at
     most reads through its pointer arguments (`printf` has no `%n`, verimim.plug.c_format) or
     releases one (`free`, which the interpreter, like `mem.free`, does not check against pending
-    work): so it can conflict only with pending work that writes host memory it may read. How
-    many bytes a string function reads is not known here: where such work may write the object
-    a pointer argument points into, the call is not modelled. A returned pointer (`malloc`) is
-    a new object."""
+    work): so it conflicts only with pending work that writes host memory it reads. How many
+    bytes it reads is not known here: each pointer argument is a read of unknown extent from
+    where it points (a conflict with it is undecided, `unknown`), and the first byte a string
+    function reads is an exact read (a conflict with it is a race). A returned pointer
+    (`malloc`) is a new object."""
     from verimim.plug.c_lib import PROTOS, CPtr
 
     def run(ev: Evaluator, d: App, name: str, pointers: list[Ptr]) -> Ptr | None:
-        copies = [q for q in st.pending if isinstance(q, CopyOp)]
-        for p in pointers:
-            for q in copies:
-                writes = [r for r, _size, w in q.ranges if w and r.space == 0]
-                if p.space == 0 and any(not z3.is_false(z3.simplify(r.obj == p.obj)) for r in writes):
-                    raise Unsupported(f"the C function `{name}` reading host memory that {q.what} "
-                                      f"at {q.site.loc} may still be writing")
+        host = [p for p in pointers if p.space == 0]
+        what = f"the call of the C function `{name}`"
+        if host and name in STRING_READERS and host[0] is pointers[0]:
+            st.against_pending(HostAccess(d, host[0], 1, False, what=what), None)
+        for p in host:
+            st.against_pending(HostAccess(d, p, UNBOUNDED, False, exact=False, what=what), None)
         proto = PROTOS.get(name)
         if proto is not None and isinstance(proto.ret, CPtr):
             return st.new_obj(0, d, f"the memory `{name}` returns")
@@ -405,7 +419,7 @@ def _describe(e: Event) -> str:
         return f"the launch of `{e.kernel}`"
     if isinstance(e, CopyOp):
         return e.what
-    return f"a host {'store' if e.write else 'load'}"
+    return e.what or f"a host {'store' if e.write else 'load'}"
 
 
 def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPaths],
@@ -437,12 +451,13 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
             s = ctx.solver()
             s.add(run.argc >= 1, path.condition, c.streams_differ, conflict_formula(c, kernels))
             r = ctx.check(s, f"streams: {_describe(c.new)} at {c.new.site.loc} against {_describe(c.pending)}")
-            if r != z3.sat:
-                if r != z3.unsat:
-                    for op in (c.new, c.pending):
-                        if isinstance(op, LaunchOp) and op.site.gid in entries and entries[op.site.gid]["races"] != "refuted":
-                            entries[op.site.gid]["races"] = "unknown"
-                            entries[op.site.gid]["detail"] += "; streams: the solver gave no answer"
+            if r == z3.unsat:
+                continue
+            if r != z3.sat or (isinstance(c.new, HostAccess) and not c.new.exact):
+                why = ("the solver gave no answer" if r != z3.sat else
+                       f"{_describe(c.new)} at {c.new.site.loc} may read what {_describe(c.pending)} writes "
+                       f"(how many bytes it reads is not known statically)")
+                _undecided(entries, c, why)
                 continue
             done.add(key)
             model = s.model()
@@ -469,6 +484,16 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     dt = __import__("time").perf_counter() - t0
     for entry in entries.values():
         entry["time_s"] = round(entry["time_s"] + dt / max(len(entries), 1), 4)
+
+
+def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str) -> None:
+    """Candidate c neither refuted nor excluded: every launch it involves, and where it involves
+    none (a host access against a pending copy) every launch, is `unknown` unless refuted."""
+    hits = [entries[op.site.gid] for op in (c.new, c.pending) if isinstance(op, LaunchOp) and op.site.gid in entries]
+    for entry in hits or list(entries.values()):
+        if entry["races"] != "refuted":
+            entry["races"] = "unknown"
+            entry["detail"] += f"; streams: {why}"
 
 
 def _mentions_streams(host: World) -> bool:

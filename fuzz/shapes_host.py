@@ -75,6 +75,21 @@ def _cstr_t(b: Any) -> Def:
     return b.ptr(w.arr(w.top(w.nat()), b.I8), 0)
 
 
+def puts_call(host: Any, p: Def, t: Def) -> Def:
+    """`cfun puts [M0, Ptr0 «⊤:Nat; I8»]: [M0, I32]` on the host buffer p (of type t) viewed as a
+    C string. Ends the current block, continues in puts's return continuation; returns puts's
+    result."""
+    b, w = host.b, host.b.w
+    cstr = _cstr_t(b)
+    ax = _declare(b, "puts", w.cn(w.sigma([w.sigma([b.M0, cstr]), w.cn(w.sigma([b.M0, b.I32]))])))
+    k, (m0, n) = b.con("after_puts", [("m0", b.M0), ("n", b.I32)])
+    host.cur.body = w.app(ax, b.tup(b.tup(host.s["m0"], b.bitcast(b.ptr(t, 0), cstr, p)), k))
+    host.cur, host.s["m0"] = k, m0
+    b.features["c.cfun"] += 1
+    b.features["c.puts"] += 1
+    return n
+
+
 def atoi_call(host: Any, n_args: int) -> Def:
     """`ccon atoi [M0, Ptr0 «⊤:Nat; I8», Cn [M0, I32]]` on `argv[j]` (1 ≤ j ≤ n_args): the
     argument vector is viewed as `Ptr0 «n_args + 1; Ptr0 «⊤:Nat; I8»»`. Ends the current block,

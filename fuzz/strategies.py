@@ -51,7 +51,12 @@ DEFECTS: dict[str, tuple[str, str]] = {
     "addr_space": ("E-ADDR-SPACE", "check"),
     "mem_crossing": ("E-MEM-CROSSING", "check"),
     "missing_deinit": ("E-GPU-SESSION", "run"),
+    # the host reads a buffer while an asynchronous copy into it is pending on a stream
+    "stream_race": ("E-RACE", "run"),
 }
+
+# the defects injected into a kernel's body (_KernelGen.inject); the others are the host's
+KERNEL_DEFECTS = ("race", "divergence", "oob", "uninit", "addr_space", "mem_crossing")
 
 BIT1_TAGS = ("f", "neg", "id", "t")
 # the sixteen binary bitwise operations of the core plugin (core.mim's `bit2`)
@@ -265,7 +270,7 @@ class _KernelGen:
         N = G * I
         self.G, self.I, self.N = G, I, N
         n_args = draw(st.integers(0, 3), label="launch args")
-        if self.defect in ("race", "oob"):
+        if self.defect in ("race", "oob", "stream_race"):  # stream_race: the host reads `out`'s copy
             n_args = max(n_args, 1)
         kinds = ["out", "inp", "argc"][:n_args]
         if n_args == 2 and draw(st.booleans(), label="argc instead of inp"):
@@ -315,7 +320,7 @@ class _KernelGen:
         self.generated: list[_Val] = [pool[-1]] if outer is not None else []
 
         n_ops = draw(st.integers(0, f["max_ops"]), label="kernel ops")
-        defect_at = draw(st.integers(0, n_ops), label="defect position") if self.defect else -1
+        defect_at = draw(st.integers(0, n_ops), label="defect position") if self.defect in KERNEL_DEFECTS else -1
         for k in range(n_ops + 1):
             if k == defect_at:
                 self.inject()
@@ -719,7 +724,7 @@ class _HostGen:
 
         kernels: list[_KernelPlan] = []
         defect_kernel = draw(st.integers(0, n_kernels - 1), label="defect kernel") if self.defect in (
-            "race", "divergence", "oob", "uninit", "addr_space", "mem_crossing") else -1
+            *KERNEL_DEFECTS, "stream_race") else -1
         for i in range(n_kernels):
             kd = self.defect if i == defect_kernel else None
             kernels.append(_KernelGen(b, draw, f, f"kernel{i}" if n_kernels > 1 else "kernel", kd).build())
@@ -728,7 +733,7 @@ class _HostGen:
             if not one_kernel and i == defect_kernel == -1 and draw(st.integers(0, 3), label="launch twice") == 3:
                 times = 2
             for _ in range(times):
-                self.launch(kp, one_kernel)
+                self.launch(kp, one_kernel, race=self.defect == "stream_race" and i == defect_kernel)
         if not one_kernel and f["with_streams"] and draw(st.booleans(), label="with_streams"):
             self.with_streams()
         if self.defect == "double_free":
@@ -871,11 +876,14 @@ class _HostGen:
             r = b.ap(f"gpu.{name}.asyn", t, b.tup(self.s["m0"], self.s["m1"], a, c, stream))
         self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
 
-    def launch(self, kp: _KernelPlan, one_kernel: bool) -> None:
+    def launch(self, kp: _KernelPlan, one_kernel: bool, race: bool = False) -> None:
+        """Launch kp (on a manual stream or the default one) with its buffers, and read a cell
+        of its output back. `race`: on a manual stream, the host reads the output's host copy
+        before the stream is synchronised (the defect `stream_race`)."""
         b, w, draw = self.b, self.b.w, self.draw
         N = kp.groups * kp.items
         t = b.arr(N, b.I32)
-        manual = (not one_kernel) and self.f["streams"] and draw(st.booleans(), label="manual stream")
+        manual = race or ((not one_kernel) and self.f["streams"] and draw(st.booleans(), label="manual stream"))
         stream = None
         if manual:
             b.features["stream.manual"] += 1
@@ -933,14 +941,17 @@ class _HostGen:
         elif h_out is not None:
             h = self.host_buffer(N, init=False)
             self.copy("copy_to_host", t, h_out, h, stream)
+            if race:
+                self.read_pending(h, N)
             for d, how in devs:
                 self.device_free(t, d, how, stream)
             if stream is not None:
                 r = b.ap("gpu.stream_sync", b.tup(self.s["m0"], self.s["m1"], stream))
                 self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
-            j = draw(st.integers(0, N - 1), label="result cell")
-            self.s["m0"], v = b.load(b.I32, 0, self.s["m0"], b.lea(N, b.I32, 0, h, w.lit_idx(N, j)))
-            self.result = b.wrap("add", 32, 0, self.result, v)
+            if not race:
+                j = draw(st.integers(0, N - 1), label="result cell")
+                self.s["m0"], v = b.load(b.I32, 0, self.s["m0"], b.lea(N, b.I32, 0, h, w.lit_idx(N, j)))
+                self.result = b.wrap("add", 32, 0, self.result, v)
         else:
             for d, how in devs:
                 self.device_free(t, d, how, stream)
@@ -951,6 +962,18 @@ class _HostGen:
             r = b.ap("gpu.stream_deinit", b.tup(self.s["m0"], self.s["m1"], stream))
             self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
             self.s["m0"] = b.free(self.b.stream_t, 0, self.s["m0"], sp)
+
+    def read_pending(self, h: Def, n: int) -> None:
+        """The defect `stream_race`: the host reads h, the target of a copy still pending on a
+        stream — a cell with `mem.load`, or h as a C string with `puts` (which reads at least
+        its first byte)."""
+        b, w = self.b, self.b.w
+        if self.draw(st.booleans(), label="race by a C read"):
+            self.result = b.wrap("add", 32, 0, self.result, shapes_host.puts_call(self, h, b.arr(n, b.I32)))
+            return
+        j = self.draw(st.integers(0, n - 1), label="raced cell")
+        self.s["m0"], v = b.load(b.I32, 0, self.s["m0"], b.lea(n, b.I32, 0, h, w.lit_idx(n, j)))
+        self.result = b.wrap("add", 32, 0, self.result, v)
 
     def with_streams(self) -> None:
         """`ret (m0, m1) = gpu.with_streams (n, work) $ (m0, m1)`: a round trip through the
@@ -1113,6 +1136,8 @@ def programs(defect: str | None = None, **features: Any) -> st.SearchStrategy[Ge
 
 def kernels(defect: str | None = None, **features: Any) -> st.SearchStrategy[GeneratedProgram]:
     """Programs with exactly one kernel, launched once on the default stream."""
+    if defect == "stream_race":
+        raise ValueError("the defect `stream_race` needs a launch on a stream: use programs()")
     f = _features(features)
 
     @st.composite

@@ -362,6 +362,17 @@ def test_a_c_read_that_may_reach_what_a_pending_copy_writes_is_unknown(tmp_path:
     assert [d.code for d in diags] == ["E-RACE"] and [e["races"] for e in entries] == ["proved"]
 
 
+def test_a_c_read_that_conflicts_before_it_faults_is_a_race(tmp_path: Path) -> None:
+    # Every byte the copy writes is 0x01: puts(h + 3) reads h[3]'s four bytes and runs past the
+    # block's end (E-OOB), but its first byte conflicts with the pending copy before that: `run`
+    # reports the race, which came first, and `check` refutes it.
+    text = TAIL_COPY.replace("core.wrap.add 0 (core.bitcast I32 item_id, 1I32)", "16843009I32")
+    path = kp.write(tmp_path, "nonul.mim", text.replace("({AT}, 0)", "(I32, 0)").replace("{AT}", "(mem.lea (h, 3_4))"))
+    assert [d.code for d in driver.run(path, [], []).diagnostics] == ["E-RACE"]
+    _, diags = verify(path)
+    assert [d.code for d in diags] == ["E-RACE"]
+
+
 @needs_shared
 def test_divergence_points_at_the_return_the_other_item_takes() -> None:
     # The related location is the `return` the work-item that misses the barrier takes — not

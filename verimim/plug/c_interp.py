@@ -77,12 +77,17 @@ class Call:
         self.m.memory.check(ptr, 0, self.loc, "reading")  # freed blocks, negative offsets
         out = bytearray()
         read = 0
-        while limit is None or read < limit:
-            c = self.byte(ptr, ptr.offset + read, what)
-            read += 1
-            if not more(c):
-                break
-            out.append(c)
+        try:
+            while limit is None or read < limit:
+                c = self.byte(ptr, ptr.offset + read, what)
+                read += 1
+                if not more(c):
+                    break
+                out.append(c)
+        except RuntimeFault:
+            if read:  # the bytes before the faulting one were read first: a conflict there comes first
+                mem_interp.access(self.m, self.th, ptr, read, None, self.site)
+            raise
         if read:
             # The same checks as a load of those bytes: conflicts with pending GPU copies.
             mem_interp.access(self.m, self.th, ptr, read, None, self.site)

@@ -10,7 +10,7 @@ only makes more values possible.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import z3
 
@@ -36,6 +36,9 @@ def concrete(e: z3.BitVecRef) -> int | None:
 @dataclass
 class CellMemory:
     objects: dict[int, dict[int, tuple[int, Any]]] = field(default_factory=dict)
+    # What an object holds where nothing was written (by object id): a function of the loaded
+    # type (None: any value). Dropped with the object's cells when it is forgotten.
+    initial: dict[int, Callable[[Evaluator, Def, str], Any]] = field(default_factory=dict)
 
     def store(self, p: Ptr, t: Def, v: Any) -> None:
         off = concrete(p.off)
@@ -52,10 +55,12 @@ class CellMemory:
         obj = concrete(p.obj)
         if obj is None:
             self.objects.clear()
+            self.initial.clear()
             return
         cells = self.objects.setdefault(obj, {})
         if new is None:
             cells.clear()
+            self.initial.pop(obj, None)
             return
         for o, size, x in new:
             for k in [k for k, (s, _) in cells.items() if k < o + size and o < k + s]:
@@ -75,6 +80,10 @@ class CellMemory:
             hit = cells.get(o) if o is not None else None
             if hit is not None and hit[0] == size_of(t, "a loaded value"):
                 return hit[1]
-            return ev.fresh(t, hint)
+            size = size_of(t, "a loaded value")
+            unwritten = o is not None and not any(k < o + size and o < k + s for k, (s, _) in cells.items())
+            known = self.initial.get(obj) if obj is not None and unwritten else None
+            v = known(ev, t, hint) if known is not None else None
+            return v if v is not None else ev.fresh(t, hint)
 
         return build(t, off)

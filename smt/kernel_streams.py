@@ -27,7 +27,7 @@ from typing import Any, Callable
 import z3
 
 from verimim.diagnostics import Loc
-from verimim.ir.defs import App, Def, Lit, MutLam, Sigma
+from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Sigma, Tuple
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.smt.kernel_eval import (
@@ -39,7 +39,8 @@ from verimim.smt.kernel_queries import WorkItem, work_item
 from verimim.smt.symbolic import Explorer, SymbolicError
 
 DEFAULT_STREAM = ("stream", z3.BitVecVal(0, 64))
-FIRST_OBJ = 0x10000
+FIRST_OBJ = 0x10000  # argv; the program's allocations follow
+ARGV_STRINGS = FIRST_OBJ - 1  # the strings argv points to: one object, none of the program's
 STREAM_BYTES = 8  # layout.py: a gpu.Stream handle is pointer-sized
 
 
@@ -65,10 +66,17 @@ class CopyOp:
     ranges: tuple[tuple[Ptr, int, bool], ...]  # (start, size, writes)
 
 
+def _known_object(p: Ptr) -> bool:
+    """Whether p's object is known (an allocation, argv): a pointer of unknown provenance (loaded
+    from memory the model forgot) is any object, so a conflict through it is only possible."""
+    return z3.is_bv_value(z3.simplify(p.obj))
+
+
 @dataclass(frozen=True)
 class HostAccess:
     """A host access. Not `exact`: the access stays within `size` bytes from `ptr` but how many
-    it makes is not known (a C string function's read); a conflict found for it is undecided."""
+    it makes is not known (a C string function's read), or which object `ptr` points into is
+    not known; a conflict found for it is undecided (`unknown`), not a race."""
 
     site: App
     ptr: Ptr
@@ -148,7 +156,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
 
     def host_access(ev: Evaluator, d: App, p: Ptr, t: Def, write: bool) -> None:
         if p.space == 0 and st.pending:
-            against_pending(HostAccess(d, p, size_of(t, "an access"), write), None)
+            against_pending(HostAccess(d, p, size_of(t, "an access"), write, exact=_known_object(p)), None)
 
     def load(ev: Evaluator, d: App, a: list[Any]) -> Any:
         (t, _sp), (m, p) = a[0].ops, a[1]
@@ -270,7 +278,7 @@ def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr 
         host = [p for p in pointers if p.space == 0]
         what = f"the call of the C function `{name}`"
         if host and name in STRING_READERS and host[0] is pointers[0]:
-            st.against_pending(HostAccess(d, host[0], 1, False, what=what), None)
+            st.against_pending(HostAccess(d, host[0], 1, False, exact=_known_object(host[0]), what=what), None)
         for p in host:
             st.against_pending(HostAccess(d, p, UNBOUNDED, False, exact=False, what=what), None)
         proto = PROTOS.get(name)
@@ -278,6 +286,14 @@ def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr 
             return st.new_obj(0, d, f"the memory `{name}` returns")
         return None
     return run
+
+
+def _argv_cell(ev: Evaluator, t: Def, hint: str) -> Any:
+    """A pointer argv holds (where the program wrote none) points into argv's strings."""
+    if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr" \
+            and isinstance(t.arg, Tuple) and isinstance(t.arg.ops[1], Lit) and t.arg.ops[1].value == 0:
+        return Ptr(0, z3.BitVecVal(ARGV_STRINGS, OBJ_BITS), ev.fresh_bv(OFF_BITS, "argv_string"), "argv's strings")
+    return None
 
 
 @dataclass(frozen=True)
@@ -306,6 +322,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
 
     def one() -> tuple[tuple[Candidate, ...], str, str]:
         st = _HostState()
+        st.mem.initial[FIRST_OBJ] = _argv_cell
         ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
                        loop_bound=loop_bound, c_memory=_c_memory(st))
         # main's parameter is (its arguments, its return continuation), as the interpreter calls it.
@@ -440,6 +457,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                 entry["detail"] += f"; streams: the host code is not modelled ({e})"
         return
     done: set[tuple[int, int]] = set()
+    told: set[tuple[tuple[int, int], str]] = set()  # undecided pairs, said once
     for path in run.paths:
         for c in path.candidates:
             key = (c.new.site.gid, c.pending.site.gid)
@@ -455,9 +473,12 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                 continue
             if r != z3.sat or (isinstance(c.new, HostAccess) and not c.new.exact):
                 why = ("the solver gave no answer" if r != z3.sat else
-                       f"{_describe(c.new)} at {c.new.site.loc} may read what {_describe(c.pending)} writes "
-                       f"(how many bytes it reads is not known statically)")
-                _undecided(entries, c, why)
+                       f"{_describe(c.new)} at {c.new.site.loc} may access what {_describe(c.pending)} at "
+                       f"{c.pending.site.loc} accesses (how many bytes it reads, or which object it "
+                       f"reaches, is not known statically)")
+                if (key, why) not in told:
+                    told.add((key, why))
+                    _undecided(entries, c, why)
                 continue
             done.add(key)
             model = s.model()

@@ -373,6 +373,29 @@ def test_a_c_read_that_conflicts_before_it_faults_is_a_race(tmp_path: Path) -> N
     assert [d.code for d in diags] == ["E-RACE"]
 
 
+def test_a_c_read_of_argv_is_not_a_pending_copy_s_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # atoi(argv[0]) while the copy into h is pending: argv's strings are not the program's
+    # objects, so no conflict is possible: proved (it was `unknown`: a pointer loaded from argv
+    # was any pointer).
+    text = TAIL_COPY.replace("ccon puts [[mem.M 0, mem.Ptr («⊤:Nat; I8», 0)], Cn [mem.M 0, I32]];",
+                             "ccon atoi [[mem.M 0, mem.Ptr («⊤:Nat; I8», 0)], Cn [mem.M 0, I32]];")
+    call = "    ret (m0, n) = puts $ ((m0, core.bitcast @(mem.Ptr ({AT}, 0)) (mem.Ptr («⊤:Nat; I8», 0)) {AT}));"
+    assert call in text
+    text = text.replace(call, "    let (m0, name) = mem.load (m0, mem.lea (argv, 0_16));\n"
+                              "    ret (m0, n) = atoi $ ((m0, name));")
+    path = kp.write(tmp_path, "argv.mim", text)
+    assert driver.run(path, [], []).ok
+    entries, diags = verify(path)
+    assert [e["races"] for e in entries] == ["proved"] and not diags, [e["detail"] for e in entries]
+    # A pointer of unknown provenance (here: argv's cells made unknown) may point anywhere: a
+    # conflict through it is possible, not certain — unknown, never a (false) E-RACE.
+    from verimim.smt import kernel_streams
+    monkeypatch.setattr(kernel_streams, "_argv_cell", lambda ev, t, hint: None)
+    entries, diags = verify(path)
+    assert [e["races"] for e in entries] == ["unknown"] and not diags, [e["detail"] for e in entries]
+    assert "which object it reaches" in entries[0]["detail"]
+
+
 @needs_shared
 def test_divergence_points_at_the_return_the_other_item_takes() -> None:
     # The related location is the `return` the work-item that misses the barrier takes — not

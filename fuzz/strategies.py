@@ -725,6 +725,9 @@ class _HostGen:
         kernels: list[_KernelPlan] = []
         defect_kernel = draw(st.integers(0, n_kernels - 1), label="defect kernel") if self.defect in (
             *KERNEL_DEFECTS, "stream_race") else -1
+        # stream_race: after that kernel's launch on a manual stream, or in gpu.with_streams
+        race_in_scope = self.defect == "stream_race" and not one_kernel and f["with_streams"] \
+            and draw(st.booleans(), label="stream race in with_streams")
         for i in range(n_kernels):
             kd = self.defect if i == defect_kernel else None
             kernels.append(_KernelGen(b, draw, f, f"kernel{i}" if n_kernels > 1 else "kernel", kd).build())
@@ -733,9 +736,10 @@ class _HostGen:
             if not one_kernel and i == defect_kernel == -1 and draw(st.integers(0, 3), label="launch twice") == 3:
                 times = 2
             for _ in range(times):
-                self.launch(kp, one_kernel, race=self.defect == "stream_race" and i == defect_kernel)
-        if not one_kernel and f["with_streams"] and draw(st.booleans(), label="with_streams"):
-            self.with_streams()
+                self.launch(kp, one_kernel, race=self.defect == "stream_race" and i == defect_kernel
+                            and not race_in_scope)
+        if race_in_scope or (not one_kernel and f["with_streams"] and draw(st.booleans(), label="with_streams")):
+            self.with_streams(race=race_in_scope)
         if self.defect == "double_free":
             m0, hp = b.alloc(b.I32, 0, self.s["m0"])
             m0 = b.store(b.I32, 0, m0, hp, self.argc)
@@ -975,11 +979,13 @@ class _HostGen:
         self.s["m0"], v = b.load(b.I32, 0, self.s["m0"], b.lea(n, b.I32, 0, h, w.lit_idx(n, j)))
         self.result = b.wrap("add", 32, 0, self.result, v)
 
-    def with_streams(self) -> None:
+    def with_streams(self, race: bool = False) -> None:
         """`ret (m0, m1) = gpu.with_streams (n, work) $ (m0, m1)`: a round trip through the
-        device on each stream; the host then reads the copies."""
+        device on each stream; the host then reads the copies. `race`: work loads a cell of one
+        copy's target before its stream_sync (the defect `stream_race`)."""
         b, w, draw = self.b, self.b.w, self.draw
         n = draw(st.integers(1, 2), label="streams")
+        raced = draw(st.integers(0, n - 1), label="raced stream") if race else -1
         size = draw(st.integers(1, 4), label="buffer size")
         t = b.arr(size, b.I32)
         srcs = [self.host_buffer(size, init=True) for _ in range(n)]
@@ -998,6 +1004,10 @@ class _HostGen:
             b.features["gpu.alloc_copy.asyn"] += 1
             self.s["m0"], self.s["m1"], d = b.x(r, 3, 0), b.x(r, 3, 1), b.x(r, 3, 2)
             self.copy("copy_to_host", t, d, dsts[i], s)
+            if i == raced:  # the loaded value stays in work: its memory token carries the load
+                j = draw(st.integers(0, size - 1), label="raced cell")
+                self.s["m0"], _ = b.load(b.I32, 0, self.s["m0"], b.lea(size, b.I32, 0, dsts[i], w.lit_idx(size, j))
+                                         if size > 1 else dsts[i])
             self.s["m1"] = b.ap("gpu.free.asyn", t, b.tup(self.s["m1"], d, s))
             r = b.ap("gpu.stream_sync", b.tup(self.s["m0"], self.s["m1"], s))
             self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)

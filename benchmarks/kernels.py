@@ -2,7 +2,11 @@
 median time per kernel over the examples, the shared kernel corpus and generated kernels, by
 verdict, and its growth with the number of barriers and with loop depth.
 
-    python benchmarks/kernels.py [--runs 3] [--generated 20]
+    python benchmarks/kernels.py [--runs 3] [--generated 20] [--programs 60 --seed 11]
+
+`--programs N` adds whole generated programs (several kernels, streams, C calls, defects) as a
+campaign of that seed draws them: the verdict table then counts how many of their kernels
+the model leaves `unknown`.
 
 The time is verify_kernels on the World the pipeline produced (exploration of the kernel's
 paths, the host side, every Z3 query); the pipeline itself is not timed. Aim of the issue:
@@ -84,6 +88,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--generated", type=int, default=20, help="generated race-free kernels")
+    ap.add_argument("--programs", type=int, default=0, help="generated whole programs (a campaign's draws)")
+    ap.add_argument("--seed", type=int, default=11, help="the campaign seed of --programs")
     a = ap.parse_args()
     groups: dict[str, list[Path]] = {
         "examples": sorted((SHARED / "examples").glob("*.mim")),
@@ -110,6 +116,14 @@ def main() -> None:
 
         draw()
         groups["generated"] = gen
+    if a.programs:
+        from verimim.fuzz.task import generate, program_seed
+
+        progs = []
+        for i in range(a.programs):
+            prog, _ = run_with_big_stack(lambda i=i: generate(program_seed(a.seed, i)))
+            progs.append(Path(prog.write(tmp, f"prog{i}")))
+        groups["generated programs"] = progs
     by_verdict: dict[str, list[float]] = defaultdict(list)
     print(f"{'program':<34}{'kernel':<12}{'verdict':<10}{'median s':>10}")
     for group, files in groups.items():

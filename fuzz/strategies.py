@@ -731,13 +731,23 @@ class _HostGen:
         for i in range(n_kernels):
             kd = self.defect if i == defect_kernel else None
             kernels.append(_KernelGen(b, draw, f, f"kernel{i}" if n_kernels > 1 else "kernel", kd).build())
+        overlapped: Callable[[], None] | None = None  # a manual stream's launch still pending
         for i, kp in enumerate(kernels):
             times = 1
             if not one_kernel and i == defect_kernel == -1 and draw(st.integers(0, 3), label="launch twice") == 3:
                 times = 2
             for _ in range(times):
-                self.launch(kp, one_kernel, race=self.defect == "stream_race" and i == defect_kernel
-                            and not race_in_scope)
+                finish = self.launch(kp, one_kernel, race=self.defect == "stream_race" and i == defect_kernel
+                                     and not race_in_scope)
+                if overlapped is not None:  # the previous stream's work overlapped this launch
+                    overlapped()
+                    overlapped = None
+                if finish is not None and draw(st.integers(0, 2), label="overlap the next launch") == 0:
+                    overlapped = finish
+                elif finish is not None:
+                    finish()
+        if overlapped is not None:
+            overlapped()
         if race_in_scope or (not one_kernel and f["with_streams"] and draw(st.booleans(), label="with_streams")):
             self.with_streams(race=race_in_scope)
         if self.defect == "double_free":
@@ -880,10 +890,12 @@ class _HostGen:
             r = b.ap(f"gpu.{name}.asyn", t, b.tup(self.s["m0"], self.s["m1"], a, c, stream))
         self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
 
-    def launch(self, kp: _KernelPlan, one_kernel: bool, race: bool = False) -> None:
+    def launch(self, kp: _KernelPlan, one_kernel: bool, race: bool = False) -> Callable[[], None] | None:
         """Launch kp (on a manual stream or the default one) with its buffers, and read a cell
-        of its output back. `race`: on a manual stream, the host reads the output's host copy
-        before the stream is synchronised (the defect `stream_race`)."""
+        of its output back. On a manual stream, what follows the stream's sync is returned
+        instead (the caller may run the next launch first, on its own stream, while this one is
+        pending). `race`: on a manual stream, the host reads the output's host copy before the
+        stream is synchronised (the defect `stream_race`)."""
         b, w, draw = self.b, self.b.w, self.draw
         N = kp.groups * kp.items
         t = b.arr(N, b.I32)
@@ -939,6 +951,7 @@ class _HostGen:
         self.cur = k
         self.s.update(m0=m0, m1=m1, m4=m4)
         self.launches += 1
+        h: Def | None = None
         if h_out is not None and stream is None and self.f["buffers"] \
                 and draw(st.integers(0, 3), label="buffer output") == 3:
             self.result_from_buffer(N, h_out, devs, t)
@@ -949,23 +962,28 @@ class _HostGen:
                 self.read_pending(h, N)
             for d, how in devs:
                 self.device_free(t, d, how, stream)
-            if stream is not None:
-                r = b.ap("gpu.stream_sync", b.tup(self.s["m0"], self.s["m1"], stream))
-                self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
-            if not race:
-                j = draw(st.integers(0, N - 1), label="result cell")
-                self.s["m0"], v = b.load(b.I32, 0, self.s["m0"], b.lea(N, b.I32, 0, h, w.lit_idx(N, j)))
-                self.result = b.wrap("add", 32, 0, self.result, v)
         else:
             for d, how in devs:
                 self.device_free(t, d, how, stream)
+
+        def finish() -> None:
+            """Wait for the stream, read a cell of the copied output, end the stream."""
             if stream is not None:
                 r = b.ap("gpu.stream_sync", b.tup(self.s["m0"], self.s["m1"], stream))
                 self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
-        if stream is not None:
-            r = b.ap("gpu.stream_deinit", b.tup(self.s["m0"], self.s["m1"], stream))
-            self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
-            self.s["m0"] = b.free(self.b.stream_t, 0, self.s["m0"], sp)
+            if h is not None and not race:
+                j = draw(st.integers(0, N - 1), label="result cell")
+                self.s["m0"], v = b.load(b.I32, 0, self.s["m0"], b.lea(N, b.I32, 0, h, w.lit_idx(N, j)))
+                self.result = b.wrap("add", 32, 0, self.result, v)
+            if stream is not None:
+                r = b.ap("gpu.stream_deinit", b.tup(self.s["m0"], self.s["m1"], stream))
+                self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
+                self.s["m0"] = b.free(self.b.stream_t, 0, self.s["m0"], sp)
+
+        if stream is None:
+            finish()
+            return None
+        return finish
 
     def read_pending(self, h: Def, n: int) -> None:
         """The defect `stream_race`: the host reads h, the target of a copy still pending on a

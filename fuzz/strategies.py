@@ -1403,7 +1403,7 @@ def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[An
 
     if run.program.device is None:
         return None
-    rep = verify_kernels(run.program, run.ctx, "prog.mim")
+    rep = verify_kernels(run.program, run.ctx, "prog.mim", earlier=run.earlier)
     verdicts = KernelVerdicts(rep.entries, {d.code for d in rep.diagnostics if d.severity == "error"})
     v.kernels.update(verdicts.statuses())
     v.mark("kernels")

@@ -37,6 +37,15 @@ class PipelineRun:
     pipeline: dict[str, Any] = field(default_factory=dict)  # the plan and what ran, for the report
     ran: list[str] = field(default_factory=list)  # the phases applied, `name[side]`, in order
 
+    @property
+    def earlier(self) -> list[Program]:
+        """The programs before each phase that changed it, first to last (not the final one)."""
+        out: list[Program] = []
+        for r in self.results:
+            if r.before.host is not self.program.host and all(r.before.host is not p.host for p in out):
+                out.append(r.before)
+        return out
+
 
 def run_pipeline(world: World, *, verify: bool = True, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  emit_dir: Path | None = None, host_phases: list[str] | None = None,

@@ -440,28 +440,76 @@ def _describe(e: Event) -> str:
 
 
 def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPaths],
-                  entries: dict[int, dict[str, Any]], diags: list[Any], loop_bound: int) -> None:
+                  entries: dict[int, dict[str, Any]], diags: list[Any], loop_bound: int,
+                  earlier: list[World] | None = None) -> None:
     """Races between streams: an `E-RACE` per conflicting pair found, recorded in the launch's
-    `kernels` entry; where main cannot be modelled and it uses streams, the entries say `unknown`."""
-    from verimim.diagnostics import Diagnostic, Related
-    from verimim.smt.kernel_model import int_value, signed
+    `kernels` entry; where main cannot be modelled and it uses streams, the entries say `unknown`.
 
+    The host the pipeline produced is checked, and so is the earliest of the `earlier` hosts
+    (the program before the phases, first to last) the model can read: a phase may add
+    synchronisation (host_malloc2gpualloc turns a `mem.malloc` of device memory, which waits
+    for nothing, into `gpu.alloc.block`, which waits for every stream), and a race of the
+    program that the lowering hides is still the program's race, as `run` finds it. (The first
+    World is often not readable yet: `gpu.with_streams` before specialisation.)"""
     t0 = __import__("time").perf_counter()
-    try:
-        run = host_paths(program.host, min(ctx.timeout_ms, 2_000), loop_bound)
-    except (Unsupported, z3.Z3Exception) as e:
+    said: set[tuple[Any, Any]] = set()  # the pairs (by location) decided or reported
+    by_gid: Callable[[Event], dict[str, Any] | None] = lambda op: entries.get(op.site.gid)
+    run = _host_run(program.host, ctx, loop_bound)
+    if isinstance(run, str):
         if _mentions_streams(program.host):
             for entry in entries.values():
                 if entry["races"] != "refuted":
                     entry["races"] = "unknown"
-                entry["detail"] += f"; streams: the host code is not modelled ({e})"
+                entry["detail"] += f"; streams: the host code is not modelled ({run})"
         return
-    done: set[tuple[int, int]] = set()
-    told: set[tuple[tuple[int, int], str]] = set()  # undecided pairs, said once
+    _decide(run, ctx, file, kernels, entries, by_gid, diags, said)
+    if any(p.status == "bound" for p in run.paths) and run.uses_streams:
+        for entry in entries.values():
+            if entry["races"] == "proved":
+                entry["races"] = "bounded"
+                entry["detail"] += f"; streams: host loops unrolled up to {loop_bound} entries per path"
+    before = next((r for w in (earlier or []) if _mentions_streams(w)
+                   and not isinstance(r := _host_run(w, ctx, loop_bound), str)), None)
+    if before is not None:
+        locs: dict[Any, list[dict[str, Any]]] = {}
+        for e in entries.values():
+            locs.setdefault((e["launch"]["line"], e["launch"]["col"]), []).append(e)
+
+        def by_loc(op: Event) -> dict[str, Any] | None:
+            loc = op.site.loc
+            hits = locs.get((loc.line, loc.col)) if loc is not None else None
+            return hits[0] if hits and len(hits) == 1 else None
+        _decide(before, ctx, file, kernels, entries, by_loc, diags, said)
+    dt = __import__("time").perf_counter() - t0
+    for entry in entries.values():
+        entry["time_s"] = round(entry["time_s"] + dt / max(len(entries), 1), 4)
+
+
+def _host_run(host: World, ctx: Any, loop_bound: int) -> HostRun | str:
+    try:
+        return host_paths(host, min(ctx.timeout_ms, 2_000), loop_bound)
+    except (Unsupported, z3.Z3Exception) as e:
+        return str(e)
+
+
+def _pair_key(c: Candidate) -> tuple[Any, Any]:
+    """A candidate's pair of operations by their source locations (the same in every World a
+    phase makes), else by node."""
+    return tuple((op.site.loc.line, op.site.loc.col) if op.site.loc and op.site.loc.line else op.site.gid
+                 for op in (c.new, c.pending))  # type: ignore[return-value]
+
+
+def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], entries: dict[int, dict[str, Any]],
+            entry_of: Callable[[Event], dict[str, Any] | None], diags: list[Any], said: set[tuple[Any, Any]]) -> None:
+    """Each candidate of the host's paths decided by Z3: an E-RACE, undecided, or excluded."""
+    from verimim.diagnostics import Diagnostic, Related
+    from verimim.smt.kernel_model import int_value, signed
+
+    told: set[tuple[tuple[Any, Any], str]] = set()  # undecided pairs, said once
     for path in run.paths:
         for c in path.candidates:
-            key = (c.new.site.gid, c.pending.site.gid)
-            if key in done:
+            key = _pair_key(c)
+            if key in said:
                 continue
             names = [e.kernel for e in (c.new, c.pending) if isinstance(e, LaunchOp)]
             if any(n not in kernels for n in names):
@@ -478,9 +526,9 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                        f"reaches, is not known statically)")
                 if (key, why) not in told:
                     told.add((key, why))
-                    _undecided(entries, c, why)
+                    _undecided(entries, c, why, entry_of)
                 continue
-            done.add(key)
+            said.add(key)
             model = s.model()
             argc = signed(int_value(model, run.argc), 32)
             msg = (f"{_describe(c.new)} conflicts with {_describe(c.pending)}, still pending on another stream "
@@ -492,25 +540,18 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                    "main_inputs": {"argc": argc},
                    "run": f"verimim run {file}{' a' * (argc - 1)} --schedule 0" if 1 <= argc <= 16 else None}
             for op in (c.new, c.pending):
-                hit = entries.get(op.site.gid) if isinstance(op, LaunchOp) else None
+                hit = entry_of(op) if isinstance(op, LaunchOp) else None
                 if hit is not None:
                     hit["races"] = "refuted"
                     hit["counterexample"] = hit["counterexample"] or cex
                     hit["detail"] += f"; streams: {msg}"
-    if any(p.status == "bound" for p in run.paths) and run.uses_streams:
-        for entry in entries.values():
-            if entry["races"] == "proved":
-                entry["races"] = "bounded"
-                entry["detail"] += f"; streams: host loops unrolled up to {loop_bound} entries per path"
-    dt = __import__("time").perf_counter() - t0
-    for entry in entries.values():
-        entry["time_s"] = round(entry["time_s"] + dt / max(len(entries), 1), 4)
 
 
-def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str) -> None:
+def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str,
+               entry_of: Callable[[Event], dict[str, Any] | None]) -> None:
     """Candidate c neither refuted nor excluded: every launch it involves, and where it involves
     none (a host access against a pending copy) every launch, is `unknown` unless refuted."""
-    hits = [entries[op.site.gid] for op in (c.new, c.pending) if isinstance(op, LaunchOp) and op.site.gid in entries]
+    hits = [e for op in (c.new, c.pending) if isinstance(op, LaunchOp) and (e := entry_of(op)) is not None]
     for entry in hits or list(entries.values()):
         if entry["races"] != "refuted":
             entry["races"] = "unknown"

@@ -42,8 +42,9 @@ class KernelReport:
 
 
 def verify_kernels(program: Program, ctx: SpecContext, file: str,
-                   loop_bound: int = DEFAULT_LOOP_BOUND) -> KernelReport:
-    """The `kernels` entries and diagnostics for every launch of the program."""
+                   loop_bound: int = DEFAULT_LOOP_BOUND, earlier: list[Program] | None = None) -> KernelReport:
+    """The `kernels` entries and diagnostics for every launch of the program (`earlier`: the
+    program before the pipeline's phases, first to last, whose host's streams are checked too)."""
     out = KernelReport([], [])
     if program.device is None:
         return out
@@ -81,7 +82,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
         by_site[site.app.gid] = entry
     if out.entries:
         check_streams(program, ctx, file, {k: v for k, v in explored.items() if not isinstance(v, str)},
-                      by_site, out.diagnostics, loop_bound)
+                      by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []])
     return out
 
 

@@ -479,7 +479,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
             loc = op.site.loc
             hits = locs.get((loc.line, loc.col)) if loc is not None else None
             return hits[0] if hits and len(hits) == 1 else None
-        _decide(before, ctx, file, kernels, entries, by_loc, diags, said)
+        _decide(before, ctx, file, kernels, entries, by_loc, diags, said, host_only=True)
     dt = __import__("time").perf_counter() - t0
     for entry in entries.values():
         entry["time_s"] = round(entry["time_s"] + dt / max(len(entries), 1), 4)
@@ -500,8 +500,11 @@ def _pair_key(c: Candidate) -> tuple[Any, Any]:
 
 
 def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], entries: dict[int, dict[str, Any]],
-            entry_of: Callable[[Event], dict[str, Any] | None], diags: list[Any], said: set[tuple[Any, Any]]) -> None:
-    """Each candidate of the host's paths decided by Z3: an E-RACE, undecided, or excluded."""
+            entry_of: Callable[[Event], dict[str, Any] | None], diags: list[Any], said: set[tuple[Any, Any]],
+            host_only: bool = False) -> None:
+    """Each candidate of the host's paths decided by Z3: an E-RACE, undecided, or excluded.
+    `host_only`: only host accesses and copies (a World before split_apply launches kernels
+    with the arguments they had then, which the device World's kernels need not take)."""
     from verimim.diagnostics import Diagnostic, Related
     from verimim.smt.kernel_model import int_value, signed
 
@@ -512,6 +515,8 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
             if key in said:
                 continue
             names = [e.kernel for e in (c.new, c.pending) if isinstance(e, LaunchOp)]
+            if host_only and names:
+                continue
             if any(n not in kernels for n in names):
                 continue  # that kernel is `unknown` already
             s = ctx.solver()

@@ -450,7 +450,9 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     synchronisation (host_malloc2gpualloc turns a `mem.malloc` of device memory, which waits
     for nothing, into `gpu.alloc.block`, which waits for every stream), and a race of the
     program that the lowering hides is still the program's race, as `run` finds it. (The first
-    World is often not readable yet: `gpu.with_streams` before specialisation.)"""
+    World is often not readable yet: `gpu.with_streams` before specialisation.) There only
+    host accesses and copies are decided: its launches carry the arguments they had before
+    split_apply, which the device World's kernels need not take."""
     t0 = __import__("time").perf_counter()
     said: set[tuple[Any, Any]] = set()  # the pairs (by location) decided or reported
     by_gid: Callable[[Event], dict[str, Any] | None] = lambda op: entries.get(op.site.gid)

@@ -972,9 +972,7 @@ class _HostGen:
                 r = b.ap("gpu.stream_sync", b.tup(self.s["m0"], self.s["m1"], stream))
                 self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
             if h is not None and not race:
-                j = draw(st.integers(0, N - 1), label="result cell")
-                self.s["m0"], v = b.load(b.I32, 0, self.s["m0"], b.lea(N, b.I32, 0, h, w.lit_idx(N, j)))
-                self.result = b.wrap("add", 32, 0, self.result, v)
+                self.add_cell(h, N, "result cell")
             if stream is not None:
                 r = b.ap("gpu.stream_deinit", b.tup(self.s["m0"], self.s["m1"], stream))
                 self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
@@ -989,11 +987,16 @@ class _HostGen:
         """The defect `stream_race`: the host reads h, the target of a copy still pending on a
         stream — a cell with `mem.load`, or h as a C string with `puts` (which reads at least
         its first byte)."""
-        b, w = self.b, self.b.w
+        b = self.b
         if self.draw(st.booleans(), label="race by a C read"):
             self.result = b.wrap("add", 32, 0, self.result, shapes_host.puts_call(self, h, b.arr(n, b.I32)))
             return
-        j = self.draw(st.integers(0, n - 1), label="raced cell")
+        self.add_cell(h, n, "raced cell")
+
+    def add_cell(self, h: Def, n: int, label: str) -> None:
+        """A cell of the host buffer h (n I32s), drawn, loaded and added to the result."""
+        b, w = self.b, self.b.w
+        j = self.draw(st.integers(0, n - 1), label=label)
         self.s["m0"], v = b.load(b.I32, 0, self.s["m0"], b.lea(n, b.I32, 0, h, w.lit_idx(n, j)))
         self.result = b.wrap("add", 32, 0, self.result, v)
 

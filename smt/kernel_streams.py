@@ -42,6 +42,7 @@ DEFAULT_STREAM = ("stream", z3.BitVecVal(0, 64))
 FIRST_OBJ = 0x10000  # argv; the program's allocations follow
 ARGV_STRINGS = FIRST_OBJ - 1  # the strings argv points to: one object, none of the program's
 STREAM_BYTES = 8  # layout.py: a gpu.Stream handle is pointer-sized
+UNBOUNDED = 1 << 40  # bytes: to the end of any object
 
 
 # ------------------------------------------------------------------ events
@@ -186,7 +187,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         m1, p, s = a[1]
         p = as_ptr(p, d, "gpu.free.asyn")
         st.uses_streams = True
-        op = CopyOp(d, "`gpu.free.asyn`", s, ((Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), 1 << 40, True),))
+        op = CopyOp(d, "`gpu.free.asyn`", s, ((Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), UNBOUNDED, True),))
         against_pending(op, s)
         if not _is_default(s):
             st.pending.append(op)
@@ -260,7 +261,6 @@ def _handlers(st: _HostState) -> dict[str, Op]:
 # The C functions (c_lib.PROTOS) that read at least the first byte of their first pointer
 # argument, whatever it holds: a string they scan (verimim.plug.c_interp), printf's format.
 STRING_READERS = frozenset({"atoi", "strlen", "puts", "printf", "print_str", "println_str"})
-UNBOUNDED = 1 << 40  # bytes: to the end of any object
 
 
 def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr | None]:
@@ -472,16 +472,8 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                 entry["detail"] += f"; streams: host loops unrolled up to {loop_bound} entries per path"
     before = next((r for w in (earlier or []) if _mentions_streams(w)
                    and not isinstance(r := _host_run(w, ctx, loop_bound), str)), None)
-    if before is not None:
-        locs: dict[Any, list[dict[str, Any]]] = {}
-        for e in entries.values():
-            locs.setdefault((e["launch"]["line"], e["launch"]["col"]), []).append(e)
-
-        def by_loc(op: Event) -> dict[str, Any] | None:
-            loc = op.site.loc
-            hits = locs.get((loc.line, loc.col)) if loc is not None else None
-            return hits[0] if hits and len(hits) == 1 else None
-        _decide(before, ctx, file, kernels, entries, by_loc, diags, said, host_only=True)
+    if before is not None:  # no launch is decided there: no entry to find for one
+        _decide(before, ctx, file, kernels, entries, lambda op: None, diags, said, host_only=True)
     dt = __import__("time").perf_counter() - t0
     for entry in entries.values():
         entry["time_s"] = round(entry["time_s"] + dt / max(len(entries), 1), 4)

@@ -243,11 +243,10 @@ class Evaluator:
             return tuple(self.fresh(f, hint) for f in t.ops)
         if isinstance(t, Arr) and isinstance(t.shape, Lit) and t.body.closed and t.shape.value <= 4096:
             return tuple(self.fresh(t.body, hint) for _ in range(t.shape.value))
-        if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr":
-            space = t.arg.ops[1] if isinstance(t.arg, Tuple) else None
-            if isinstance(space, Lit):
-                return Ptr(space.value, self.fresh_bv(OBJ_BITS, hint + "_obj"),
-                           self.fresh_bv(OFF_BITS, hint + "_off"), f"an object a loaded pointer ({hint}) points to")
+        space = ptr_space(t)
+        if space is not None:
+            return Ptr(space, self.fresh_bv(OBJ_BITS, hint + "_obj"),
+                       self.fresh_bv(OFF_BITS, hint + "_off"), f"an object a loaded pointer ({hint}) points to")
         if isinstance(t, Axiom) and t.annex == "gpu.Stream":
             return ("stream", self.fresh_bv(64, hint))
         raise Unsupported(f"an unknown value of type `{show(t)}`")
@@ -476,7 +475,7 @@ class Evaluator:
             return tok
         if isinstance(t, Sigma):
             return tuple(self._c_result(f, tok, name, returned) for f in t.ops)
-        if returned is not None and isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr":
+        if returned is not None and ptr_space(t) is not None:
             return returned
         return self.fresh(t, f"{name}_result")
 
@@ -516,13 +515,11 @@ class Evaluator:
         """`core.bitcast` of a pointer to a pointer type of the same address space (a C
         string's `«⊤:Nat; I8»` view of an array): the same address."""
         _source, target, x = d.args()  # core.mim: {S: *} → [D: *] → S → D
-        if not (isinstance(target, App) and isinstance(target.head, Axiom) and target.head.annex == "mem.Ptr"):
+        space = ptr_space(target)
+        if space is None:
             return None
-        space = target.arg.ops[1] if isinstance(target.arg, Tuple) and len(target.arg.ops) == 2 else None
         p = self.eval(x)
-        if not isinstance(p, Ptr) or not isinstance(space, Lit) or space.value != p.space:
-            return None
-        return p
+        return p if isinstance(p, Ptr) and p.space == space else None
 
     def _extract(self, d: Extract) -> Any:
         tup = self.eval(d.tup)
@@ -546,6 +543,14 @@ class Evaluator:
                 return elems[k]
         self.assume(idx == len(elems) - 1)
         return elems[-1]
+
+
+def ptr_space(t: Def) -> int | None:
+    """The address space of a pointer type `mem.Ptr (T, a)` with a literal a, else None."""
+    if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr" \
+            and isinstance(t.arg, Tuple) and len(t.arg.ops) == 2 and isinstance(t.arg.ops[1], Lit):
+        return t.arg.ops[1].value
+    return None
 
 
 def _is_type_level(d: Def) -> bool:

@@ -77,10 +77,10 @@ class CellMemory:
                 return tuple(build(t.body, o + k * elem) for k in range(t.shape.value))
             if o is not None and isinstance(t, Sigma):
                 return tuple(build(f, o + field_offset(t.ops, k)) for k, f in enumerate(t.ops))
-            hit = cells.get(o) if o is not None else None
-            if hit is not None and hit[0] == size_of(t, "a loaded value"):
-                return hit[1]
             size = size_of(t, "a loaded value")
+            hit = cells.get(o) if o is not None else None
+            if hit is not None and hit[0] == size:
+                return hit[1]
             unwritten = o is not None and not any(k < o + size and o < k + s for k, (s, _) in cells.items())
             known = self.initial.get(obj) if obj is not None and unwritten else None
             v = known(ev, t, hint) if known is not None else None

@@ -27,11 +27,11 @@ from typing import Any, Callable
 import z3
 
 from verimim.diagnostics import Loc
-from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Sigma, Tuple
+from verimim.ir.defs import App, Def, Lit, MutLam, Sigma
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.smt.kernel_eval import (
-    DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, lea, size_of,
+    DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, lea, ptr_space, size_of,
 )
 from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_model import KernelPaths
@@ -290,8 +290,7 @@ def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr 
 
 def _argv_cell(ev: Evaluator, t: Def, hint: str) -> Any:
     """A pointer argv holds (where the program wrote none) points into argv's strings."""
-    if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr" \
-            and isinstance(t.arg, Tuple) and isinstance(t.arg.ops[1], Lit) and t.arg.ops[1].value == 0:
+    if ptr_space(t) == 0:
         return Ptr(0, z3.BitVecVal(ARGV_STRINGS, OBJ_BITS), ev.fresh_bv(OFF_BITS, "argv_string"), "argv's strings")
     return None
 

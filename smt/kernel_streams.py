@@ -258,11 +258,6 @@ def _handlers(st: _HostState) -> dict[str, Op]:
     }
 
 
-# The C functions (c_lib.PROTOS) that read at least the first byte of their first pointer
-# argument, whatever it holds: a string they scan (verimim.plug.c_interp), printf's format.
-STRING_READERS = frozenset({"atoi", "strlen", "puts", "printf", "print_str", "println_str"})
-
-
 def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr | None]:
     """What a C function does to the host model. Every one verimim knows (`c_lib.PROTOS`) at
     most reads through its pointer arguments (`printf` has no `%n`, verimim.plug.c_format) or
@@ -277,11 +272,11 @@ def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr 
     def run(ev: Evaluator, d: App, name: str, pointers: list[Ptr]) -> Ptr | None:
         host = [p for p in pointers if p.space == 0]
         what = f"the call of the C function `{name}`"
-        if host and name in STRING_READERS and host[0] is pointers[0]:
+        proto = PROTOS.get(name)
+        if host and proto is not None and proto.reads_first_byte and host[0] is pointers[0]:
             st.against_pending(HostAccess(d, host[0], 1, False, exact=_known_object(host[0]), what=what), None)
         for p in host:
             st.against_pending(HostAccess(d, p, UNBOUNDED, False, exact=False, what=what), None)
-        proto = PROTOS.get(name)
         if proto is not None and isinstance(proto.ret, CPtr):
             return st.new_obj(0, d, f"the memory `{name}` returns")
         return None

@@ -55,6 +55,10 @@ class CProto:
     ret: CType | None
     lib: str
     variadic: bool = False
+    # Reads at least the first byte its first pointer argument points to, whatever the memory
+    # holds: a string it scans (verimim.plug.c_interp), printf's format. The kernel verifier's
+    # host model (verimim.smt.kernel_streams) decides that byte exactly.
+    reads_first_byte: bool = False
 
     def __str__(self) -> str:
         ps = [str(p) for p in self.params] + (["..."] if self.variadic else [])
@@ -67,18 +71,18 @@ def _protos(*ps: CProto) -> dict[str, CProto]:
 
 PROTOS: dict[str, CProto] = _protos(
     # libc
-    CProto("atoi", (PTR,), INT, "libc"),
-    CProto("strlen", (PTR,), SIZE, "libc"),
-    CProto("puts", (PTR,), INT, "libc"),
+    CProto("atoi", (PTR,), INT, "libc", reads_first_byte=True),
+    CProto("strlen", (PTR,), SIZE, "libc", reads_first_byte=True),
+    CProto("puts", (PTR,), INT, "libc", reads_first_byte=True),
     CProto("putchar", (INT,), INT, "libc"),
-    CProto("printf", (PTR,), INT, "libc", variadic=True),
+    CProto("printf", (PTR,), INT, "libc", variadic=True, reads_first_byte=True),
     CProto("malloc", (SIZE,), PTR, "libc"),
     CProto("free", (PTR,), None, "libc"),
     # upstream's lit/lib.c
     CProto("print_char", (CHAR,), None, "lib.c"),
     CProto("println_char", (CHAR,), None, "lib.c"),
-    CProto("print_str", (PTR,), None, "lib.c"),
-    CProto("println_str", (PTR,), None, "lib.c"),
+    CProto("print_str", (PTR,), None, "lib.c", reads_first_byte=True),
+    CProto("println_str", (PTR,), None, "lib.c", reads_first_byte=True),
     CProto("print_i32", (INT,), None, "lib.c"),
     CProto("println_i32", (INT,), None, "lib.c"),
     CProto("newline", (), None, "lib.c"),

@@ -452,11 +452,13 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     by_gid: Callable[[Event], dict[str, Any] | None] = lambda op: entries.get(op.site.gid)
     run = _host_run(program.host, ctx, loop_bound)
     if isinstance(run, str):
-        if _mentions_streams(program.host):
+        if mentions_streams(program.host):
             for entry in entries.values():
                 if entry["races"] != "refuted":
                     entry["races"] = "unknown"
                 entry["detail"] += f"; streams: the host code is not modelled ({run})"
+            if not entries:
+                _unknown_note(diags, f"the host code is not modelled: {run}", None)
         return
     _decide(run, ctx, file, kernels, entries, by_gid, diags, said)
     if any(p.status == "bound" for p in run.paths) and run.uses_streams:
@@ -464,7 +466,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
             if entry["races"] == "proved":
                 entry["races"] = "bounded"
                 entry["detail"] += f"; streams: host loops unrolled up to {loop_bound} entries per path"
-    before = next((r for w in (earlier or []) if _mentions_streams(w)
+    before = next((r for w in (earlier or []) if mentions_streams(w)
                    and not isinstance(r := _host_run(w, ctx, loop_bound), str)), None)
     if before is not None:  # no launch is decided there: no entry to find for one
         _decide(before, ctx, file, kernels, entries, lambda op: None, diags, said, host_only=True)
@@ -519,7 +521,7 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
                        f"reaches, is not known statically)")
                 if (key, why) not in told:
                     told.add((key, why))
-                    _undecided(entries, c, why, entry_of)
+                    _undecided(entries, c, why, entry_of, diags)
                 continue
             said.add(key)
             model = s.model()
@@ -541,17 +543,33 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
 
 
 def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str,
-               entry_of: Callable[[Event], dict[str, Any] | None]) -> None:
+               entry_of: Callable[[Event], dict[str, Any] | None], diags: list[Any]) -> None:
     """Candidate c neither refuted nor excluded: every launch it involves, and where it involves
-    none (a host access against a pending copy) every launch, is `unknown` unless refuted."""
+    none (a host access against a pending copy) every launch, is `unknown` unless refuted. A
+    program that launches nothing has no verdict entry to say so: a note says it instead."""
     hits = [e for op in (c.new, c.pending) if isinstance(op, LaunchOp) and (e := entry_of(op)) is not None]
+    if not hits and not entries:
+        pair = f"{_describe(c.new)} against {_describe(c.pending)}"
+        _unknown_note(diags, why if _describe(c.new) in why else f"{pair}: {why}", c.new.site.loc)
+        return
     for entry in hits or list(entries.values()):
         if entry["races"] != "refuted":
             entry["races"] = "unknown"
             entry["detail"] += f"; streams: {why}"
 
 
-def _mentions_streams(host: World) -> bool:
+def _unknown_note(diags: list[Any], why: str, loc: Any) -> None:
+    """An undecided race between streams in a program without launches (so without `kernels`
+    entries): a note, never an error — `unknown` is not a race found, and not a proof."""
+    from verimim.diagnostics import Diagnostic
+
+    note = Diagnostic("E-RACE", f"races between streams: unknown, not proved: {why}", loc, "note")
+    if note not in diags:  # the earlier host may leave the same pair undecided
+        diags.append(note)
+
+
+def mentions_streams(host: World) -> bool:
+    """Whether the host uses streams: an `.asyn` operation, a stream of its own, `with_streams`."""
     from verimim.ir.defs import Axiom
     from verimim.phases.base import walk
 

@@ -28,7 +28,7 @@ from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
 from verimim.smt.kernel_queries import Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids
-from verimim.smt.kernel_streams import check_streams
+from verimim.smt.kernel_streams import check_streams, mentions_streams
 from verimim.smt.solver import SpecContext
 
 MAX_ARGC_FOR_RUN = 16  # a reproducing command line with at most this many arguments
@@ -46,12 +46,10 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     """The `kernels` entries and diagnostics for every launch of the program (`earlier`: the
     program before the pipeline's phases, first to last, whose host's streams are checked too)."""
     out = KernelReport([], [])
-    if program.device is None:
-        return out
     explored: dict[str, KernelPaths | str] = {}
     summarized: dict[str, KernelPaths | None] = {}
     by_site: dict[int, dict[str, Any]] = {}
-    for site in launch_sites(program.host):
+    for site in launch_sites(program.host) if program.device is not None else ():
         t0 = time.perf_counter()
         kernel = program.device.externals.get(site.kernel)
         entry: dict[str, Any] = {"name": site.kernel, "launch": _loc_json(site.loc), "races": "unknown",
@@ -80,7 +78,9 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
         entry["time_s"] = round(time.perf_counter() - t0, 4)
         out.entries.append(entry)
         by_site[site.app.gid] = entry
-    if out.entries:
+    # Streams race without any launch too (an `.asyn` copy pending while the host reads its
+    # buffer, two copies on two streams): the streams are checked wherever the host uses them.
+    if out.entries or mentions_streams(program.host):
         check_streams(program, ctx, file, {k: v for k, v in explored.items() if not isinstance(v, str)},
                       by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []])
     return out

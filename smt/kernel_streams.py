@@ -562,8 +562,9 @@ def _unknown_note(diags: list[Any], why: str, loc: Any) -> None:
     """An undecided race between streams in a program without launches (so without `kernels`
     entries): a note, never an error — `unknown` is not a race found, and not a proof."""
     from verimim.diagnostics import Diagnostic
+    from verimim.verdicts import STREAM_NOTE
 
-    note = Diagnostic("E-RACE", f"races between streams: unknown, not proved: {why}", loc, "note")
+    note = Diagnostic("E-RACE", f"{STREAM_NOTE}, not proved: {why}", loc, "note")
     if note not in diags:  # the earlier host may leave the same pair undecided
         diags.append(note)
 

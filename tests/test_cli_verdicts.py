@@ -100,3 +100,15 @@ def test_rejected_program_prints_summary_after_its_diagnostics() -> None:
     assert "E-ADDR-SPACE" in p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith(f"{path}: failed: ") and "1 rejected" in p.stderr
     assert "phase `gpu.check_addr_spaces_repl`: rejected" not in p.stderr  # its diagnostics say it
+
+
+def test_an_undecided_stream_pair_of_a_program_without_launches_is_an_unknown_verdict() -> None:
+    from verimim.diagnostics import Diagnostic
+
+    note = Diagnostic("E-RACE", f"{verdicts.STREAM_NOTE}, not proved: puts may read what the copy writes",
+                      Loc("p.mim", 20, 5), "note")
+    other = Diagnostic("E-RACE", "a host load conflicts with a copy", Loc("p.mim", 9, 1), "error")
+    found = verdicts.from_stream_notes([note, other])
+    assert [(v.subject, v.status, v.detail, v.loc) for v in found] == [
+        ("races between streams", "unknown", "puts may read what the copy writes", Loc("p.mim", 20, 5))]
+    assert [d.code for d in verdicts.strict_diagnostics("p.mim", found)] == ["E-UNPROVED"]

@@ -62,6 +62,16 @@ def from_report_data(file: str, data: Mapping[str, Any]) -> list[Verdict]:
     return out
 
 
+STREAM_NOTE = "races between streams: unknown"  # how a launch-less program's undecided pair begins
+
+
+def from_stream_notes(diagnostics: Iterable[Diagnostic]) -> list[Verdict]:
+    """The `unknown` verdicts that a program launching no kernel has only as notes (it has no
+    `kernels` entry to carry them: verimim.smt.kernel_streams): counted, and failing --strict."""
+    return [Verdict("races between streams", "unknown", d.message.split(": ", 2)[-1], d.loc)
+            for d in diagnostics if d.severity == "note" and d.code == "E-RACE" and d.message.startswith(STREAM_NOTE)]
+
+
 def summary(verdicts: Iterable[Verdict]) -> str:
     """`10 proved, 1 bounded, 1 unknown, 2 skipped` — every status that occurs, in STATUS_ORDER."""
     counts = Counter(v.status for v in verdicts)

@@ -137,11 +137,8 @@ def generate_index(settings: Settings, index: int) -> Generated:
 
 
 def _draw(settings: Settings, index: int) -> tuple[Any, tuple[Choice, ...], float]:
-    from verimim.fuzz.collector import one_program
-
     t0 = time.perf_counter()
-    with one_program():
-        prog, choices = generate(program_seed(settings.seed, index), defect_ratio=settings.defect_ratio)
+    prog, choices = generate(program_seed(settings.seed, index), defect_ratio=settings.defect_ratio)
     return prog, choices, time.perf_counter() - t0
 
 
@@ -155,13 +152,6 @@ def check_index(settings: Settings, index: int) -> Checked:
 
 
 def _check(settings: Settings, index: int, worker: str) -> Checked:
-    from verimim.fuzz.collector import one_program
-
-    with one_program():  # the draw (when it is drawn here) and the check: one program
-        return _check_drawn(settings, index, worker)
-
-
-def _check_drawn(settings: Settings, index: int, worker: str) -> Checked:
     from verimim.fuzz.strategies import check_generated
 
     t0 = time.perf_counter()

@@ -486,12 +486,16 @@ def test_copies_on_two_streams_race_without_any_kernel(tmp_path: Path, sync: str
         assert checked.ok and checked.diagnostics == []
 
 
-def test_the_corpus_stream_races_without_a_kernel_are_found_by_check() -> None:
-    race = C_PROGRAMS / "runtime_errors" / "race_host_read_pending_no_kernel.mim"
-    ok = C_PROGRAMS / "valid" / "async_copy_no_kernel_synced.mim"
-    got = driver.check(str(race), [])
-    assert [(d.code, d.loc.line, d.loc.col) for d in got.diagnostics] == [("E-RACE", 22, 19)]
-    assert driver.check(str(ok), []).ok and driver.check(str(ok), []).diagnostics == []
+@pytest.mark.parametrize("name, at", [("race_host_read_pending_no_kernel.mim", (22, 19)),
+                                      ("race_host_store_pending_copy_source_no_kernel.mim", (22, 14))])
+def test_the_corpus_stream_races_without_a_kernel_are_found_by_check(name: str, at: tuple[int, int]) -> None:
+    got = driver.check(str(C_PROGRAMS / "runtime_errors" / name), [])
+    assert [(d.code, d.loc.line, d.loc.col) for d in got.diagnostics] == [("E-RACE", *at)]
+
+
+def test_the_race_free_twin_without_a_kernel_is_ok() -> None:
+    got = driver.check(str(C_PROGRAMS / "valid" / "async_copy_no_kernel_synced.mim"), [])
+    assert got.ok and got.diagnostics == []
 
 
 def test_an_undecided_stream_pair_without_a_launch_is_a_note_never_ok_or_an_error(tmp_path: Path) -> None:

@@ -189,12 +189,35 @@ class Verdict:
     witness: Any = None  # the Conflict or the (p, q) pair found
 
 
-def _solve(ctx: SpecContext, facts: list[z3.BoolRef], goal: z3.BoolRef, label: str) -> tuple[str, z3.ModelRef | None]:
+MAX_ARGC_FOR_RUN = 16  # a reproducing command line with at most this many arguments
+
+
+def small_argc(argc: z3.BitVecRef | None) -> list[z3.BoolRef]:
+    """What a counterexample should rather satisfy: an argc that `verimim run` can be given."""
+    return [] if argc is None else [argc >= 1, argc <= MAX_ARGC_FOR_RUN]
+
+
+def model_preferring(ctx: SpecContext, s: z3.Solver, prefer: list[z3.BoolRef], label: str) -> z3.ModelRef:
+    """The model of a satisfiable `s`, one that also satisfies `prefer` where one does (Z3's
+    first answer may pick argc = 2^30 where argc = 1 shows the same race: no `run` to give)."""
+    model = s.model()
+    if not prefer or all(z3.is_true(model.eval(p, model_completion=True)) for p in prefer):
+        return model
+    s.push()
+    s.add(*prefer)
+    if ctx.check(s, f"{label} (a smaller counterexample)") == z3.sat:
+        model = s.model()
+    s.pop()
+    return model
+
+
+def _solve(ctx: SpecContext, facts: list[z3.BoolRef], goal: z3.BoolRef, label: str,
+           prefer: list[z3.BoolRef] | None = None) -> tuple[str, z3.ModelRef | None]:
     s = ctx.solver()
     s.add(*facts, goal)
     r = ctx.check(s, label)
     if r == z3.sat:
-        return "refuted", s.model()
+        return "refuted", model_preferring(ctx, s, prefer or [], label)
     if r == z3.unsat:
         return "proved", None
     return "unknown", None
@@ -209,7 +232,8 @@ def check_races(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str,
     cands = conflicts(kp, w1, w2, **variant)
     if not cands:
         return Verdict("proved", "no two accesses of which one writes"), None
-    status, model = _solve(ctx, facts, z3.Or(*(c.harmful for c in cands)), f"{label}: races")
+    prefer = small_argc(launch.host_vars.get("argc"))
+    status, model = _solve(ctx, facts, z3.Or(*(c.harmful for c in cands)), f"{label}: races", prefer)
     if status == "refuted":
         assert model is not None
         hit = next(c for c in cands if z3.is_true(model.eval(c.harmful, model_completion=True)))
@@ -219,7 +243,7 @@ def check_races(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str,
     ww = [c for c in cands if not z3.is_false(z3.simplify(c.write_write))]
     if not ww:
         return Verdict("proved"), None
-    b_status, b_model = _solve(ctx, facts, z3.Or(*(c.write_write for c in ww)), f"{label}: benign races")
+    b_status, b_model = _solve(ctx, facts, z3.Or(*(c.write_write for c in ww)), f"{label}: benign races", prefer)
     if b_status == "refuted":
         assert b_model is not None
         hit = next(c for c in ww if z3.is_true(b_model.eval(c.write_write, model_completion=True)))
@@ -243,7 +267,8 @@ def check_divergence(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: s
     if not pairs:
         return Verdict("proved", "every path reaches the same barriers")
     terms = [z3.And(w1(kp.paths[p].condition), w2(kp.paths[q].condition)) for p, q in pairs]
-    status, model = _solve(ctx, facts, z3.Or(*terms), f"{label}: barrier divergence")
+    status, model = _solve(ctx, facts, z3.Or(*terms), f"{label}: barrier divergence",
+                           small_argc(launch.host_vars.get("argc")))
     if status == "refuted":
         assert model is not None
         hit = next(pq for pq, t in zip(pairs, terms) if z3.is_true(model.eval(t, model_completion=True)))

@@ -35,7 +35,7 @@ from verimim.smt.kernel_eval import (
 )
 from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_model import KernelPaths
-from verimim.smt.kernel_queries import WorkItem, work_item
+from verimim.smt.kernel_queries import WorkItem, model_preferring, small_argc, work_item
 from verimim.smt.symbolic import Explorer, SymbolicError
 
 DEFAULT_STREAM = ("stream", z3.BitVecVal(0, 64))
@@ -524,7 +524,7 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
                     _undecided(entries, c, why, entry_of, diags)
                 continue
             said.add(key)
-            model = s.model()
+            model = model_preferring(ctx, s, small_argc(run.argc), "streams")
             argc = signed(int_value(model, run.argc), 32)
             msg = (f"{_describe(c.new)} conflicts with {_describe(c.pending)}, still pending on another stream "
                    f"(no `gpu.stream_sync` in between)")

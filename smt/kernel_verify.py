@@ -27,11 +27,12 @@ from verimim.phases.base import Program
 from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
-from verimim.smt.kernel_queries import Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids
+from verimim.smt.kernel_queries import (
+    MAX_ARGC_FOR_RUN, Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids,
+)
 from verimim.smt.kernel_streams import check_streams, mentions_streams
 from verimim.smt.solver import SpecContext
 
-MAX_ARGC_FOR_RUN = 16  # a reproducing command line with at most this many arguments
 SPACE_NAMES = {1: "global", 3: "shared"}
 
 

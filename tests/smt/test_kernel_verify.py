@@ -531,3 +531,17 @@ def test_an_undecided_stream_pair_without_a_launch_is_a_note_never_ok_or_an_erro
     assert got.ok
     assert [(d.code, d.severity) for d in got.diagnostics] == [("E-RACE", "note")]
     assert got.diagnostics[0].message.startswith("races between streams: unknown, not proved: the call of the C function `puts`")
+
+
+def test_a_stream_race_whatever_argc_is_has_a_run_command() -> None:
+    # Z3's first model said argc = 32, for which `check` gives no `verimim run` command; a race
+    # that holds for a small argc too is reported with one, and the command shows it.
+    path = C_PROGRAMS / "runtime_errors" / "race_streams_reader_target.mim"
+    entries, diags = verify(str(path))
+    assert "E-RACE" in codes(diags)
+    for e in entries:
+        assert e["races"] == "refuted"
+        argc = e["counterexample"]["main_inputs"]["argc"]
+        assert 1 <= argc <= 16 and e["counterexample"]["run"] is not None
+    args = ["a"] * (entries[0]["counterexample"]["main_inputs"]["argc"] - 1)
+    assert [d.code for d in driver.run(str(path), [], args).diagnostics] == ["E-RACE"]

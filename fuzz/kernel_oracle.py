@@ -32,6 +32,7 @@ class KernelVerdicts:
 
     entries: list[dict[str, Any]]
     codes: set[str]
+    rejected: bool = False  # a phase rejected the program: no kernel or stream was verified
 
     def refutes(self, code: str) -> bool:
         key = "races" if code == "E-RACE" else "divergence"
@@ -67,7 +68,7 @@ def kernel_verdicts(path: str, timeout_ms: int = 5_000) -> KernelVerdicts:
         world, _ = load(path, [])
         run = run_pipeline(world, verify=False, timeout_ms=timeout_ms)
         if run.stopped:
-            return KernelVerdicts([], {d.code for d in run.diagnostics if d.severity == "error"})
+            return KernelVerdicts([], {d.code for d in run.diagnostics if d.severity == "error"}, rejected=True)
         rep = verify_kernels(run.program, run.ctx, path, earlier=run.earlier)
         return KernelVerdicts(rep.entries, {d.code for d in rep.diagnostics if d.severity == "error"})
 
@@ -133,9 +134,10 @@ def compare(path: str, args_list: list[list[str]], race_free: bool | None = None
     try:
         res.check = verdicts = kernel_verdicts(path, timeout_ms)
         res.check_s = time.perf_counter() - t0
-        if not verdicts.entries and verdicts.codes:
+        if verdicts.rejected:
             # A phase rejected the program before any kernel was verified: nothing to compare
-            # (other oracles judge the rejection).
+            # (other oracles judge the rejection). A program that launches no kernel has no
+            # entries either, but its streams were verified: its E-RACEs are compared.
             res.kind = "rejected"
             return res
         for args in args_list:

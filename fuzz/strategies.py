@@ -724,10 +724,11 @@ class _HostGen:
 
         kernels: list[_KernelPlan] = []
         defect_kernel = draw(st.integers(0, n_kernels - 1), label="defect kernel") if self.defect in (
-            *KERNEL_DEFECTS, "stream_race") else -1
+            *KERNEL_DEFECTS, "stream_race") and n_kernels > 0 else -1
         # stream_race: after that kernel's launch on a manual stream, or in gpu.with_streams
+        # (always there when nothing is launched)
         race_in_scope = self.defect == "stream_race" and not one_kernel and f["with_streams"] \
-            and draw(st.booleans(), label="stream race in with_streams")
+            and (n_kernels == 0 or draw(st.booleans(), label="stream race in with_streams"))
         for i in range(n_kernels):
             kd = self.defect if i == defect_kernel else None
             kernels.append(_KernelGen(b, draw, f, f"kernel{i}" if n_kernels > 1 else "kernel", kd).build())
@@ -748,7 +749,8 @@ class _HostGen:
                     finish()
         if overlapped is not None:
             overlapped()
-        if race_in_scope or (not one_kernel and f["with_streams"] and draw(st.booleans(), label="with_streams")):
+        if race_in_scope or n_kernels == 0 or (not one_kernel and f["with_streams"]
+                                               and draw(st.booleans(), label="with_streams")):
             self.with_streams(race=race_in_scope)
         if self.defect == "double_free":
             m0, hp = b.alloc(b.I32, 0, self.s["m0"])
@@ -1120,6 +1122,11 @@ def _generate(draw: Callable[..., Any], f: dict[str, Any], defect: str | None, o
     w = fresh_world()
     b = _B(w)
     n_kernels = 1 if one_kernel else draw(st.integers(1, f["max_kernels"]), label="kernels")
+    if not one_kernel and f["with_streams"] and defect not in KERNEL_DEFECTS \
+            and draw(st.integers(0, 7), label="no kernel") == 0:
+        # Copies on streams and nothing launched: `check` verifies streams without any launch.
+        n_kernels = 0
+        b.features["program.no_kernel"] += 1
     n_args = draw(st.integers(0, 2), label="program args") if f["args"] else 0
     host = _HostGen(b, draw, f, defect, n_args)
     host.build(n_kernels, one_kernel)
@@ -1402,10 +1409,11 @@ def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[An
     """`check`'s kernel verdicts (races and divergence, for all inputs) against what the runs
     found (verimim.fuzz.kernel_oracle.judge): a failure Verdict, or None when they agree."""
     from verimim.fuzz.kernel_oracle import KernelVerdicts, judge
+    from verimim.smt.kernel_streams import mentions_streams
     from verimim.smt.kernel_verify import verify_kernels
 
-    if run.program.device is None:
-        return None
+    if run.program.device is None and not mentions_streams(run.program.host):
+        return None  # no kernel and no stream: nothing for the kernel verifier
     rep = verify_kernels(run.program, run.ctx, "prog.mim", earlier=run.earlier)
     verdicts = KernelVerdicts(rep.entries, {d.code for d in rep.diagnostics if d.severity == "error"})
     v.kernels.update(verdicts.statuses())

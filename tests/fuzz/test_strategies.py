@@ -136,3 +136,26 @@ def test_plain_fuzz_checks_each_distinct_program_once(monkeypatch: pytest.Monkey
     monkeypatch.setattr(task, "program_seed", lambda seed, index: index % 2)  # two programs, drawn again and again
     res = run_campaign(600, seed=0, verify=False, max_programs=6)
     assert (res.programs, res.duplicates) == (2, 4), (res.programs, res.duplicates)
+
+
+def test_a_program_that_launches_nothing_has_its_streams_verified(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Some programs only copy on streams (feature `program.no_kernel`). Their injected
+    # stream_race must be refuted by check too; with the verifier as it was (streams checked
+    # only where a kernel is launched) the oracle reports the missed race.
+    import verimim.smt.kernel_verify as kernel_verify
+    from verimim.fuzz.task import generate, program_seed
+
+    def first() -> GeneratedProgram:
+        for i in range(2000):
+            prog, _ = generate(program_seed(9, i), defect_ratio=1.0, defect_kinds=("stream_race",))
+            if "program.no_kernel" in prog.features_used:
+                return prog
+        raise AssertionError("no program without a kernel in 2000 draws")
+
+    prog = run_with_big_stack(first)
+    assert prog.stat("launches") == 0 and prog.defect == "stream_race"
+    verdict = run_with_big_stack(lambda: check_generated(prog))
+    assert verdict.ok and "kernels" in verdict.checked, verdict.message
+    monkeypatch.setattr(kernel_verify, "mentions_streams", lambda host: False)
+    verdict = run_with_big_stack(lambda: check_generated(prog))
+    assert not verdict.ok and verdict.kind == "missed-defect", verdict.message

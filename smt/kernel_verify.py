@@ -50,9 +50,10 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     explored: dict[str, KernelPaths | str] = {}
     summarized: dict[str, KernelPaths | None] = {}
     by_site: dict[int, dict[str, Any]] = {}
-    for site in launch_sites(program.host) if program.device is not None else ():
+    device = program.device
+    for site in launch_sites(program.host) if device is not None else []:  # no device: no launch
         t0 = time.perf_counter()
-        kernel = program.device.externals.get(site.kernel)
+        kernel = device.externals.get(site.kernel)
         entry: dict[str, Any] = {"name": site.kernel, "launch": _loc_json(site.loc), "races": "unknown",
                                  "divergence": "unknown", "time_s": 0.0, "detail": "", "counterexample": None}
         if not isinstance(kernel, MutLam) or kernel.body is None:

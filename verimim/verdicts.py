@@ -1,5 +1,6 @@
 """Verdicts of `check` as a user reads them: one per phase, two per launched kernel (races and
-barrier divergence), each with a status of spec/CLI.md.
+barrier divergence), and, in a program that launches nothing, one per stream pair left
+undecided (`from_stream_notes`), each with a status of spec/CLI.md.
 
 The JSON has carried these all along; the text output used to say `FILE: ok` even when half of
 them were `unknown`. Here they become lines for the ones short of `proved`, a closing count of

@@ -4,9 +4,10 @@ The session (`init`…`deinit`), device memory, streams and launches. Work on a 
 when it is issued, in issue order; what SEMANTICS.md calls pending (`.asyn` operations and
 launches on a non-default stream, until `stream_sync` of their stream, a `.block` operation or
 `deinit`; also until a default-stream launch, which SEMANTICS.md groups with `.block`
-operations and CUDA's legacy default stream makes wait for every stream: docs/kernels.md) is remembered as byte ranges per stream, so that a host
-access or work on another stream that conflicts with it is reported as `E-RACE` — the result of
-a program without such conflicts does not depend on when pending work really runs.
+operations and CUDA's legacy default stream makes wait for every stream: docs/kernels.md) is
+remembered as byte ranges per stream, so that a host access or work on another stream that
+conflicts with it is reported as `E-RACE` — the result of a program without such conflicts does
+not depend on when pending work really runs.
 
 A launch runs each group's work-items as threads that switch only at barriers
 (`sync_work_items`), in an order drawn from the schedule seed.

@@ -105,6 +105,7 @@ class _HostState:
     objects: int = 0
     handles: int = 0
     uses_streams: bool = False
+    dead: list[Any] = field(default_factory=list)  # the streams `stream_deinit` ended
 
     def new_obj(self, space: int, d: App, what: str) -> Ptr:
         self.objects += 1
@@ -139,6 +140,12 @@ def _handlers(st: _HostState) -> dict[str, Op]:
 
     def complete_all() -> None:
         st.pending.clear()
+
+    def live(ev: Evaluator, s: Any) -> None:
+        """A stream operation on an ended stream is `E-STREAM` in `run`, which stops there: so
+        does the path (nothing after it is issued, so nothing after it races)."""
+        if st.dead and not _is_default(s):
+            ev.assume(z3.And(*[z3.Not(_stream_eq(s, x)) for x in st.dead]))
 
     def init(ev: Evaluator, d: App, a: list[Any]) -> Any:
         return (a[0], Tok(1), Tok(4))
@@ -177,6 +184,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         return (a[1], new_obj(1, d, "the device allocation"))
 
     def gpu_alloc_asyn(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        live(ev, a[1][1])
         return (a[1][0], new_obj(1, d, "the device allocation"))
 
     def gpu_free_block(ev: Evaluator, d: App, a: list[Any]) -> Any:
@@ -185,6 +193,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
 
     def gpu_free_asyn(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m1, p, s = a[1]
+        live(ev, s)
         p = as_ptr(p, d, "gpu.free.asyn")
         st.uses_streams = True
         op = CopyOp(d, "`gpu.free.asyn`", s, ((Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), UNBOUNDED, True),))
@@ -207,6 +216,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
                 complete_all()
                 return (m0, m1)
             s = a[1][4]
+            live(ev, s)
             st.uses_streams = True
             op = CopyOp(d, what, s, ((src, size, False), (dst, size, True)))
             against_pending(op, s)
@@ -223,10 +233,15 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         return (m0, m1)
 
     def stream_deinit(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        s = a[0][2]
+        live(ev, s)
+        if not _is_default(s):
+            st.dead.append(s)
         return a[0][:2]
 
     def stream_sync(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m0, m1, s = a[0]
+        live(ev, s)
         st.pending = [p for p in st.pending if not z3.is_true(z3.simplify(_stream_eq(p.stream, s)))]
         return (m0, m1)
 
@@ -235,6 +250,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         n_groups, n_items, s = config[0], config[1], config[2]
         mems, cont = tail
         name = kernel.name if isinstance(kernel, MutLam) else "?"
+        live(ev, s)
         op = LaunchOp(d, name or "?", s, kargs, (n_groups, n_items))
         if _is_default(s):
             complete_all()

@@ -542,7 +542,9 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
             said.add(key)
             model = model_preferring(ctx, s, small_argc(run.argc), "streams")
             argc = signed(int_value(model, run.argc), 32)
-            msg = (f"{_describe(c.new)} conflicts with {_describe(c.pending)}, still pending on another stream "
+            # The host is no stream: its access conflicts with work pending on the work's stream.
+            where = "on its stream" if isinstance(c.new, HostAccess) else "on another stream"
+            msg = (f"{_describe(c.new)} conflicts with {_describe(c.pending)}, still pending {where} "
                    f"(no `gpu.stream_sync` in between)")
             diags.append(Diagnostic("E-RACE", msg, c.new.site.loc, "error",
                                     (Related(f"{_describe(c.pending)}, pending", c.pending.site.loc),)))

@@ -547,7 +547,8 @@ def test_a_stream_race_whatever_argc_is_has_a_run_command() -> None:
     assert [d.code for d in driver.run(str(path), [], args).diagnostics] == ["E-RACE"]
 
 
-LAUNCH_AFTER_DEINIT = """plugin core;
+# Two manual streams; {STEPS} is what happens on s1 (and s2) before s2's sync.
+TWO_STREAMS = """plugin core;
 plugin mem;
 plugin gpu;
 
@@ -568,10 +569,7 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
     let (m0, h) = mem.alloc («4; I32», 0) m0;
     let m0 = mem.store (m0, h, ‹k: 4; core.bitcast I32 k›);
     let (m0, m1, d) = gpu.alloc_copy.block (m0, m1, h);
-    let (m0, m1) = gpu.stream_deinit (m0, m1, s1);
-    ret (m0, m1, m4) = gpu.launch (1, 4, s1, ff, ()) wr d $ (m0, m1, m4);
-    let m1 = gpu.free.asyn (m1, d, s2);
-    let (m0, m1) = gpu.stream_sync (m0, m1, s2);
+{STEPS}    let (m0, m1) = gpu.stream_sync (m0, m1, s2);
     let (m0, v) = mem.load (m0, mem.lea (h, core.bitcast (Idx 4) argc));
     let (m0, m1) = gpu.stream_deinit (m0, m1, s2);
     let m0 = mem.free (m0, h);
@@ -579,42 +577,20 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
     let m0 = gpu.deinit (m0, m1, m4);
     return (m0, v);
 """
-
-
-@pytest.mark.parametrize("text, race", ids=["launch after deinit", "copy pending at deinit"], argvalues=[(LAUNCH_AFTER_DEINIT, False), ("""plugin core;
-plugin mem;
-plugin gpu;
-
-con wr (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
-          group_id: Idx 1, item_id: Idx 4, (), d: gpu.GlobalPtr «4; I32»,
-          return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let m1 = mem.store (m1, mem.lea (d, item_id), core.wrap.add 0 (core.bitcast I32 item_id, 7I32));
-    return (m1, m3, m4, m5);
-
-fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
-              : [mem.M 0, I32] =
-    let (m0, m1, m4) = gpu.init m0;
-    let (m0, sp) = mem.alloc («2; gpu.Stream», 0) m0;
-    let (m0, m1) = gpu.stream_init (m0, m1, mem.lea (sp, 0_2));
-    let (m0, m1) = gpu.stream_init (m0, m1, mem.lea (sp, 1_2));
-    let (m0, s1) = mem.load (m0, mem.lea (sp, 0_2));
-    let (m0, s2) = mem.load (m0, mem.lea (sp, 1_2));
-    let (m0, h) = mem.alloc («4; I32», 0) m0;
-    let m0 = mem.store (m0, h, ‹k: 4; core.bitcast I32 k›);
-    let (m0, m1, d) = gpu.alloc_copy.block (m0, m1, h);
+LAUNCH_AFTER_DEINIT = TWO_STREAMS.replace("{STEPS}", """    let (m0, m1) = gpu.stream_deinit (m0, m1, s1);
     ret (m0, m1, m4) = gpu.launch (1, 4, s1, ff, ()) wr d $ (m0, m1, m4);
+    let m1 = gpu.free.asyn (m1, d, s2);
+""")
+PENDING_AT_DEINIT = TWO_STREAMS.replace("{STEPS}", """    ret (m0, m1, m4) = gpu.launch (1, 4, s1, ff, ()) wr d $ (m0, m1, m4);
     let (m0, m1) = gpu.copy_to_host.asyn (m0, m1, d, h, s1);
     let (m0, m1) = gpu.stream_deinit (m0, m1, s1);
     let (m0, y) = mem.load (m0, mem.lea (h, 0_4));
     let m1 = gpu.free.block (m1, d);
-    let (m0, m1) = gpu.stream_sync (m0, m1, s2);
-    let (m0, v) = mem.load (m0, mem.lea (h, core.bitcast (Idx 4) argc));
-    let (m0, m1) = gpu.stream_deinit (m0, m1, s2);
-    let m0 = mem.free (m0, h);
-    let m0 = mem.free (m0, sp);
-    let m0 = gpu.deinit (m0, m1, m4);
-    return (m0, v);
-""", True)])
+""")
+
+
+@pytest.mark.parametrize("text, race", ids=["launch after deinit", "copy pending at deinit"],
+                         argvalues=[(LAUNCH_AFTER_DEINIT, False), (PENDING_AT_DEINIT, True)])
 def test_an_ended_stream_s_work_is_still_pending_and_nothing_runs_on_it(tmp_path: Path, text: str, race: bool) -> None:
     # Launch after stream_deinit(s1): `run` stops at E-STREAM; `check` reported an E-RACE
     # between that launch and the free.asyn on s2 after it, work that never happens. The host

@@ -18,6 +18,7 @@ the constraints allow: if no two can, none of the n² can.
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,6 +191,13 @@ class Verdict:
 
 
 MAX_ARGC_FOR_RUN = 16  # a reproducing command line with at most this many arguments
+
+
+def run_command(file: str, argc: int) -> str | None:
+    """The `verimim run` line that gives main this argc (schedule 0), where one can be given."""
+    if not 1 <= argc <= MAX_ARGC_FOR_RUN:
+        return None
+    return " ".join(shlex.quote(w) for w in ["verimim", "run", file, *["a"] * (argc - 1), "--schedule", "0"])
 
 
 def small_argc(argc: z3.BitVecRef | None) -> list[z3.BoolRef]:

@@ -35,7 +35,7 @@ from verimim.smt.kernel_eval import (
 )
 from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_model import KernelPaths
-from verimim.smt.kernel_queries import WorkItem, model_preferring, small_argc, work_item
+from verimim.smt.kernel_queries import WorkItem, model_preferring, run_command, small_argc, work_item
 from verimim.smt.symbolic import Explorer, SymbolicError
 
 DEFAULT_STREAM = ("stream", z3.BitVecVal(0, 64))
@@ -551,7 +551,7 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
             cex = {"streams": [{"operation": _describe(op), "line": op.site.loc.line if op.site.loc else None,
                                 "col": op.site.loc.col if op.site.loc else None} for op in (c.new, c.pending)],
                    "main_inputs": {"argc": argc},
-                   "run": f"verimim run {file}{' a' * (argc - 1)} --schedule 0" if 1 <= argc <= 16 else None}
+                   "run": run_command(file, argc)}
             for op in (c.new, c.pending):
                 hit = entry_of(op) if isinstance(op, LaunchOp) else None
                 if hit is not None:

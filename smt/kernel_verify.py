@@ -14,7 +14,6 @@ on a solver time-out or a construct the model does not encode (named).
 """
 from __future__ import annotations
 
-import shlex
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
 from verimim.smt.kernel_queries import (
-    MAX_ARGC_FOR_RUN, Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids,
+    Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids, run_command,
 )
 from verimim.smt.kernel_streams import check_streams, mentions_streams
 from verimim.smt.solver import SpecContext
@@ -196,13 +195,9 @@ def _memory_free(terms: list[z3.ExprRef], kp: KernelPaths, launch: Launch) -> bo
     return True
 
 
-def _run_command(model: z3.ModelRef, launch: Launch, file: str, ctx: SpecContext, facts_goal: Any) -> str | None:
+def _run_command(model: z3.ModelRef, launch: Launch, file: str) -> str | None:
     argc = launch.host_vars.get("argc")
-    value = signed(int_value(model, argc), 32) if argc is not None else 1
-    if not 1 <= value <= MAX_ARGC_FOR_RUN:
-        return None
-    words = ["verimim", "run", file] + ["a"] * (value - 1) + ["--schedule", "0"]
-    return " ".join(shlex.quote(w) for w in words)
+    return run_command(file, signed(int_value(model, argc), 32) if argc is not None else 1)
 
 
 def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, file: str, ctx: SpecContext,
@@ -218,7 +213,7 @@ def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, fil
                            "accesses": acc, "address": {"space": acc[0]["space"], "object": acc[0]["object"],
                                                         "byte_offset": acc[1]["byte_offset"]}}
     terms = [w1(a.cond), w2(b.cond), w1(a.off), w2(b.off)]
-    cex["run"] = _run_command(model, launch, file, ctx, None) if _memory_free(terms, kp, launch) else None
+    cex["run"] = _run_command(model, launch, file) if _memory_free(terms, kp, launch) else None
     who = lambda k: f"work-item {wis[k]['item']} of group {wis[k]['group']}"  # noqa: E731
     what = lambda x: "writes" if x["kind"] == "write" else "reads"  # noqa: E731
     where = f"byte {acc[1]['byte_offset']} of {acc[0]['object']} ({acc[0]['space']} memory)"
@@ -247,7 +242,7 @@ def _divergence_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSit
     cex: dict[str, Any] = {"work_items": wis, "kernel_args": _args(model, kp), "main_inputs": _main_inputs(model, launch),
                            "barriers": seqs}
     terms = [w1(p.condition), w2(q.condition)]
-    cex["run"] = _run_command(model, launch, file, SpecContext(), None) if _memory_free(terms, kp, launch) else None
+    cex["run"] = _run_command(model, launch, file) if _memory_free(terms, kp, launch) else None
     first = p if p.barriers else q
     other = q if first is p else p
     w_first, w_other = (wis[0], wis[1]) if first is p else (wis[1], wis[0])

@@ -7,8 +7,9 @@ and main's `argc` is encoded with `smt.bv` and tied to the kernel's variable; a 
 that is an allocation's result (`mem.alloc`/`mem.malloc`/`gpu.alloc.*`/a slot) points to offset
 0 of that allocation's object, and distinct allocations are distinct objects. Anything else
 (a value loaded from memory, a parameter of a continuation, argv's contents) stays unconstrained:
-the kernel is then verified for every value it might have, which is sound but may refute a
-launch the program never makes — the counterexample then says it cannot be reproduced by `run`.
+the kernel is then verified for every value it might have, which is sound for proofs but may
+refute a launch the program never makes — such a refutation stands only where a run shows it
+(smt.kernel_confirm).
 """
 from __future__ import annotations
 

@@ -193,9 +193,9 @@ class Verdict:
 MAX_ARGC_FOR_RUN = 16  # a reproducing command line with at most this many arguments
 
 
-def run_command(file: str, argc: int) -> str | None:
+def run_command(file: str, argc: int | None) -> str | None:
     """The `verimim run` line that gives main this argc (schedule 0), where one can be given."""
-    if not 1 <= argc <= MAX_ARGC_FOR_RUN:
+    if argc is None or not 1 <= argc <= MAX_ARGC_FOR_RUN:
         return None
     return " ".join(shlex.quote(w) for w in ["verimim", "run", file, *["a"] * (argc - 1), "--schedule", "0"])
 

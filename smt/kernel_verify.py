@@ -23,6 +23,7 @@ import z3
 from verimim.diagnostics import Diagnostic, Loc, Related
 from verimim.ir.defs import MutLam
 from verimim.phases.base import Program
+from verimim.smt.kernel_confirm import ShownFault, candidate_argcs, confirming_run
 from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
@@ -116,6 +117,8 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
             races = Verdict("unknown", "races within a group not decided: the barriers diverge")
     else:
         races, benign = check_races(kp, launch, ctx, label)
+    div, div_argc, div_shown = _confirmed(div, "E-BARRIER-DIVERGENCE", kp, launch, program, notes)
+    races, race_argc, race_shown = _confirmed(races, "E-RACE", kp, launch, program, notes)
     entry["divergence"] = _status(div, bounded)
     entry["races"] = _status(races, bounded)
     if bounded and summary is not None and not _bound_note(summary):
@@ -141,14 +144,16 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
         notes.append(bounded)
     cex: dict[str, Any] | None = None
     if div.status == "refuted":
-        cex, diag = _divergence_cex(kp, launch, div, site, file)
+        cex, diag = (_shown_cex(div_shown, site, file) if div_shown is not None else
+                     _divergence_cex(kp, launch, div, site, run_command(file, div_argc)))
         diags.append(diag)
     if races.status == "refuted":
-        rcex, diag = _race_cex(kp, launch, races, site, file, ctx, "E-RACE")
+        rcex, diag = (_shown_cex(race_shown, site, file) if race_shown is not None else
+                      _race_cex(kp, launch, races, site, run_command(file, race_argc), "E-RACE"))
         diags.append(diag)
         cex = rcex if cex is None else {"divergence": cex, "race": rcex}
     if benign is not None:
-        _, diag = _race_cex(kp, launch, benign, site, file, ctx, "W-BENIGN-RACE")
+        _, diag = _race_cex(kp, launch, benign, site, None, "W-BENIGN-RACE")
         diags.append(diag)
         notes.append("a benign write-write race (every work-item stores the same value)")
     entry["detail"] = "; ".join(notes)
@@ -195,12 +200,58 @@ def _memory_free(terms: list[z3.ExprRef], kp: KernelPaths, launch: Launch) -> bo
     return True
 
 
-def _run_command(model: z3.ModelRef, launch: Launch, file: str) -> str | None:
+def _model_argc(model: z3.ModelRef, launch: Launch) -> int:
+    """main's argc in the model (1 where main takes none: `verimim run FILE` gives it that)."""
     argc = launch.host_vars.get("argc")
-    return run_command(file, signed(int_value(model, argc), 32) if argc is not None else 1)
+    return signed(int_value(model, argc), 32) if argc is not None else 1
 
 
-def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, file: str, ctx: SpecContext,
+def _cex_terms(v: Verdict, kp: KernelPaths) -> list[z3.ExprRef]:
+    """What a refutation's fault depends on: the two paths' conditions, and for a race the
+    two addresses."""
+    if isinstance(v.witness[0], Conflict):
+        hit, w1, w2 = v.witness
+        return [w1(hit.a.cond), w2(hit.b.cond), w1(hit.a.off), w2(hit.b.off)]
+    (pi, qi), w1, w2 = v.witness
+    return [w1(kp.paths[pi].condition), w2(kp.paths[qi].condition)]
+
+
+def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: Program,
+               notes: list[str]) -> tuple[Verdict, int | None, ShownFault | None]:
+    """The verdict; the argc a `verimim run` line shows its fault with (None: no line); the run
+    that showed it where Z3's counterexample alone does not. A refutation over main's inputs
+    alone stands, with its own argc. One that rests on memory contents or arguments the verifier
+    leaves unconstrained stands only where a run shows the fault (smt.kernel_confirm), and then
+    the run's fault is the counterexample (Z3's work-items and values may be ones the program
+    never has); else it is `unknown`: it may be a fault the program never has."""
+    if v.status != "refuted":
+        return v, None, None
+    assert v.model is not None
+    argc = _model_argc(v.model, launch)
+    if _memory_free(_cex_terms(v, kp), kp, launch):
+        return v, argc, None
+    what = "race" if code == "E-RACE" else "barrier divergence"
+    tried = candidate_argcs(argc if launch.tied else None)
+    shown = confirming_run(program, code, kp, tried)
+    if shown is not None:
+        notes.append(f"the {what} depends on memory contents or arguments the verifier does not track; "
+                     f"a run with argc = {shown.argc} shows it")
+        return v, shown.argc, shown
+    runs = ", ".join(str(n) for n in tried)
+    return Verdict("unknown", f"a {what} is possible for some memory contents or arguments the verifier "
+                   f"does not track, and no run shows it (argc = {runs}): not refuted, not proved"), None, None
+
+
+def _shown_cex(shown: ShownFault, site: LaunchSite, file: str) -> tuple[dict[str, Any], Diagnostic]:
+    """A refutation a run confirmed: the run's own fault, with the line that shows it."""
+    f = shown.fault
+    cex: dict[str, Any] = {"main_inputs": {"argc": shown.argc}, "run": run_command(file, shown.argc),
+                           "shown_by_run": {"code": f.code, "message": f.message, **_loc_json(f.loc)}}
+    msg = f"in kernel `{site.kernel}`, a run with argc = {shown.argc} shows: {f.message}"
+    return cex, Diagnostic(f.code, msg, f.loc or site.loc, "error", (*f.related, Related("launched here", site.loc)))  # type: ignore[arg-type]
+
+
+def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, run: str | None,
               code: str) -> tuple[dict[str, Any], Diagnostic]:
     assert v.model is not None
     model = v.model
@@ -212,8 +263,7 @@ def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, fil
     cex: dict[str, Any] = {"work_items": wis, "kernel_args": _args(model, kp), "main_inputs": _main_inputs(model, launch),
                            "accesses": acc, "address": {"space": acc[0]["space"], "object": acc[0]["object"],
                                                         "byte_offset": acc[1]["byte_offset"]}}
-    terms = [w1(a.cond), w2(b.cond), w1(a.off), w2(b.off)]
-    cex["run"] = _run_command(model, launch, file) if _memory_free(terms, kp, launch) else None
+    cex["run"] = run
     who = lambda k: f"work-item {wis[k]['item']} of group {wis[k]['group']}"  # noqa: E731
     what = lambda x: "writes" if x["kind"] == "write" else "reads"  # noqa: E731
     where = f"byte {acc[1]['byte_offset']} of {acc[0]['object']} ({acc[0]['space']} memory)"
@@ -231,7 +281,7 @@ def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, fil
 
 
 def _divergence_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite,
-                    file: str) -> tuple[dict[str, Any], Diagnostic]:
+                    run: str | None) -> tuple[dict[str, Any], Diagnostic]:
     assert v.model is not None
     model = v.model
     (pi, qi), w1, w2 = v.witness
@@ -241,8 +291,7 @@ def _divergence_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSit
             for x in (p, q)]
     cex: dict[str, Any] = {"work_items": wis, "kernel_args": _args(model, kp), "main_inputs": _main_inputs(model, launch),
                            "barriers": seqs}
-    terms = [w1(p.condition), w2(q.condition)]
-    cex["run"] = _run_command(model, launch, file) if _memory_free(terms, kp, launch) else None
+    cex["run"] = run
     first = p if p.barriers else q
     other = q if first is p else p
     w_first, w_other = (wis[0], wis[1]) if first is p else (wis[1], wis[0])

@@ -1,0 +1,64 @@
+"""Refutations that rest on what the kernel verifier does not know, confirmed by a run.
+
+The kernel model leaves a value loaded from global memory unconstrained, and so does the host
+model for a kernel argument that is not a function of main's inputs (a host loop's counter, a
+value loaded on the host). A race or divergence found for *some* such value may be one the
+program never has: a kernel that indexes `a[8 + (a[t] & 7)]` over a buffer the host filled with
+0..15 writes eight distinct cells, yet Z3 is free to pick equal contents. Such a refutation is
+not a proof of a fault, and reporting it as `E-RACE` would be a false alarm.
+
+So it is run: the reference interpreter executes the verified program (host and device, as
+the pipeline left them) with a few argument counts, and a run that stops with the same code
+inside the same kernel confirms the refutation, with a `verimim run` line that shows it. A
+refutation that no run confirms is `unknown`: neither a fault shown nor a proof.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from verimim.diagnostics import Loc, VerimimError
+from verimim.interp.observe import observe
+from verimim.phases.base import Program
+from verimim.smt.kernel_model import KernelPaths
+from verimim.smt.kernel_queries import MAX_ARGC_FOR_RUN
+
+CONFIRM_FUEL = 2_000_000  # steps of each confirming run (as a differential spec's run)
+DEFAULT_ARGCS = (1, 2)  # what `verimim run prog` and `verimim run prog a` give main
+
+
+def kernel_locs(kp: KernelPaths) -> set[tuple[int | None, int | None]]:
+    """Where a run's fault inside this kernel can be: its accesses and barriers."""
+    sites = [a.site for p in kp.paths for a in p.accesses] + [b.site for p in kp.paths for b in p.barriers]
+    return {_key(s.loc) for s in sites if s.loc is not None}
+
+
+def _key(loc: Loc) -> tuple[int | None, int | None]:
+    return (loc.line, loc.col)
+
+
+def candidate_argcs(model_argc: int | None) -> list[int]:
+    """The counterexample's own argc first (where `run` can give it), then the default ones."""
+    first = [model_argc] if model_argc is not None and 1 <= model_argc <= MAX_ARGC_FOR_RUN else []
+    return list(dict.fromkeys([*first, *DEFAULT_ARGCS]))
+
+
+@dataclass(frozen=True)
+class ShownFault:
+    """A run that shows the fault: its argc and what the interpreter reported."""
+    argc: int
+    fault: VerimimError
+
+
+def confirming_run(program: Program, code: str, kp: KernelPaths, argcs: Iterable[int]) -> ShownFault | None:
+    """The first run (by argc, schedule 0) of the program that stops with `code` in this
+    kernel, else None."""
+    locs = kernel_locs(kp)
+    for argc in argcs:
+        argv = ["prog", *["a"] * (argc - 1)]
+        seen = observe(program.host, argv, device=program.device, fuel=CONFIRM_FUEL, crash_ok=True)
+        fault = seen.fault
+        if (seen.code == code and isinstance(fault, VerimimError) and fault.loc is not None
+                and _key(fault.loc) in locs):
+            return ShownFault(argc, fault)
+    return None

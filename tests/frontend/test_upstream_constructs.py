@@ -193,3 +193,31 @@ def test_dump_prints_rules_back_and_round_trips() -> None:
 def test_filters_are_accepted_and_imports_share_names() -> None:
     load("fun foo (mem: %mem.M 0, x: I32)@(%core.icmp.e (x, 23I32)): [%mem.M 0, I32] = return (mem, x);\n")
     w, _ = load_text("import compile;\nlet p = optimization_phase;\n", "t.mim")
+
+
+MAIN_CON = "con extern main [mem: %mem.M 0, argc: I32, argv: %mem.Ptr0 «⊤:Nat; %mem.Ptr0 «⊤:Nat; I8»», " \
+           "return: Cn [%mem.M 0, I32]] =\n"
+
+
+def test_a_bracket_pattern_element_may_be_a_type_alone() -> None:
+    # upstream's `b → e` (lit/regex, lit/affine): `con k [mem: %mem.M 0, I32]` takes an I32 it
+    # does not name; a bare name in brackets is a type too, as upstream parses it.
+    body = MAIN_CON + """    con k [mem: %mem.M 0, I32] = return (mem, 7I32);
+    k (mem, argc);
+"""
+    assert run(body, "a") == 7
+    _, values = load("lam f [Nat, n: Nat]: Nat = n;\n")
+    assert show(values["f"].pi) == "«2; Nat» → Nat"  # type: ignore[attr-defined]
+
+
+def test_a_bracket_element_that_is_a_function_type_over_a_sigma() -> None:
+    # `[…, [Nat, Nat] → Nat, …]`: the nested brackets are the domain of a function type, not a
+    # nested pattern.
+    _, values = load("lam g [x: Nat, [Nat, Nat] → Nat]: Nat = x;\n")
+    assert show(values["g"].pi) == "[Nat, «2; Nat» → Nat] → Nat"  # type: ignore[attr-defined]
+
+
+def test_a_nested_bracket_pattern_still_binds() -> None:
+    body = "lam h [[a: Nat, b: Nat], c: Nat]: Nat = %core.nat.add (a, c);\n" + MAIN_CON + \
+        "    return (mem, %core.bitcast I32 (h ((2, 3), 4)));\n"
+    assert run(body) == 6

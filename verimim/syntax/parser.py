@@ -831,7 +831,7 @@ class Parser:
         elems: list[ast.Pattern] = []
         trailing = False
         while not self.at(close):
-            elems.extend(self.parse_pattern_elem())
+            elems.extend(self.parse_bracket_elem() if brackets else self.parse_pattern_elem())
             if not self.accept(","):
                 break
             trailing = self.at(close)
@@ -839,6 +839,23 @@ class Parser:
         if close == ")" and len(elems) == 1 and not trailing:
             return elems[0]
         return ast.PTuple(self.loc(open_), tuple(elems), implicit, brackets)
+
+    def parse_bracket_elem(self) -> list[ast.Pattern]:
+        """An element of a `[…]` pattern: as in `( … )`, except that an element that is not a
+        binder (`x: T`, `a b: T`) nor a nested `[…]` pattern is a type alone, an anonymous binder
+        (upstream's `b → e`: `Cn [mem: %mem.M 0, I32]`, `con f [mem: %mem.M 0, I32]`). A bare
+        name is a type there too, as upstream parses it. A nested `[…]` followed by `→` is the
+        domain of a function type: `[…, [Nat, Nat] → Nat, …]`."""
+        if self.name_run_before_colon():
+            return self.parse_pattern_elem()
+        start = self.pos
+        if self.at("["):
+            nested = self.parse_pattern()
+            if not self.at("→"):
+                return [nested]
+            self.pos = start  # a function type whose domain is a sigma: parse it as a type
+        first = self.peek()
+        return [ast.PVar(self.loc(first), "_", self.parse_arrow())]
 
     def parse_pattern_elem(self) -> list[ast.Pattern]:
         run = self.name_run_before_colon()

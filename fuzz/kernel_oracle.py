@@ -118,7 +118,9 @@ def judge(verdicts: KernelVerdicts, run_codes: set[str], race_free: bool,
             cmd = part.get("run") if isinstance(part, dict) else None
             if not cmd:
                 continue
-            code = "E-BARRIER-DIVERGENCE" if "barriers" in part or e["races"] != "refuted" else "E-RACE"
+            shown = part.get("shown_by_run")  # a refutation a run confirmed names its code
+            code = (shown["code"] if isinstance(shown, dict) else
+                    "E-BARRIER-DIVERGENCE" if "barriers" in part or e["races"] != "refuted" else "E-RACE")
             args, schedule = _command_args(cmd)
             if code not in reproduce(args, schedule):
                 return "reproducer", f"`{cmd}` does not report {code}"

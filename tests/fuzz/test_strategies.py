@@ -159,3 +159,21 @@ def test_a_program_that_launches_nothing_has_its_streams_verified(monkeypatch: p
     monkeypatch.setattr(kernel_verify, "mentions_streams", lambda host: False)
     verdict = run_with_big_stack(lambda: check_generated(prog))
     assert not verdict.ok and verdict.kind == "missed-defect", verdict.message
+
+
+def test_the_kernel_oracle_reproduces_a_run_confirmed_counterexample_with_its_own_code() -> None:
+    # A launch with both verdicts refuted: the divergence confirmed by a run (its counterexample
+    # has no `barriers`, only `shown_by_run`), the race by Z3 alone. Each command must be run
+    # for its own code; the divergence's is not an E-RACE reproducer.
+    from verimim.fuzz.kernel_oracle import KernelVerdicts, judge
+
+    div = {"run": "verimim run p.mim a --schedule 0", "shown_by_run": {"code": "E-BARRIER-DIVERGENCE"}}
+    race = {"run": "verimim run p.mim --schedule 0", "accesses": []}
+    entry = {"name": "k", "races": "refuted", "divergence": "refuted",
+             "counterexample": {"divergence": div, "race": race}}
+    verdicts = KernelVerdicts([entry], {"E-RACE", "E-BARRIER-DIVERGENCE"})
+    shows = {("a",): {"E-BARRIER-DIVERGENCE"}, (): {"E-RACE"}}
+    assert judge(verdicts, set(), False, lambda args, _s: shows[tuple(args)]) is None
+    wrong = {("a",): {"E-RACE"}, (): {"E-RACE"}}
+    assert judge(verdicts, set(), False, lambda args, _s: wrong[tuple(args)]) == \
+        ("reproducer", "`verimim run p.mim a --schedule 0` does not report E-BARRIER-DIVERGENCE")

@@ -62,3 +62,17 @@ def is_known(annex: str) -> bool:
     from verimim.phases.pipeline import PHASES
 
     return annex in PHASES or annex in ALIASES or annex in NULLS or annex in _NOT_IMPLEMENTED
+
+
+def resolve(name: str) -> str:
+    """A phase name as a user may type it: the full annex name, an upstream alias, or the name
+    without its plugin (`remove_double_syncs`, as CLI.md's own example writes it) where exactly
+    one of verimim's phases has it. Anything else comes back unchanged, for the caller to reject."""
+    from verimim.phases.pipeline import PHASES
+
+    if name in PHASES:
+        return name
+    if name in ALIASES:
+        return ALIASES[name]
+    matches = [p for p in PHASES if p.split(".", 1)[-1] == name]
+    return matches[0] if len(matches) == 1 else name

@@ -81,6 +81,20 @@ def test_dump_prints_mim_and_json_carries_it() -> None:
     assert json.loads(pj.stdout)["output"] == p.stdout
 
 
+def test_dump_after_takes_a_phase_without_its_plugin_where_the_name_is_unambiguous() -> None:
+    """CLI.md's own JSON example names the phase `remove_double_syncs`; `--after` takes that
+    spelling and an upstream alias, and still rejects a name no phase has (exit 2)."""
+    kernel = str(PROGRAMS / "valid" / "manual_stream.mim")
+    full = verimim("dump", kernel, "--after", "gpu.remove_double_syncs")
+    bare = verimim("dump", kernel, "--after", "remove_double_syncs")
+    alias = verimim("dump", kernel, "--after", "compile.cleanup_phase")
+    assert full.returncode == 0 and "con extern" in full.stdout, full.stderr
+    assert bare.returncode == 0 and bare.stdout == full.stdout, bare.stderr
+    assert alias.returncode == 0, alias.stderr
+    wrong = verimim("dump", kernel, "--after", "double_syncs", "--json")
+    assert wrong.returncode == 2 and json.loads(wrong.stdout)["diagnostics"][0]["code"] == "E-USAGE"
+
+
 def test_internal_error_is_exit_3_without_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(path: str, include: list[str]) -> None:
         raise RuntimeError("simulated bug")

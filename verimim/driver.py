@@ -378,10 +378,12 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
             return
         from verimim.phases.pipeline import PHASES
         from verimim.phases.runner import run_pipeline
+        from verimim.phases.vocabulary import resolve
 
-        if after not in PHASES:
+        phase = resolve(after)
+        if phase not in PHASES:
             raise UsageError(f"--after: unknown phase `{after}`; known: {', '.join(sorted(PHASES))}")
-        run = run_pipeline(world, verify=False, until=after, plan=plan_for(world, include, pipeline=pipeline))
+        run = run_pipeline(world, verify=False, until=phase, plan=plan_for(world, include, pipeline=pipeline))
         report.diagnostics.extend(run.diagnostics)
         if run.stopped:
             return

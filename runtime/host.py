@@ -23,6 +23,7 @@ from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Tuple
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, layout_of
 from verimim.interp.entry import main_form
+from verimim.interp.machine import find_main
 from verimim.plug.c_lib import c_name
 from verimim.runtime.c_host import CFunctions, emit_call
 from verimim.runtime.cps import CpsCompiler
@@ -372,9 +373,7 @@ class _HostCompiler(CpsCompiler):
 
 def emit_host(host_world: World, kernels: dict[str, KernelInfo]) -> HostModule:
     """The LLVM IR of the host World's `main` (kernels launched by their index in the result)."""
-    main = host_world.externals.get("main")
-    if main is None:
-        raise VerimimError("E-NAME", "the program has no `fun extern main`", None)
+    main = find_main(host_world)
     dyn: set[int] = set()
     while True:
         ctx = _HostCtx(host_world)

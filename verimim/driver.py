@@ -194,7 +194,7 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             # program with an error diagnostic has no defined result to run on the GPU.
             oracle = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit)
             try:
-                report.data["interp_result"] = oracle.run_main(find_main(world), [path, *args])
+                report.data["interp_result"] = oracle.run_main(find_main(world, path), [path, *args])
             except LaunchTooLarge as e:
                 # Too big to interpret first: the GPU runs it unchecked, and says so.
                 report.diagnostics.append(Diagnostic(
@@ -227,7 +227,7 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
         else:
             machine = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit)
         try:
-            result = machine.run_main(find_main(machine.world), [path, *args])
+            result = machine.run_main(find_main(machine.world, path), [path, *args])
         finally:
             if backend is None:
                 report.diagnostics.extend(machine.warnings)
@@ -256,9 +256,11 @@ def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90", host_
     report = Report(path)
 
     def body() -> None:
+        from verimim.interp.machine import find_main
         from verimim.runtime.hostrt import compile_program
 
         world, unit = load(path, include)
+        find_main(world, path)  # the host module is main's: without one, say where it is missing
         prog = compile_program(world, sm, plan_for(world, include, host_phases, device_phases, pipeline))
         report.data["pipeline"] = prog.pipeline
         ll, ptx = Path(out + ".ll"), Path(out + ".ptx")

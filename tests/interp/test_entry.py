@@ -60,3 +60,26 @@ def test_other_main_types_are_type_errors_at_main(src: str) -> None:
         _interp(src, ["prog"])
     assert e.value.code == "E-TYPE" and e.value.loc is not None and e.value.loc.line == 3
     assert "main must be" in e.value.message
+
+
+@pytest.mark.parametrize("command", [["run"], ["diff"], ["compile", "-o", "OUT"]])
+def test_a_program_without_an_entry_point_is_told_where(tmp_path, command: list[str]) -> None:
+    """No `main` at all: E-NAME at the file's start; a `main` that is not `extern`: E-NAME at
+    it. Never an error without a position (CLI.md: every error has file:line:col)."""
+    from verimim import driver
+
+    none = tmp_path / "none.mim"
+    none.write_text(HEADER + "let x = 1;\n")
+    local = tmp_path / "local.mim"
+    local.write_text(HEADER + FORMS["fun with memory"].replace("fun extern main", "fun main"))
+    for path, line, found in ((none, 1, "found no `main`"), (local, 3, "not `extern`")):
+        if command[0] == "run":
+            report = driver.run(str(path), [], [])
+        elif command[0] == "diff":
+            report = driver.diff(str(path), [], [])
+        else:
+            report = driver.compile_to(str(path), [], str(tmp_path / "out"))
+        errors = [d for d in report.diagnostics if d.severity == "error"]
+        assert [d.code for d in errors] == ["E-NAME"] and report.exit_code == 1
+        assert errors[0].loc is not None and (errors[0].loc.file, errors[0].loc.line, errors[0].loc.col) == (str(path), line, 1)
+        assert found in errors[0].message

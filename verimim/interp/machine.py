@@ -564,8 +564,16 @@ class Machine:
 MAX_CALL_DEPTH = 20_000
 
 
-def find_main(world: World) -> MutLam:
+def find_main(world: World, file: str | None = None) -> MutLam:
+    """The program's entry point. Without one, the error points at a `main` that is not
+    `extern` where there is one, else at the start of `file` (a run needs a location)."""
     main = world.externals.get("main")
-    if main is None:
-        raise RuntimeFault("E-NAME", "the program has no `fun extern main`", None)
-    return main
+    if main is not None:
+        return main
+    named = next((m for m in world.muts if m.name == "main" and m.loc is not None), None)
+    if named is not None:
+        raise RuntimeFault("E-NAME", "expected `fun extern main` (or `con extern main`), the program's entry "
+                           "point; found a `main` that is not `extern`", named.loc)
+    where = Loc(file, 1, 1) if file else None
+    raise RuntimeFault("E-NAME", "expected `fun extern main` (or `con extern main`), the program's entry "
+                       "point; found no `main`", where)

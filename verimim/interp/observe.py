@@ -115,7 +115,7 @@ def observe(host: World, argv: list[str], *, device: World | None = None, fuel: 
     if effects:
         _trace(m, traced)
     try:
-        value: Any = m.run_main(find_main(host), argv)
+        value: Any = m.run_main(find_main(host, argv[0] if argv else None), argv)
     except (RuntimeFault, VerimimError) as e:
         return _seen(m, ("fault", e.code), None, e.message, e)
     except Exception as e:  # noqa: BLE001 — an ill-formed phase output can stop the interpreter

@@ -97,6 +97,8 @@ class Scopes:
         self._avail: dict[int, dict[int, Def]] = {}
         self._refs: dict[int, frozenset[MutLam]] = {}
         self._creator: dict[int, MutLam | None] = {}
+        self._nested: dict[int, frozenset[MutLam]] = {}
+        self._direct: dict[int, frozenset[MutLam]] = {}
 
     def refs(self, m: MutLam) -> frozenset[MutLam]:
         """The mutables m's body refers to (`scan_mut`), once per mutable: the nesting analyses
@@ -186,21 +188,105 @@ class Scopes:
         return bool(deps) and not deps.isdisjoint(self.local_muts(k))
 
     def creator(self, c: MutLam) -> MutLam | None:
-        """The mutable whose activations create c's closures: the innermost one whose parameter c
-        uses (None for a closure that captures nothing)."""
+        """The mutable whose activations create c's closures (None for a closure that captures
+        nothing): the innermost one whose parameter c uses, or, below it, the innermost mutable
+        that every reference to c comes from.
+
+        The second is the dominance upstream's scheduler uses. A continuation `ret_2` that only
+        `ret_1` jumps to (the return continuation of a launch made there) runs only after ret_1,
+        so its closure is made by ret_1 and captures what ret_1 computed, even where it uses no
+        parameter of ret_1. Made by the outer function instead, it would compute again what it
+        shares with ret_1 and the outer function does not have: an effect (a `gpu.alloc.block`
+        whose memory token comes from outside both) would happen twice."""
         if c.gid in self._creator:
             return self._creator[c.gid]
         fv = self.free(c)
         if not fv:
-            res = None
-        else:
-            # The innermost: every other mutable whose parameter c uses is outside it (in its
-            # free set). Counting free mutables is only a fallback: an outer function can
-            # capture more.
-            inner = [o for o in fv if all(p is o or p in self.free(o) for p in fv)]
-            res = inner[0] if len(inner) == 1 else max(fv, key=lambda o: (len(self.free(o)), o.gid))
+            self._creator[c.gid] = None
+            return None
+        # The innermost: every other mutable whose parameter c uses is outside it (in its
+        # free set). Counting free mutables is only a fallback: an outer function can
+        # capture more.
+        inner = [o for o in fv if all(p is o or p in self.free(o) for p in fv)]
+        outer = inner[0] if len(inner) == 1 else max(fv, key=lambda o: (len(self.free(o)), o.gid))
+        self._creator[c.gid] = outer  # provisional: cuts cycles through the referrers' creators
+        res = self._referrers_creator(c, outer)
         self._creator[c.gid] = res
         return res
+
+    def _referrers_creator(self, c: MutLam, outer: MutLam) -> MutLam:
+        """The one mutable below `outer` whose body names c, where there is exactly one, names
+        it outside any immutable λ, is not named back by c, and is made by outer's activations
+        (its creator chain reaches outer); `outer` otherwise. A single referrer keeps the answer
+        independent of the order creators are asked for."""
+        own = self.local_muts(c)
+        referrers = [r for r in self.local_muts(outer)
+                     if r is not c and r not in own and c in self.refs(r)]
+        if len(referrers) != 1 or referrers[0] is outer:
+            return outer
+        r = referrers[0]
+        if c not in self._direct_refs(r) or any(r in self.refs(m) for m in own):
+            return outer  # named inside a λ (each backend makes those its own way), or mutual
+        seen = {c.gid}
+        x: MutLam | None = r
+        while x is not None and x is not outer:
+            if x.gid in seen:
+                return outer  # a ring of continuations only each other names
+            seen.add(x.gid)
+            x = self.creator(x)
+        return r if x is outer else outer
+
+    def _direct_refs(self, r: MutLam) -> frozenset[MutLam]:
+        """The mutables r's body names outside any immutable λ's body."""
+        hit = self._direct.get(r.gid)
+        if hit is not None:
+            return hit
+        out: set[MutLam] = set()
+        seen: set[int] = set()
+        stack: list[Def] = [r.body] if r.body is not None else []
+        while stack:
+            x = stack.pop()
+            if x.gid in seen:
+                continue
+            seen.add(x.gid)
+            if isinstance(x, MutLam):
+                out.add(x)
+            elif not isinstance(x, Lam):
+                stack.extend(x.ops)
+        res = frozenset(out)
+        self._direct[r.gid] = res
+        return res
+
+    def nested(self, k: MutLam) -> frozenset[MutLam]:
+        """The mutables whose activations happen inside k's: those local to k (they use its
+        parameter) and those whose closures k, or one of these, creates."""
+        hit = self._nested.get(k.gid)
+        if hit is not None:
+            return hit
+        out = set(self.local_muts(k))
+        todo = list(out)
+        while todo:
+            x = todo.pop()
+            for y in self.refs(x):
+                if y in out or not self.free(y) or not self._made_under(y, k):
+                    continue
+                for z in (y, *self.local_muts(y)):
+                    if z not in out:
+                        out.add(z)
+                        todo.append(z)
+        res = frozenset(out)
+        self._nested[k.gid] = res
+        return res
+
+    def _made_under(self, y: MutLam, k: MutLam) -> bool:
+        x = self.creator(y)
+        steps = 0
+        while x is not None and steps <= len(self._creator):
+            if x is k:
+                return True
+            x = self.creator(x)
+            steps += 1
+        return False
 
     def _walk_from(self, roots: list[Def], stop: Callable[[Def], bool]) -> list[Def]:
         out: list[Def] = []
@@ -272,7 +358,8 @@ class Scopes:
         if parent is None:
             return out
         have = self.available(parent, is_leaf)
-        local = self.local_muts(c)
+        # what the closures c makes capture is taken from c's activation, so through c's closure
+        local = self.nested(c)
         seen: set[int] = set()
         stack: list[Def] = [m.body for m in local if m.body is not None]
         while stack:

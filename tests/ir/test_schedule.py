@@ -85,3 +85,72 @@ def test_known_is_asked_when_a_node_is_reached_so_a_caller_may_compute_while_it_
         if d is left:
             have.add(right.gid)  # computed as a side effect of computing `left`
     assert right not in seen and seen[-1] is left
+
+
+TWO_CALLS = """
+plugin core;
+plugin mem;
+
+fun helper (m0: mem.M 0, p: mem.Ptr0 I32): [mem.M 0, I32] =
+    let m0 = mem.store (m0, p, 5I32);
+    return (m0, 0I32);
+
+fun second (m0: mem.M 0): [mem.M 0, I32] = return (m0, 1I32);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («⊤:Nat; I8», 0)», 0)): [mem.M 0, I32] =
+    let (m0, p) = mem.malloc (I32, 0) (m0, 4);
+    ret (m0, junk) = helper $ (m0, p);
+    ret (m0, junk2) = second $ m0;
+    let (m0, v) = mem.load (m0, p);
+    let m0 = mem.free (m0, p);
+    return (m0, v);
+"""
+
+
+def _muts(w: World) -> dict[str, MutLam]:
+    return {m.name or "": m for m in w.muts}
+
+
+def test_a_continuation_only_one_continuation_names_is_made_by_it() -> None:
+    # ret_2 (after `second`) is named only by ret_1 (after `helper`) and uses only main's values:
+    # ret_1 makes its closure, so ret_2 captures what ret_1 computed (upstream's dominance);
+    # ret_1, named only by main's own body, stays main's.
+    w, _ = load_text(TWO_CALLS)
+    main = find_main(w)
+    rets = sorted((m for m in w.muts if (m.name or "").startswith("ret")), key=lambda m: m.gid)
+    assert len(rets) == 2
+    first, then = rets
+    scopes = Scopes()
+    assert scopes.creator(first) is main
+    assert scopes.creator(then) is first
+    assert then in scopes.nested(first) and then not in scopes.local_muts(first)
+    assert observe(w, ["prog"]).result == ("ok", 5)
+
+
+def test_continuations_that_name_each_other_keep_the_creator_whose_parameter_they_use() -> None:
+    # pb and q name each other (and pb is also named by `more`): no single referrer, so both
+    # stay with `loop`, whose parameter they use, whatever order the creators are asked in.
+    src = """
+plugin core;
+plugin mem;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («⊤:Nat; I8», 0)», 0)): [mem.M 0, I32] =
+    loop (m0, 0)
+    where
+        con loop (m: mem.M 0, i: Nat) =
+            (stop, more)#(core.ncmp.l (i, 3)) m
+            where
+                con stop (m: mem.M 0) = return (m, core.bitcast I32 i);
+                con more (m: mem.M 0) = pb m;
+                con pb (m: mem.M 0) = (q, loop_next)#(core.ncmp.l (i, 9)) m;
+                con q (m: mem.M 0) = pb m;
+                con loop_next (m: mem.M 0) = loop (m, core.nat.add (i, 1));
+            end;
+    end;
+"""
+    w, _ = load_text(src)
+    muts = _muts(w)
+    for order in (("pb", "q"), ("q", "pb")):
+        scopes = Scopes()
+        got = {n: scopes.creator(muts[n]) for n in order}
+        assert got["pb"] is muts["loop"] and got["q"] is muts["loop"], order

@@ -154,3 +154,31 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («�
         scopes = Scopes()
         got = {n: scopes.creator(muts[n]) for n in order}
         assert got["pb"] is muts["loop"] and got["q"] is muts["loop"], order
+
+
+def test_a_continuation_both_arms_of_a_branch_name_is_made_where_the_branch_is() -> None:
+    # `join` is named by `one` and `two`, which only `after` names: after makes join's closure.
+    src = """
+plugin core;
+plugin mem;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («⊤:Nat; I8», 0)», 0)): [mem.M 0, I32] =
+    let (m0, p) = mem.malloc (I32, 0) (m0, 4);
+    after (m0, 3I32)
+    where
+        con after (m: mem.M 0, k: I32) = (two, one)#(core.icmp.e (argc, 1I32)) m;
+        con one (m: mem.M 0) = join (m, 1I32);
+        con two (m: mem.M 0) = join (m, 2I32);
+        con join (m: mem.M 0, v: I32) =
+            let m = mem.store (m, p, v);
+            let (m, x) = mem.load (m, p);
+            let m = mem.free (m, p);
+            return (m, x);
+    end;
+"""
+    w, _ = load_text(src)
+    muts = _muts(w)
+    scopes = Scopes()
+    assert scopes.creator(muts["one"]) is muts["after"] and scopes.creator(muts["two"]) is muts["after"]
+    assert scopes.creator(muts["join"]) is muts["after"]
+    assert observe(w, ["prog", "x"]).result == ("ok", 2)

@@ -215,26 +215,55 @@ class Scopes:
         return res
 
     def _referrers_creator(self, c: MutLam, outer: MutLam) -> MutLam:
-        """The one mutable below `outer` whose body names c, where there is exactly one, names
-        it outside any immutable λ, is not named back by c, and is made by outer's activations
-        (its creator chain reaches outer); `outer` otherwise. A single referrer keeps the answer
-        independent of the order creators are asked for."""
-        own = self.local_muts(c)
-        referrers = [r for r in self.local_muts(outer)
-                     if r is not c and r not in own and c in self.refs(r)]
-        if len(referrers) != 1 or referrers[0] is outer:
+        """Where c's closures are made, below `outer`: the one continuation that names c, or the
+        one that names each of c's referrers (the two arms of a branch that both jump to c),
+        provided every such name is outside an immutable λ, c names none of them back, and the
+        maker is itself made inside outer's activations (its creator chain reaches outer);
+        `outer` otherwise. The choice is structural (`_referrers`), so it does not depend on the
+        order creators are asked for."""
+        referrers = self._referrers(c, outer)
+        if referrers is None:
             return outer
-        r = referrers[0]
-        if c not in self._direct_refs(r) or any(r in self.refs(m) for m in own):
-            return outer  # named inside a λ (each backend makes those its own way), or mutual
+        if len(referrers) == 1:
+            maker = referrers[0]
+        else:
+            parents = {id(p): p for r in referrers for p in [self._single_referrer(r, outer)]}
+            if len(parents) != 1 or None in parents.values():
+                return outer
+            maker = next(iter(parents.values()))
+            if maker is None or maker is c:
+                return outer
+        if maker is outer:
+            return outer
         seen = {c.gid}
-        x: MutLam | None = r
+        x: MutLam | None = maker
         while x is not None and x is not outer:
             if x.gid in seen:
                 return outer  # a ring of continuations only each other names
             seen.add(x.gid)
             x = self.creator(x)
-        return r if x is outer else outer
+        return maker if x is outer else outer
+
+    def _referrers(self, c: MutLam, outer: MutLam) -> list[MutLam] | None:
+        """The continuations (below outer) whose bodies name c, when each names it outside any λ
+        and c names none of them back; None otherwise."""
+        own = self.local_muts(c)
+        referrers = [r for r in self.local_muts(outer) if r is not c and r not in own and c in self.refs(r)]
+        if not referrers:
+            return None
+        for r in referrers:
+            if c not in self._direct_refs(r) or any(r in self.refs(m) for m in own):
+                return None  # named inside a λ (each backend makes those its own way), or mutual
+        return referrers
+
+    def _single_referrer(self, r: MutLam, outer: MutLam) -> MutLam | None:
+        """The one continuation that names r (outer included), if exactly one does."""
+        if r is outer:
+            return None
+        named_by = self._referrers(r, outer)
+        if outer.body is not None and r in self._direct_refs(outer):
+            named_by = [*(named_by or []), outer]
+        return named_by[0] if named_by is not None and len(named_by) == 1 else None
 
     def _direct_refs(self, r: MutLam) -> frozenset[MutLam]:
         """The mutables r's body names outside any immutable λ's body."""
@@ -327,7 +356,10 @@ class Scopes:
             # compute it again (repeating its effects).
             in_lams = [y for y in self._walk_from(lams, lambda x: isinstance(x, MutLam))
                        if isinstance(y, MutLam) and self.free(y)]
-            siblings = [y for x in out.values() if isinstance(x, MutLam) for y in self.free_muts_of(x)]
+            # (also those that continuations made inside these closures refer to: a closure
+            # made by one of them is not where an outer continuation's closure is made)
+            siblings = [y for x in out.values() if isinstance(x, MutLam)
+                        for n in sorted(self.nested(x) | {x}, key=lambda n: n.gid) for y in self.free_muts_of(n)]
             roots = [y for y in in_lams + siblings
                      if y.gid not in out and y is not k and y.gid not in avail and self.creator(y) is k]
         self._sched[k.gid] = out

@@ -224,15 +224,12 @@ class Scopes:
         referrers = self._referrers(c, outer)
         if referrers is None:
             return outer
-        if len(referrers) == 1:
-            maker = referrers[0]
-        else:
+        maker: MutLam | None = referrers[0]
+        if len(referrers) > 1:
             parents = {id(p): p for r in referrers for p in [self._single_referrer(r, outer)]}
-            if len(parents) != 1 or None in parents.values():
-                return outer
-            maker = next(iter(parents.values()))
-            if maker is None or maker is c:
-                return outer
+            maker = next(iter(parents.values())) if len(parents) == 1 else None
+        if maker is None or maker is c:
+            return outer
         if maker is outer:
             return outer
         seen = {c.gid}

@@ -228,18 +228,22 @@ class Scopes:
         if len(referrers) > 1:
             parents = {id(p): p for r in referrers for p in [self._single_referrer(r, outer)]}
             maker = next(iter(parents.values())) if len(parents) == 1 else None
-        if maker is None or maker is c:
+        if maker is None or maker is c or maker is outer:
             return outer
-        if maker is outer:
-            return outer
-        seen = {c.gid}
-        x: MutLam | None = maker
-        while x is not None and x is not outer:
-            if x.gid in seen:
-                return outer  # a ring of continuations only each other names
+        # not through c: a ring of continuations only each other names is made by none of them
+        return maker if self._reaches(maker, outer, avoid=c) else outer
+
+    def _reaches(self, start: MutLam | None, target: MutLam, avoid: MutLam | None = None) -> bool:
+        """Whether the creator chain from `start` (itself included) meets `target` before it
+        ends, repeats or meets `avoid`."""
+        seen: set[int] = set()
+        x = start
+        while x is not None and x is not avoid and x.gid not in seen:
+            if x is target:
+                return True
             seen.add(x.gid)
             x = self.creator(x)
-        return maker if x is outer else outer
+        return False
 
     def _referrers(self, c: MutLam, outer: MutLam) -> list[MutLam] | None:
         """The continuations (below outer) whose bodies name c, when each names it outside any λ
@@ -265,23 +269,11 @@ class Scopes:
     def _direct_refs(self, r: MutLam) -> frozenset[MutLam]:
         """The mutables r's body names outside any immutable λ's body."""
         hit = self._direct.get(r.gid)
-        if hit is not None:
-            return hit
-        out: set[MutLam] = set()
-        seen: set[int] = set()
-        stack: list[Def] = [r.body] if r.body is not None else []
-        while stack:
-            x = stack.pop()
-            if x.gid in seen:
-                continue
-            seen.add(x.gid)
-            if isinstance(x, MutLam):
-                out.add(x)
-            elif not isinstance(x, Lam):
-                stack.extend(x.ops)
-        res = frozenset(out)
-        self._direct[r.gid] = res
-        return res
+        if hit is None:
+            roots = [r.body] if r.body is not None else []
+            hit = self._direct[r.gid] = frozenset(
+                x for x in self._walk_from(roots, lambda x: isinstance(x, (MutLam, Lam))) if isinstance(x, MutLam))
+        return hit
 
     def nested(self, k: MutLam) -> frozenset[MutLam]:
         """The mutables whose activations happen inside k's: those local to k (they use its
@@ -294,7 +286,7 @@ class Scopes:
         while todo:
             x = todo.pop()
             for y in self.refs(x):
-                if y in out or not self.free(y) or not self._made_under(y, k):
+                if y in out or not self.free(y) or not self._reaches(self.creator(y), k):
                     continue
                 for z in (y, *self.local_muts(y)):
                     if z not in out:
@@ -304,15 +296,6 @@ class Scopes:
         self._nested[k.gid] = res
         return res
 
-    def _made_under(self, y: MutLam, k: MutLam) -> bool:
-        x = self.creator(y)
-        steps = 0
-        while x is not None and steps <= len(self._creator):
-            if x is k:
-                return True
-            x = self.creator(x)
-            steps += 1
-        return False
 
     def _walk_from(self, roots: list[Def], stop: Callable[[Def], bool]) -> list[Def]:
         out: list[Def] = []
@@ -356,7 +339,7 @@ class Scopes:
             # (also those that continuations made inside these closures refer to: a closure
             # made by one of them is not where an outer continuation's closure is made)
             siblings = [y for x in out.values() if isinstance(x, MutLam)
-                        for n in sorted(self.nested(x) | {x}, key=lambda n: n.gid) for y in self.free_muts_of(n)]
+                        for n in sorted(self.nested(x), key=lambda n: n.gid) for y in self.free_muts_of(n)]
             roots = [y for y in in_lams + siblings
                      if y.gid not in out and y is not k and y.gid not in avail and self.creator(y) is k]
         self._sched[k.gid] = out

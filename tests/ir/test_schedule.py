@@ -182,3 +182,41 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («�
     assert scopes.creator(muts["one"]) is muts["after"] and scopes.creator(muts["two"]) is muts["after"]
     assert scopes.creator(muts["join"]) is muts["after"]
     assert observe(w, ["prog", "x"]).result == ("ok", 2)
+
+
+def test_a_continuation_named_from_branches_of_unequal_depth_is_made_by_its_dominator() -> None:
+    # `join` is named by `one` directly and by `b1` and `b2`, the arms of a branch in `two`:
+    # no one continuation names all its referrers, but every way to join passes through
+    # `after`, which makes join's closure (join's immediate dominator in the graph of names).
+    src = """
+plugin core;
+plugin mem;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («⊤:Nat; I8», 0)», 0)): [mem.M 0, I32] =
+    let (m0, p) = mem.malloc (I32, 0) (m0, 4);
+    after (m0, 3I32)
+    where
+        con after (m: mem.M 0, k: I32) = (two, one)#(core.icmp.e (argc, 1I32)) m;
+        con one (m: mem.M 0) = join (m, 1I32);
+        con two (m: mem.M 0) =
+            (b2, b1)#(core.icmp.ul (argc, 3I32)) m
+            where
+                con b1 (m: mem.M 0) = join (m, 2I32);
+                con b2 (m: mem.M 0) = join (m, 12I32);
+            end;
+        con join (m: mem.M 0, v: I32) =
+            let m = mem.store (m, p, v);
+            let (m, x) = mem.load (m, p);
+            let m = mem.free (m, p);
+            return (m, x);
+    end;
+"""
+    w, _ = load_text(src)
+    muts = _muts(w)
+    for order in (("join", "b1", "two"), ("two", "b1", "join")):
+        scopes = Scopes()
+        got = {n: scopes.creator(muts[n]) for n in order}
+        assert got["join"] is muts["after"], order
+        assert got["b1"] is muts["two"] and got["two"] is muts["after"], order
+        assert muts["join"] in scopes.nested(muts["after"]) and muts["join"] not in scopes.nested(muts["two"])
+    assert [observe(w, ["prog", *["x"] * n]).result for n in range(3)] == [("ok", 1), ("ok", 2), ("ok", 12)]

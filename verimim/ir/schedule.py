@@ -21,6 +21,7 @@ scheduled before it has been computed — a caller may compute lazily while it i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from verimim.ir.analysis import free_muts, scan_mut
 from verimim.ir.defs import App, Def, Lam, MutLam, Var
@@ -99,6 +100,7 @@ class Scopes:
         self._creator: dict[int, MutLam | None] = {}
         self._nested: dict[int, frozenset[MutLam]] = {}
         self._direct: dict[int, frozenset[MutLam]] = {}
+        self._names_graph: dict[int, tuple[Any, dict[MutLam, MutLam]]] = {}
 
     def refs(self, m: MutLam) -> frozenset[MutLam]:
         """The mutables m's body refers to (`scan_mut`), once per mutable: the nesting analyses
@@ -224,10 +226,7 @@ class Scopes:
         referrers = self._referrers(c, outer)
         if referrers is None:
             return outer
-        maker: MutLam | None = referrers[0]
-        if len(referrers) > 1:
-            parents = {id(p): p for r in referrers for p in [self._single_referrer(r, outer)]}
-            maker = next(iter(parents.values())) if len(parents) == 1 else None
+        maker = referrers[0] if len(referrers) == 1 else self._dominator(c, outer)
         if maker is None or maker is c or maker is outer:
             return outer
         # not through c: a ring of continuations only each other names is made by none of them
@@ -257,22 +256,47 @@ class Scopes:
                 return None  # named inside a λ (each backend makes those its own way), or mutual
         return referrers
 
-    def _single_referrer(self, r: MutLam, outer: MutLam) -> MutLam | None:
-        """The one continuation that names r (outer included), if exactly one does."""
-        if r is outer:
+    def _dominator(self, c: MutLam, outer: MutLam) -> MutLam | None:
+        """The continuation every way from outer to c passes through last (c's immediate
+        dominator in the graph of direct names among outer's local continuations), provided
+        each continuation on those ways between it and c is named only directly and not
+        mutually (`_referrers`): an activation reached some other way (through a λ) need not
+        follow the dominator's. None where there is no such continuation."""
+        import networkx as nx
+
+        graph, idoms = self._naming(outer)
+        maker = idoms.get(c)
+        if maker is None or maker is c:
             return None
-        named_by = self._referrers(r, outer)
-        if outer.body is not None and r in self._direct_refs(outer):
-            named_by = [*(named_by or []), outer]
-        return named_by[0] if named_by is not None and len(named_by) == 1 else None
+        between = (nx.ancestors(graph, c) & nx.descendants(graph, maker)) - {maker}
+        if any(self._referrers(x, outer) is None for x in between):
+            return None
+        return maker
+
+    def _naming(self, outer: MutLam) -> tuple[Any, dict[MutLam, MutLam]]:
+        """The graph of direct names (r → y: r's body names y outside any λ) among outer's
+        local continuations, and its immediate dominators from outer; once per outer. A name
+        of outer itself starts a new activation of outer: it is no edge."""
+        hit = self._names_graph.get(outer.gid)
+        if hit is not None:
+            return hit
+        import networkx as nx
+
+        local = self.local_muts(outer)
+        graph: Any = nx.DiGraph()
+        graph.add_nodes_from(local)
+        graph.add_edges_from((r, y) for r in local for y in self._direct_refs(r) if y in local and y is not r and y is not outer)
+        hit = self._names_graph[outer.gid] = (graph, dict(nx.immediate_dominators(graph, outer)))
+        return hit
 
     def _direct_refs(self, r: MutLam) -> frozenset[MutLam]:
-        """The mutables r's body names outside any immutable λ's body."""
+        """The mutables r's body names outside any immutable λ's body (a parameter does not
+        name its mutable, as in `scan_mut`)."""
         hit = self._direct.get(r.gid)
         if hit is None:
             roots = [r.body] if r.body is not None else []
             hit = self._direct[r.gid] = frozenset(
-                x for x in self._walk_from(roots, lambda x: isinstance(x, (MutLam, Lam))) if isinstance(x, MutLam))
+                x for x in self._walk_from(roots, lambda x: isinstance(x, (MutLam, Lam, Var))) if isinstance(x, MutLam))
         return hit
 
     def nested(self, k: MutLam) -> frozenset[MutLam]:

@@ -100,7 +100,7 @@ class Scopes:
         self._creator: dict[int, MutLam | None] = {}
         self._nested: dict[int, frozenset[MutLam]] = {}
         self._direct: dict[int, frozenset[MutLam]] = {}
-        self._names_graph: dict[int, tuple[Any, dict[MutLam, MutLam]]] = {}
+        self._names_graph: dict[int, tuple[Any, dict[MutLam, MutLam], frozenset[MutLam]]] = {}
 
     def refs(self, m: MutLam) -> frozenset[MutLam]:
         """The mutables m's body refers to (`scan_mut`), once per mutable: the nesting analyses
@@ -217,19 +217,13 @@ class Scopes:
         return res
 
     def _referrers_creator(self, c: MutLam, outer: MutLam) -> MutLam:
-        """Where c's closures are made, below `outer`: the one continuation that names c, or the
-        one that names each of c's referrers (the two arms of a branch that both jump to c),
-        provided every such name is outside an immutable λ, c names none of them back, and the
-        maker is itself made inside outer's activations (its creator chain reaches outer);
-        `outer` otherwise. The choice is structural (`_referrers`), so it does not depend on the
-        order creators are asked for."""
-        referrers = self._referrers(c, outer)
-        if referrers is None:
+        """Where c's closures are made, below `outer`: c's immediate dominator among outer's
+        continuations (`_dominator`), provided it is itself made inside outer's activations (its
+        creator chain reaches outer without passing through c); `outer` otherwise. The choice
+        is structural, so it does not depend on the order creators are asked for."""
+        maker = self._dominator(c, outer)
+        if maker is None or maker is outer:
             return outer
-        maker = referrers[0] if len(referrers) == 1 else self._dominator(c, outer)
-        if maker is None or maker is c or maker is outer:
-            return outer
-        # not through c: a ring of continuations only each other names is made by none of them
         return maker if self._reaches(maker, outer, avoid=c) else outer
 
     def _reaches(self, start: MutLam | None, target: MutLam, avoid: MutLam | None = None) -> bool:
@@ -244,39 +238,33 @@ class Scopes:
             x = self.creator(x)
         return False
 
-    def _referrers(self, c: MutLam, outer: MutLam) -> list[MutLam] | None:
-        """The continuations (below outer) whose bodies name c, when each names it outside any λ
-        and c names none of them back; None otherwise."""
-        own = self.local_muts(c)
-        referrers = [r for r in self.local_muts(outer) if r is not c and r not in own and c in self.refs(r)]
-        if not referrers:
-            return None
-        for r in referrers:
-            if c not in self._direct_refs(r) or any(r in self.refs(m) for m in own):
-                return None  # named inside a λ (each backend makes those its own way), or mutual
-        return referrers
-
     def _dominator(self, c: MutLam, outer: MutLam) -> MutLam | None:
-        """The continuation every way from outer to c passes through last (c's immediate
-        dominator in the graph of direct names among outer's local continuations), provided
-        each continuation on those ways between it and c is named only directly and not
-        mutually (`_referrers`): an activation reached some other way (through a λ) need not
-        follow the dominator's. None where there is no such continuation."""
+        """The continuation that every way from outer's activation to c passes through last:
+        c's immediate dominator in the graph of direct names among outer's local
+        continuations (the one continuation that names c; the one that names both arms of a
+        branch jumping to c; the launch's return continuation above branches of any depth and
+        loops). Only where every live way into c, and into each continuation between the
+        dominator and c, is a direct name from a continuation the graph reaches: one entered
+        through an immutable λ (each backend makes those its own way) need not run after the
+        dominator's activation. None otherwise."""
         import networkx as nx
 
-        graph, idoms = self._naming(outer)
+        graph, idoms, live = self._naming(outer)
         maker = idoms.get(c)
         if maker is None or maker is c:
             return None
         between = (nx.ancestors(graph, c) & nx.descendants(graph, maker)) - {maker}
-        if any(self._referrers(x, outer) is None for x in between):
-            return None
+        for x in (c, *between):
+            for r in live:
+                if r is not x and x in self.refs(r) and (r not in idoms or x not in self._direct_refs(r)):
+                    return None
         return maker
 
-    def _naming(self, outer: MutLam) -> tuple[Any, dict[MutLam, MutLam]]:
-        """The graph of direct names (r → y: r's body names y outside any λ) among outer's
-        local continuations, and its immediate dominators from outer; once per outer. A name
-        of outer itself starts a new activation of outer: it is no edge."""
+    def _naming(self, outer: MutLam) -> tuple[Any, dict[MutLam, MutLam], frozenset[MutLam]]:
+        """Once per outer: the graph of direct names among outer's local continuations (r → y:
+        r's body names y outside any λ; a name of outer itself starts a new activation of
+        outer, so it is no edge), its immediate dominators from outer, and the continuations
+        outer's activation may reach at all (through λs too; the others are dead code)."""
         hit = self._names_graph.get(outer.gid)
         if hit is not None:
             return hit
@@ -285,8 +273,16 @@ class Scopes:
         local = self.local_muts(outer)
         graph: Any = nx.DiGraph()
         graph.add_nodes_from(local)
-        graph.add_edges_from((r, y) for r in local for y in self._direct_refs(r) if y in local and y is not r and y is not outer)
-        hit = self._names_graph[outer.gid] = (graph, dict(nx.immediate_dominators(graph, outer)))
+        graph.add_edges_from((r, y) for r in local for y in self._direct_refs(r)
+                             if y in local and y is not r and y is not outer)
+        live = {outer}
+        todo = [outer]
+        while todo:
+            for y in self.refs(todo.pop()):
+                if y in local and y not in live:
+                    live.add(y)
+                    todo.append(y)
+        hit = self._names_graph[outer.gid] = (graph, dict(nx.immediate_dominators(graph, outer)), frozenset(live))
         return hit
 
     def _direct_refs(self, r: MutLam) -> frozenset[MutLam]:

@@ -201,6 +201,8 @@ class DynamicClosures:
                     vals.append(b.load(p, typ=lt))
                     slot += 1
                 sc.vals[x.gid] = self._dbuild(t, iter(vals))
+            # m's own closure, named in its body or in the continuations it makes, is this record
+            sc.vals[m.gid] = DynClo(rec, pi)
             self.scope = sc
             b.branch(self._jump(Clo(m, sc), av, None))  # type: ignore[attr-defined]
         finally:

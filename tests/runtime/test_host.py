@@ -200,20 +200,22 @@ fun extern main (argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»
 
 
 def test_run_time_closures_that_capture_each_other_are_unsupported_and_named() -> None:
-    # pb and q (siblings) refer to each other and pb leaves through a record: no finite record.
+    # pb and q refer to each other and `more` names both (passing q as `alt`), so neither is
+    # made by the other's activations; they leave through records: no finite record.
     src = """
 fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
-    rec_ (m0, 0, done, fin)
+    rec_ (m0, 0, done, done, fin)
     where
         con done (m: mem.M 0, k: Cn [mem.M 0, Nat]) = k (m, 0);
         con fin (m: mem.M 0, acc: Nat) = return (m, core.bitcast I32 acc);
     end;
 
-con rec_ (m: mem.M 0, i: Nat, last: Cn [mem.M 0, Cn [mem.M 0, Nat]], k: Cn [mem.M 0, Nat]) =
+con rec_ (m: mem.M 0, i: Nat, last: Cn [mem.M 0, Cn [mem.M 0, Nat]], alt: Cn [mem.M 0, Cn [mem.M 0, Nat]],
+          k: Cn [mem.M 0, Nat]) =
     (stop, more)#(core.ncmp.l (i, 3)) m
     where
         con stop (m: mem.M 0) = last (m, k);
-        con more (m: mem.M 0) = rec_ (m, core.nat.add (i, 1), pb, k)
+        con more (m: mem.M 0) = rec_ (m, core.nat.add (i, 1), pb, q, k)
         where
             con pb (m: mem.M 0, k2: Cn [mem.M 0, Nat]) = q (m, kp)
             where
@@ -230,3 +232,43 @@ con rec_ (m: mem.M 0, i: Nat, last: Cn [mem.M 0, Cn [mem.M 0, Nat]], k: Cn [mem.
     with pytest.raises(VerimimError) as e:  # compiling only: the program itself never ends
         compile_program(world)
     assert e.value.code == "E-UNSUPPORTED" and "capture each other" in str(e.value)
+
+
+def test_a_run_time_closure_that_the_continuation_it_makes_names_back_runs_natively() -> None:
+    # pb (passed to rec_ as `last`, so entered from a record) makes `go`, which jumps to q, which
+    # names pb again: q is made by pb's activations (every way to q passes through pb), so pb's
+    # record holds only i, and q reaches pb as the record pb was entered with.
+    src = """
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
+    rec_ (m0, 0, done, fin)
+    where
+        con done (m: mem.M 0, n: Nat, k: Cn [mem.M 0, Nat]) = k (m, 0);
+        con fin (m: mem.M 0, acc: Nat) = return (m, core.bitcast I32 acc);
+    end;
+
+con rec_ (m: mem.M 0, i: Nat, last: Cn [mem.M 0, Nat, Cn [mem.M 0, Nat]], k: Cn [mem.M 0, Nat]) =
+    (stop, more)#(core.ncmp.l (i, 3)) m
+    where
+        con stop (m: mem.M 0) = last (m, 0, k);
+        con more (m: mem.M 0) = rec_ (m, core.nat.add (i, 1), pb, k)
+        where
+            con pb (m: mem.M 0, n: Nat, k2: Cn [mem.M 0, Nat]) =
+                (exit, go)#(core.ncmp.l (n, 2)) m
+                where
+                    con go (m: mem.M 0) = q (m, n, kp)
+                    where
+                        con kp (m: mem.M 0, acc: Nat) = k2 (m, core.nat.add (acc, i));
+                    end;
+                    con exit (m: mem.M 0) = k2 (m, core.nat.mul (n, 100));
+                end;
+            con q (m: mem.M 0, n: Nat, k2: Cn [mem.M 0, Nat]) = pb (m, core.nat.add (n, 1), kq)
+            where
+                con kq (m: mem.M 0, acc: Nat) = k2 (m, core.nat.add (acc, core.nat.mul (i, 10)));
+            end;
+        end;
+    end;
+"""
+    world, prog = _compile_text(src)
+    # the pb made at i = 2 runs: 200 at n = 2, then i and 10·i added twice on the way back
+    assert _interp(world, ["p"]) == 244
+    assert run_jitted(jit(prog), ["p"]) == 244

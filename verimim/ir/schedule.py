@@ -159,8 +159,10 @@ class Scopes:
         """What m's bodies (m's and those of the mutables nested in it) take from outside m, in
         the order found: the maximal nodes computed from enclosing parameters (those parameters
         included), and the closures made outside that capture something. Open nodes (inside an
-        immutable λ's body) and those `look_into` selects are not taken whole: their operands are."""
-        local = self.local_muts(m)
+        immutable λ's body) and those `look_into` selects are not taken whole: their operands are.
+        The continuations m's activations make (`nested`) are inside m, as those using its
+        parameter are: what they take from outside, m takes."""
+        local = self.nested(m)
         out: list[Def] = []
         seen: set[int] = set()
         stack: list[Def] = [m.body] if m.body is not None else []

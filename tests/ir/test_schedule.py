@@ -3,11 +3,15 @@ left to right, callee before argument; nothing undemanded), cut cycles, lazy `kn
 agreement of the interpreter, the kernel verifier and the spec replay with it."""
 from __future__ import annotations
 
+import networkx as nx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from verimim.frontend.loader import load_text
 from verimim.interp.machine import find_main
 from verimim.interp.observe import observe
 from verimim.ir.defs import App, Axiom, Def, Lit, MutLam
-from verimim.ir.schedule import Scopes, activation, jump_roots, schedule
+from verimim.ir.schedule import Scopes, activation, immediate_dominators, jump_roots, schedule
 from verimim.ir.world import World
 
 PROGRAM = """
@@ -222,3 +226,21 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («�
         assert got["b1"] is muts["two"] and got["two"] is muts["after"], order
         assert muts["join"] in scopes.nested(muts["after"]) and muts["join"] not in scopes.nested(muts["two"])
     assert [observe(w, ["prog", *["x"] * n]).result for n in range(3)] == [("ok", 1), ("ok", 2), ("ok", 12)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 12).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n))))
+def test_immediate_dominators_agree_with_networkx_on_any_graph(graph: tuple[int, list[tuple[int, int]]]) -> None:
+    # networkx is the reference here (its import is why the scheduler has its own).
+    n, edges = graph
+    succ: dict[int, list[int]] = {i: [] for i in range(n)}
+    for a, b in edges:
+        if b not in succ[a]:
+            succ[a].append(b)
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    g.add_edges_from((a, b) for a, ys in succ.items() for b in ys)
+    want = {k: v for k, v in nx.immediate_dominators(g, 0).items() if k != 0}  # 3.6 leaves out the root
+    got = immediate_dominators(succ, 0)
+    assert got.pop(0) == 0 and got == want

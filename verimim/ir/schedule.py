@@ -255,8 +255,8 @@ class Scopes:
 
     def creator(self, c: MutLam) -> MutLam | None:
         """The mutable whose activations create c's closures (None for a closure that captures
-        nothing): the innermost one whose parameter c uses, or, below it, the innermost mutable
-        that every reference to c comes from.
+        nothing): the innermost one whose parameter c uses, or, below it, c's immediate
+        dominator among that one's continuations: the last one every way to c passes through.
 
         The second is the dominance upstream's scheduler uses. A continuation `ret_2` that only
         `ret_1` jumps to (the return continuation of a launch made there) runs only after ret_1,

@@ -21,6 +21,7 @@ scheduled before it has been computed — a caller may compute lazily while it i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 from verimim.ir.analysis import free_muts, scan_mut
@@ -81,14 +82,14 @@ def activation(m: MutLam, scopes: "Scopes", is_leaf: Callable[[Def], bool],
     return postorder(jump_roots(m.body), lambda d: is_leaf(d) or d.gid in captured, operands)
 
 
-N = TypeVar("N")
+Node = TypeVar("Node")
 
 
-def immediate_dominators(succ: dict[N, list[N]], root: N) -> dict[N, N]:
+def immediate_dominators(succ: dict[Node, list[Node]], root: Node) -> dict[Node, Node]:
     """The immediate dominator of every node reachable from root (root's is root): the
     iterative algorithm of Cooper, Harvey and Kennedy over a reverse postorder. Written here
     rather than taken from networkx, whose import alone is a sixth of a small `verimim run`."""
-    order: list[N] = []
+    order: list[Node] = []
     seen = {root}
     stack = [(root, iter(succ.get(root, ())))]
     while stack:
@@ -102,14 +103,14 @@ def immediate_dominators(succ: dict[N, list[N]], root: N) -> dict[N, N]:
         stack.append((nxt, iter(succ.get(nxt, ()))))
     rpo = order[::-1]
     index = {n: i for i, n in enumerate(rpo)}
-    preds: dict[N, list[N]] = {n: [] for n in rpo}
+    preds: dict[Node, list[Node]] = {n: [] for n in rpo}
     for n in rpo:
         for y in succ.get(n, ()):
             if y in index:
                 preds[y].append(n)
     idom = {root: root}
 
-    def meet(a: N, b: N) -> N:
+    def meet(a: Node, b: Node) -> Node:
         while a is not b:
             while index[a] > index[b]:
                 a = idom[a]
@@ -121,9 +122,9 @@ def immediate_dominators(succ: dict[N, list[N]], root: N) -> dict[N, N]:
     while changed:
         changed = False
         for n in rpo[1:]:
-            done = [p for p in preds[n] if p in idom]  # a predecessor before n in the order
-            new = done[0]
-            for p in done[1:]:
+            known = [p for p in preds[n] if p in idom]  # its DFS parent at least, being earlier
+            new = known[0]
+            for p in known[1:]:
                 new = meet(p, new)
             if idom.get(n) is not new:
                 idom[n] = new
@@ -131,9 +132,9 @@ def immediate_dominators(succ: dict[N, list[N]], root: N) -> dict[N, N]:
     return idom
 
 
-def _closure(start: N, edges: dict[N, list[N]]) -> set[N]:
+def _closure(start: Node, edges: dict[Node, list[Node]]) -> set[Node]:
     """What start reaches along edges, start excluded unless a cycle leads back to it."""
-    out: set[N] = set()
+    out: set[Node] = set()
     todo = [start]
     while todo:
         for y in edges.get(todo.pop(), ()):
@@ -141,6 +142,16 @@ def _closure(start: N, edges: dict[N, list[N]]) -> set[N]:
                 out.add(y)
                 todo.append(y)
     return out
+
+
+@dataclass(frozen=True)
+class _NameGraph:
+    """The direct names among one mutable's local continuations (verimim.ir.schedule.Scopes)."""
+
+    succ: dict[MutLam, list[MutLam]]   # r → the continuations r's body names outside any λ
+    preds: dict[MutLam, list[MutLam]]  # the reverse
+    idom: dict[MutLam, MutLam]         # immediate dominators from the mutable (its own: itself)
+    live: frozenset[MutLam]            # what its activation may reach at all, through λs too
 
 
 class Scopes:
@@ -162,7 +173,7 @@ class Scopes:
         self._creator: dict[int, MutLam | None] = {}
         self._nested: dict[int, frozenset[MutLam]] = {}
         self._direct: dict[int, frozenset[MutLam]] = {}
-        self._names_graph: dict[int, tuple[dict[MutLam, list[MutLam]], dict[MutLam, MutLam], frozenset[MutLam]]] = {}
+        self._names_graph: dict[int, _NameGraph] = {}
 
     def refs(self, m: MutLam) -> frozenset[MutLam]:
         """The mutables m's body refers to (`scan_mut`), once per mutable: the nesting analyses
@@ -311,28 +322,23 @@ class Scopes:
         dominator and c, is a direct name from a continuation the graph reaches: one entered
         through an immutable λ (each backend makes those its own way) need not run after the
         dominator's activation. None otherwise."""
-        succ, idoms, live = self._naming(outer)
-        maker = idoms.get(c)
+        g = self._naming(outer)
+        maker = g.idom.get(c)
         if maker is None or maker is c:
             return None
-        preds: dict[MutLam, list[MutLam]] = {}
-        for r, ys in succ.items():
-            for y in ys:
-                preds.setdefault(y, []).append(r)
-        above: set[MutLam] = _closure(c, preds)
-        below: set[MutLam] = _closure(maker, succ)
-        between = (above & below) - {maker}
-        for x in (c, *between):
-            for r in live:
-                if r is not x and x in self.refs(r) and (r not in idoms or x not in self._direct_refs(r)):
+        above: set[MutLam] = _closure(c, g.preds)
+        below: set[MutLam] = _closure(maker, g.succ)
+        for x in (c, *((above & below) - {maker})):
+            for r in g.live:
+                if r is not x and x in self.refs(r) and (r not in g.idom or x not in self._direct_refs(r)):
                     return None
         return maker
 
-    def _naming(self, outer: MutLam) -> tuple[dict[MutLam, list[MutLam]], dict[MutLam, MutLam], frozenset[MutLam]]:
-        """Once per outer: the graph of direct names among outer's local continuations (r → y:
-        r's body names y outside any λ; a name of outer itself starts a new activation of
-        outer, so it is no edge), its immediate dominators from outer, and the continuations
-        outer's activation may reach at all (through λs too; the others are dead code)."""
+    def _naming(self, outer: MutLam) -> _NameGraph:
+        """Once per outer: the graph of direct names among outer's local continuations (a name
+        of outer itself starts a new activation of outer, so it is no edge), its immediate
+        dominators from outer, and the continuations outer's activation may reach at all (the
+        others are dead code)."""
         hit = self._names_graph.get(outer.gid)
         if hit is not None:
             return hit
@@ -346,7 +352,11 @@ class Scopes:
                 if y in local and y not in live:
                     live.add(y)
                     todo.append(y)
-        hit = self._names_graph[outer.gid] = (succ, immediate_dominators(succ, outer), frozenset(live))
+        preds: dict[MutLam, list[MutLam]] = {}
+        for r, ys in succ.items():
+            for y in ys:
+                preds.setdefault(y, []).append(r)
+        hit = self._names_graph[outer.gid] = _NameGraph(succ, preds, immediate_dominators(succ, outer), frozenset(live))
         return hit
 
     def _direct_refs(self, r: MutLam) -> frozenset[MutLam]:

@@ -7,7 +7,9 @@ a direct simulation of the graph gives, at argc 1 to 4."""
 from __future__ import annotations
 
 import random
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -122,39 +124,61 @@ def simulate(g: Graph, argc: int) -> int | None:
     return None
 
 
-def render(g: Graph) -> str:
+@dataclass(frozen=True)
+class Flavour:
+    """Where the graph runs: main's continuations after the launch, or a kernel's body."""
+
+    head: str
+    tail: str
+    state: str  # the memory parameters every node takes
+    pass_state: str  # and passes on
+    subject: str  # what branches compare with their bound
+    terminal: tuple[str, ...]  # a terminal's body; {k} is its counter
+
+
+HOST = Flavour(HEAD, "    end;\n", MEMS, "m0, m1, m4", "argc", (
+    "let (m0, m1) = gpu.copy_to_host.block (m0, m1, d, a);",
+    "let m1 = gpu.free.block (m1, d);",
+    "let m0 = gpu.deinit (m0, m1, m4);",
+    "let (m0, x) = mem.load (m0, mem.lea (a, 1_4));",
+    "let m0 = mem.free (m0, a);",
+    "return (m0, core.wrap.add 0 (x, {k}));"))
+
+
+def render(g: Graph, f: Flavour = HOST) -> str:
     def plus(i: int, n: int) -> str:
         e = f"core.wrap.add 0 (k{i}, {n}I32)"
         return f"core.wrap.add 0 ({e}, k{g.parent[i]})" if i in g.uses_parent else e
 
+    def jump(to: int, k: str) -> str:
+        return f"N{to} ({f.pass_state}, {k})"
+
+    def arm(name: str, to: int, k: str, ind: str) -> str:
+        return f"{ind}        con {name} ({f.state}) = {jump(to, k)};"
+
     def block(i: int, ind: str) -> list[str]:
         node = g.nodes[i]
-        head = f"{ind}con N{i} ({MEMS}, k{i}: I32) ="
+        head = f"{ind}con N{i} ({f.state}, k{i}: I32) ="
         if node.kind == "term":
-            return [head, f"{ind}    let (m0, m1) = gpu.copy_to_host.block (m0, m1, d, a);",
-                    f"{ind}    let m1 = gpu.free.block (m1, d);",
-                    f"{ind}    let m0 = gpu.deinit (m0, m1, m4);",
-                    f"{ind}    let (m0, x) = mem.load (m0, mem.lea (a, 1_4));",
-                    f"{ind}    let m0 = mem.free (m0, a);",
-                    f"{ind}    return (m0, core.wrap.add 0 (x, k{i}));"]
+            return [head, *(f"{ind}    {line.format(k=f'k{i}')}" for line in f.terminal)]
         arms: list[str] = []
         if node.kind == "jump":
-            lines = [f"{head} N{node.to[0]} (m0, m1, m4, {plus(i, node.add[0])})"]
+            lines = [f"{head} {jump(node.to[0], plus(i, node.add[0]))}"]
         elif node.kind == "loop":
-            lines = [head, f"{ind}    (x{i}, b{i})#(core.icmp.sl (k{i}, {node.bound}I32)) (m0, m1, m4)"]
-            arms = [f"{ind}        con b{i} ({MEMS}) = N{node.to[0]} (m0, m1, m4, core.wrap.add 0 (k{i}, {node.add[0]}I32));",
-                    f"{ind}        con x{i} ({MEMS}) = N{node.to[1]} (m0, m1, m4, {plus(i, node.add[1])});"]
+            lines = [head, f"{ind}    (x{i}, b{i})#(core.icmp.sl (k{i}, {node.bound}I32)) ({f.pass_state})"]
+            arms = [arm(f"b{i}", node.to[0], f"core.wrap.add 0 (k{i}, {node.add[0]}I32)", ind),
+                    arm(f"x{i}", node.to[1], plus(i, node.add[1]), ind)]
         else:
-            lines = [head, f"{ind}    (e{i}, t{i})#(core.icmp.ul (argc, {node.bound}I32)) (m0, m1, m4)"]
-            arms = [f"{ind}        con t{i} ({MEMS}) = N{node.to[0]} (m0, m1, m4, {plus(i, node.add[0])});",
-                    f"{ind}        con e{i} ({MEMS}) = N{node.to[1]} (m0, m1, m4, {plus(i, node.add[1])});"]
+            lines = [head, f"{ind}    (e{i}, t{i})#(core.icmp.ul ({f.subject}, {node.bound}I32)) ({f.pass_state})"]
+            arms = [arm(f"t{i}", node.to[0], plus(i, node.add[0]), ind),
+                    arm(f"e{i}", node.to[1], plus(i, node.add[1]), ind)]
         kids = [line for j in sorted(g.parent) if g.parent[j] == i for line in block(j, ind + "        ")]
         if not arms and not kids:
             return [lines[0] + ";"]
         return [*lines, f"{ind}    where", *arms, *kids, f"{ind}    end;"]
 
     body = [line for i in range(len(g.nodes)) if i not in g.parent for line in block(i, "        ")]
-    return HEAD + "\n".join(body) + "\n    end;\n"
+    return f.head + "\n".join(body) + "\n" + f.tail
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -171,3 +195,62 @@ def test_every_continuation_graph_after_a_launch_copies_back_the_one_allocation(
         return [observe(world, ["prog", *["x"] * (argc - 1)]).result for argc in range(1, 5)]
 
     assert run_with_big_stack(results) == [("ok", w) for w in want], text
+
+
+
+KERNEL = Flavour("""plugin core;
+plugin mem;
+plugin gpu;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 1, item_id: Idx 4, (), p: gpu.GlobalPtr «4; I32»,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let iv = core.bitcast I32 item_id;
+    N0 (m1, 0I32)
+    where
+""", """    end;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m0, a) = mem.alloc («4; I32», 0) m0;
+    let m0 = mem.store (m0, a, ‹4; 0I32›);
+    let (m0, m1, d) = gpu.alloc_copy.block (m0, m1, a);
+    ret (m0, m1, m4) = gpu.launch (1, 4, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let (m0, m1) = gpu.copy_to_host.block (m0, m1, d, a);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    let (m0, v) = mem.load (m0, a);
+    let m0 = mem.free (m0, a);
+    return (m0, core.wrap.add 0 (core.wrap.add 0 (v#0_4, core.wrap.mul 0 (v#1_4, 1000I32)),
+                                 core.wrap.add 0 (core.wrap.mul 0 (v#2_4, 1000000I32), v#3_4)));
+""", "m1: gpu.GlobalM", "m1", "iv", (
+    "let m1 = mem.store (m1, mem.lea (p, item_id), core.wrap.add 0 ({k}, 14I32));",
+    "return (m1, m3, m4, m5);"))
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(st.integers(0, 2 ** 32 - 1))
+def test_every_continuation_graph_in_a_kernel_runs_and_verifies(seed: int) -> None:
+    # The same graphs as a kernel's body, branching on item_id (diverging, so no barrier): the
+    # interpreter gives each work-item the simulated value, and `check` (every phase with its
+    # specification, the kernel verifier) reports no error.
+    from verimim import driver
+
+    g = draw(random.Random(seed))
+    values = [simulate(g, item) for item in range(4)]
+    if any(v is None or v > 999 for v in values):
+        return  # a loop that never leaves, or a value the result's digits cannot hold
+    v0, v1, v2, v3 = (int(v or 0) for v in values)
+    text = render(g, KERNEL)
+
+    def result() -> object:
+        world, _ = load_text(text, "<kernel-graph>")
+        return observe(world, ["prog"]).result
+
+    assert run_with_big_stack(result) == ("ok", v0 + 1000 * v1 + 1_000_000 * v2 + v3), text
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "graph.mim"
+        path.write_text(text)
+        report = run_with_big_stack(lambda: driver.check(str(path), []))
+    assert [x.code for x in report.diagnostics if x.severity == "error"] == [], text

@@ -162,9 +162,8 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («�
         assert scopes.creator(muts["more"]) is muts["loop"]
 
 
-def test_a_continuation_both_arms_of_a_branch_name_is_made_where_the_branch_is() -> None:
-    # `join` is named by `one` and `two`, which only `after` names: after makes join's closure.
-    src = """
+# main, then `after`, whose branch goes to `one` (which jumps to `join`) or to `two`, given here
+AFTER_BRANCH_JOIN = """
 plugin core;
 plugin mem;
 
@@ -174,14 +173,20 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («�
     where
         con after (m: mem.M 0, k: I32) = (two, one)#(core.icmp.e (argc, 1I32)) m;
         con one (m: mem.M 0) = join (m, 1I32);
-        con two (m: mem.M 0) = join (m, 2I32);
-        con join (m: mem.M 0, v: I32) =
+{two}        con join (m: mem.M 0, v: I32) =
             let m = mem.store (m, p, v);
             let (m, x) = mem.load (m, p);
             let m = mem.free (m, p);
             return (m, x);
     end;
 """
+
+
+def test_a_continuation_both_arms_of_a_branch_name_is_made_where_the_branch_is() -> None:
+    # `join` is named by `one` and `two`, which only `after` names: after makes join's closure.
+    src = AFTER_BRANCH_JOIN.format(two="""
+        con two (m: mem.M 0) = join (m, 2I32);
+""")
     w, _ = load_text(src)
     muts = _muts(w)
     scopes = Scopes()
@@ -194,29 +199,14 @@ def test_a_continuation_named_from_branches_of_unequal_depth_is_made_by_its_domi
     # `join` is named by `one` directly and by `b1` and `b2`, the arms of a branch in `two`:
     # no one continuation names all its referrers, but every way to join passes through
     # `after`, which makes join's closure (join's immediate dominator in the graph of names).
-    src = """
-plugin core;
-plugin mem;
-
-fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («⊤:Nat; I8», 0)», 0)): [mem.M 0, I32] =
-    let (m0, p) = mem.malloc (I32, 0) (m0, 4);
-    after (m0, 3I32)
-    where
-        con after (m: mem.M 0, k: I32) = (two, one)#(core.icmp.e (argc, 1I32)) m;
-        con one (m: mem.M 0) = join (m, 1I32);
+    src = AFTER_BRANCH_JOIN.format(two="""
         con two (m: mem.M 0) =
             (b2, b1)#(core.icmp.ul (argc, 3I32)) m
             where
                 con b1 (m: mem.M 0) = join (m, 2I32);
                 con b2 (m: mem.M 0) = join (m, 12I32);
             end;
-        con join (m: mem.M 0, v: I32) =
-            let m = mem.store (m, p, v);
-            let (m, x) = mem.load (m, p);
-            let m = mem.free (m, p);
-            return (m, x);
-    end;
-"""
+""")
     w, _ = load_text(src)
     muts = _muts(w)
     for order in (("join", "b1", "two"), ("two", "b1", "join")):

@@ -132,12 +132,12 @@ def immediate_dominators(succ: dict[Node, list[Node]], root: Node) -> dict[Node,
     return idom
 
 
-def _closure(start: Node, edges: dict[Node, list[Node]]) -> set[Node]:
-    """What start reaches along edges, start excluded unless a cycle leads back to it."""
+def _closure(start: Node, step: Callable[[Node], Iterable[Node]]) -> set[Node]:
+    """What start reaches by steps, start excluded unless a cycle leads back to it."""
     out: set[Node] = set()
     todo = [start]
     while todo:
-        for y in edges.get(todo.pop(), ()):
+        for y in step(todo.pop()):
             if y not in out:
                 out.add(y)
                 todo.append(y)
@@ -286,20 +286,15 @@ class Scopes:
         # capture more.
         inner = [o for o in fv if all(p is o or p in self.free(o) for p in fv)]
         outer = inner[0] if len(inner) == 1 else max(fv, key=lambda o: (len(self.free(o)), o.gid))
-        self._creator[c.gid] = outer  # provisional: cuts cycles through the referrers' creators
-        res = self._referrers_creator(c, outer)
-        self._creator[c.gid] = res
-        return res
-
-    def _referrers_creator(self, c: MutLam, outer: MutLam) -> MutLam:
-        """Where c's closures are made, below `outer`: c's immediate dominator among outer's
-        continuations (`_dominator`), provided it is itself made inside outer's activations (its
-        creator chain reaches outer without passing through c); `outer` otherwise. The choice
-        is structural, so it does not depend on the order creators are asked for."""
+        self._creator[c.gid] = outer  # provisional: cuts cycles through the dominators' creators
+        # below it, the dominator, when it is itself made inside outer's activations (its
+        # creator chain reaches outer without passing through c); structural, so the answer does
+        # not depend on the order creators are asked for
         maker = self._dominator(c, outer)
-        if maker is None or maker is outer:
-            return outer
-        return maker if self._reaches(maker, outer, avoid=c) else outer
+        if maker is None or not self._reaches(maker, outer, avoid=c):
+            maker = outer
+        self._creator[c.gid] = maker
+        return maker
 
     def _reaches(self, start: MutLam | None, target: MutLam, avoid: MutLam | None = None) -> bool:
         """Whether the creator chain from `start` (itself included) meets `target` before it
@@ -326,8 +321,8 @@ class Scopes:
         maker = g.idom.get(c)
         if maker is None or maker is c:
             return None
-        above: set[MutLam] = _closure(c, g.preds)
-        below: set[MutLam] = _closure(maker, g.succ)
+        above: set[MutLam] = _closure(c, lambda x: g.preds.get(x, ()))
+        below: set[MutLam] = _closure(maker, lambda x: g.succ.get(x, ()))
         for x in (c, *((above & below) - {maker})):
             for r in g.live:
                 if r is not x and x in self.refs(r) and (r not in g.idom or x not in self._direct_refs(r)):
@@ -345,13 +340,7 @@ class Scopes:
         local = self.local_muts(outer)
         succ = {r: sorted((y for y in self._direct_refs(r) if y in local and y is not r and y is not outer),
                           key=lambda y: y.gid) for r in local}
-        live = {outer}
-        todo = [outer]
-        while todo:
-            for y in self.refs(todo.pop()):
-                if y in local and y not in live:
-                    live.add(y)
-                    todo.append(y)
+        live = {outer} | _closure(outer, lambda x: (y for y in self.refs(x) if y in local))
         preds: dict[MutLam, list[MutLam]] = {}
         for r, ys in succ.items():
             for y in ys:

@@ -140,7 +140,7 @@ class Plan:
         self.world = world
         self.mode = mode
         self.stats = stats
-        self.scopes = Scopes()
+        self.scopes = Scopes(world)
         self.recursive: set[int] = recursive_muts(world)
         self.kernels = {k.gid for k in kernels_of(world)}
         self._sizes: dict[int, int] = {}

@@ -365,7 +365,7 @@ class BodyCompiler:
         self.w = ctx.world
         self.kernel = kernel
         self.name = name
-        self.scopes = Scopes()
+        self.scopes = Scopes(self.w)
         self.builder: Any = None
         self.entry_builder: Any = None  # the entry block's builder and the function: set by the
         self.fn: Any = None             # subclass that makes the function (verimim.runtime.cps)

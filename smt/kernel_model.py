@@ -248,7 +248,7 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
     with `summarize_loops`, loops run as "any iteration" under inferred invariants."""
     inp = kernel_inputs(kernel)
     explorer = Explorer(assumptions=_ranges(inp), timeout_ms=timeout_ms, max_paths=MAX_PATHS)
-    scopes = Scopes()
+    scopes = Scopes(world)
     loops = LoopSummaries(_scratch_handlers, timeout_ms) if summarize_loops else None
 
     def one() -> KPath:

@@ -327,7 +327,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
         raise Unsupported("a program without main")
     argc = z3.BitVec("argc", 32)
     explorer = Explorer(assumptions=[argc >= 1], timeout_ms=timeout_ms, max_paths=128)
-    scopes = Scopes()
+    scopes = Scopes(host)
     uses = [False]
 
     def one() -> tuple[tuple[Candidate, ...], str, str]:

@@ -95,7 +95,7 @@ def _blocks(world: World) -> Blocks:
     from verimim.ir.schedule import Scopes
     from verimim.smt.specs import _events
 
-    scopes = Scopes()
+    scopes = Scopes(world)
     out: Blocks = {}
     for m in walk(world):
         if isinstance(m, MutLam) and m.body is not None:

@@ -71,7 +71,7 @@ _SCOPES: weakref.WeakKeyDictionary[World, Scopes] = weakref.WeakKeyDictionary()
 def _scopes_of(world: World) -> Scopes:
     hit = _SCOPES.get(world)
     if hit is None:
-        hit = _SCOPES[world] = Scopes()
+        hit = _SCOPES[world] = Scopes(world)
     return hit
 
 

@@ -20,12 +20,16 @@ scheduled before it has been computed — a caller may compute lazily while it i
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from verimim.ir.analysis import free_muts, scan_mut
 from verimim.ir.defs import App, Def, Lam, MutLam, Var
+
+if TYPE_CHECKING:
+    from verimim.ir.world import World
 
 
 def jump_roots(body: Def) -> list[Def]:
@@ -154,6 +158,32 @@ class _NameGraph:
     live: frozenset[MutLam]            # what its activation may reach at all, through λs too
 
 
+@dataclass
+class _Structure:
+    """The analyses of a World's mutables that depend on its nodes alone (see Scopes), by id."""
+
+    fv_cache: dict[int, frozenset[MutLam]] = field(default_factory=dict)
+    deps: dict[int, frozenset[MutLam]] = field(default_factory=dict)
+    local: dict[int, frozenset[MutLam]] = field(default_factory=dict)
+    refs: dict[int, frozenset[MutLam]] = field(default_factory=dict)
+    creator: dict[int, MutLam | None] = field(default_factory=dict)
+    nested: dict[int, frozenset[MutLam]] = field(default_factory=dict)
+    direct: dict[int, frozenset[MutLam]] = field(default_factory=dict)
+    names_graph: dict[int, _NameGraph] = field(default_factory=dict)
+
+
+# Held weakly: the structure lives as long as its World (whose nodes never change once a phase
+# or the front end has finished it, a mutable's body being set once).
+_STRUCTURES: weakref.WeakKeyDictionary[World, _Structure] = weakref.WeakKeyDictionary()
+
+
+def _structure_of(world: World) -> _Structure:
+    hit = _STRUCTURES.get(world)
+    if hit is None:
+        hit = _STRUCTURES[world] = _Structure()
+    return hit
+
+
 class Scopes:
     """Nesting of mutables and the dependencies of nodes on parameters, cached.
 
@@ -163,17 +193,22 @@ class Scopes:
     them once and the continuation's closure captures them.
     """
 
-    def __init__(self) -> None:
-        self.fv_cache: dict[int, frozenset[MutLam]] = {}
-        self._deps: dict[int, frozenset[MutLam]] = {}
-        self._local: dict[int, frozenset[MutLam]] = {}
+    def __init__(self, world: World | None = None) -> None:
+        # What depends on the World's nodes alone is shared by every user of a finished World
+        # (`world` given): the interpreter, the kernel verifier and the specs each schedule the
+        # same Worlds. What a body's schedule captures depends on the caller's leaves too, and
+        # stays with this Scopes.
+        st = _Structure() if world is None else _structure_of(world)
+        self.fv_cache = st.fv_cache
+        self._deps = st.deps
+        self._local = st.local
+        self._refs = st.refs
+        self._creator = st.creator
+        self._nested = st.nested
+        self._direct = st.direct
+        self._names_graph = st.names_graph
         self._sched: dict[int, dict[int, Def]] = {}
         self._avail: dict[int, dict[int, Def]] = {}
-        self._refs: dict[int, frozenset[MutLam]] = {}
-        self._creator: dict[int, MutLam | None] = {}
-        self._nested: dict[int, frozenset[MutLam]] = {}
-        self._direct: dict[int, frozenset[MutLam]] = {}
-        self._names_graph: dict[int, _NameGraph] = {}
 
     def refs(self, m: MutLam) -> frozenset[MutLam]:
         """The mutables m's body refers to (`scan_mut`), once per mutable: the nesting analyses

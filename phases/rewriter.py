@@ -104,7 +104,8 @@ class Rewriter:
         return self._imm(x)
 
     def _imm(self, x: Def) -> Def:
-        ops = tuple(self.memo[op.gid] for op in x.ops)
+        memo = self.memo
+        ops = tuple([memo[op.gid] for op in x.ops])
         res = self.rewrite_imm(x, ops)
         if res is None:
             res = self.default(x, ops)

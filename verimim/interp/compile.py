@@ -137,13 +137,6 @@ class Compiler:
 
     # ------------------------------------------------------------------ compiling
 
-    def captured(self, owner: MutLam | None, d: Def) -> bool:
-        """Whether `d` is computed by an enclosing activation and reaches this one through the
-        closure's environment (see verimim.ir.schedule.Scopes)."""
-        if owner is None:
-            return False
-        return d is owner or d.gid in self.scopes.avail(owner, self.is_leaf)
-
     def is_leaf(self, d: Def) -> bool:
         # asked for every node each schedule reaches, many times over: once per node
         hit = self._leaf.get(d.gid)
@@ -157,6 +150,13 @@ class Compiler:
         instrs: list[Instr] = []
         getters: dict[int, Getter] = {}
         premade: list[tuple[int, MutLam]] = []
+        # What the owner's closure captured: computed by an enclosing activation, it reaches this
+        # one through the closure's environment (see verimim.ir.schedule.Scopes).
+        captures = self.scopes.avail(owner, self.is_leaf) if owner is not None else {}
+        is_leaf = self.is_leaf
+
+        def captured(d: Def) -> bool:
+            return d is owner or d.gid in captures
 
         def getter(d: Def) -> Getter:
             hit = getters.get(d.gid)
@@ -171,7 +171,7 @@ class Compiler:
                 getters[d.gid] = lam_getter
                 return lam_getter
             g = self.leaf_getter(d)
-            if g is None and (d.gid in preset or self.captured(owner, d)):
+            if g is None and (d.gid in preset or captured(d)):
                 gid = d.gid
                 g = lambda fr, env, gid=gid: env[gid]  # noqa: E731
             if g is None:
@@ -181,7 +181,7 @@ class Compiler:
             return g
 
         def needs_instr(d: Def) -> bool:
-            return not self.is_leaf(d) and d.gid not in preset and not self.captured(owner, d)
+            return not is_leaf(d) and d.gid not in preset and not captured(d)
 
         callee_node: Def | None = None
         if jump and not isinstance(root, App):

@@ -48,12 +48,15 @@ class Def:
         bvd = 0
         has_hole = False
         has_param = False
+        binders = self.binder_ops
         for i, op in enumerate(ops):
-            d = op.bvd - 1 if i in self.binder_ops else op.bvd
+            d = op.bvd - 1 if binders and i in binders else op.bvd
             if d > bvd:
                 bvd = d
-            has_hole = has_hole or op.has_hole
-            has_param = has_param or op.has_param
+            if op.has_hole:
+                has_hole = True
+            if op.has_param:
+                has_param = True
         self.bvd = bvd  # 1 + the largest dangling de Bruijn index; 0: locally closed
         self.has_hole = has_hole
         self.has_param = has_param

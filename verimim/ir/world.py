@@ -379,9 +379,10 @@ class World:
         hit = memo.get(key)
         if hit is not None:
             return hit
-        ops = tuple(self._open(op, value, depth + 1 if i in d.binder_ops else depth, memo)
-                    for i, op in enumerate(d.ops))
-        res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+        binders = d.binder_ops
+        ops = tuple([self._open(op, value, depth + 1 if i in binders else depth, memo)
+                     for i, op in enumerate(d.ops)])
+        res = d if all([a is b for a, b in zip(ops, d.ops)]) else d.rebuild(self, ops)
         memo[key] = res
         return res
 
@@ -402,7 +403,8 @@ class World:
         hit = memo.get(key)
         if hit is not None:
             return hit
-        ops = tuple(self._shift(op, amount, c + 1 if i in d.binder_ops else c, memo) for i, op in enumerate(d.ops))
+        binders = d.binder_ops
+        ops = tuple([self._shift(op, amount, c + 1 if i in binders else c, memo) for i, op in enumerate(d.ops)])
         res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
         memo[key] = res
         return res

@@ -3,7 +3,10 @@ left to right, callee before argument; nothing undemanded), cut cycles, lazy `kn
 agreement of the interpreter, the kernel verifier and the spec replay with it."""
 from __future__ import annotations
 
+from typing import Any
+
 import networkx as nx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +14,7 @@ from verimim.frontend.loader import load_text
 from verimim.interp.machine import find_main
 from verimim.interp.observe import observe
 from verimim.ir.defs import App, Axiom, Def, Lit, MutLam
+from verimim.ir import schedule as schedule_module
 from verimim.ir.schedule import Scopes, activation, immediate_dominators, jump_roots, schedule
 from verimim.ir.world import World
 
@@ -129,6 +133,31 @@ def test_a_continuation_only_one_continuation_names_is_made_by_it() -> None:
     assert scopes.creator(then) is first
     assert then in scopes.nested(first) and then not in scopes.local_muts(first)
     assert observe(w, ["prog"]).result == ("ok", 5)
+
+
+def test_the_scopes_of_one_world_share_its_nesting_but_each_keeps_its_captures(monkeypatch: Any) -> None:
+    # The nesting analyses depend on the World's nodes alone: a second Scopes of the same World
+    # answers from what the first computed (no body is scanned again). What a closure captures
+    # depends on the caller's leaves as well: each Scopes keeps its own.
+    w, _ = load_text(TWO_CALLS)
+    first, then = sorted((m for m in w.muts if (m.name or "").startswith("ret")), key=lambda m: m.gid)
+    a = Scopes(w)
+    assert a.creator(then) is first
+    captured = a.avail(then, leaf)
+    assert captured  # the pointer main allocated, at least
+
+    def no_scan(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a body scanned again")
+
+    monkeypatch.setattr(schedule_module, "scan_mut", no_scan)
+    monkeypatch.setattr(schedule_module, "free_muts", no_scan)
+    b = Scopes(w)
+    assert b.creator(then) is first and b.nested(first) == a.nested(first)
+    with pytest.raises(AssertionError, match="scanned again"):
+        Scopes().creator(then)  # a Scopes of no World starts from nothing
+    # every node a leaf but the mutables: nothing is captured, whatever `a` found
+    assert not [d for d in b.avail(then, lambda d: not isinstance(d, MutLam)).values() if not isinstance(d, MutLam)]
+    assert a.avail(then, leaf) == captured
 
 
 def test_continuations_that_name_each_other_are_made_by_their_dominators_in_any_order() -> None:

@@ -161,6 +161,18 @@ def test_a_program_that_launches_nothing_has_its_streams_verified(monkeypatch: p
     assert not verdict.ok and verdict.kind == "missed-defect", verdict.message
 
 
+def test_a_raced_stream_is_read_before_the_next_launch_can_wait_for_it() -> None:
+    # Found by a campaign (seed 83, program 687): the raced launch's stream was left pending
+    # over the next launch, whose `gpu.alloc.block` (it waits for every stream) is demanded with
+    # that launch's arguments, before the host's read of the copy's target: no race, as run and
+    # check agree, and the oracle reported its own injected defect as missed.
+    from verimim.fuzz.task import Settings, check_index
+
+    checked = check_index(Settings(seed=83), 687)
+    assert checked.defect == "stream_race" and checked.launches == 2
+    assert checked.verdict == "ok", checked.message
+
+
 def test_the_kernel_oracle_reproduces_a_run_confirmed_counterexample_with_its_own_code() -> None:
     # A launch with both verdicts refuted: the divergence confirmed by a run (its counterexample
     # has no `barriers`, only `shown_by_run`), the race by Z3 alone. Each command must be run

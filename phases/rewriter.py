@@ -15,6 +15,10 @@ from verimim.ir.defs import App, Axiom, BVar, Def, Extract, Hole, Lit, MutLam, P
 from verimim.ir.world import World
 
 
+# The nodes `Rewriter.default` makes otherwise than by `rebuild`.
+_NOT_REBUILT = (Axiom, Var, BVar, Param, Hole, Lit)
+
+
 class Rewriter:
     def __init__(self, old: World, new: World | None = None) -> None:
         self.old = old
@@ -69,27 +73,31 @@ class Rewriter:
         return self.rewrite(hit[1])
 
     def rewrite(self, d: Def) -> Def:
-        hit = self.memo.get(d.gid)
+        memo = self.memo
+        hit = memo.get(d.gid)
         if hit is not None:
             return hit
         # Iterative post-order over immutables; mutables are cut (their bodies come later).
+        # (The hooks bound once: this loop runs for every node of every phase and spec.)
+        node_of, leaf_of, operands_of = self._node, self._leaf, self._operands
         work: list[tuple[Def, bool]] = [(d, False)]
+        pop, push = work.pop, work.append
         while work:
-            x, expanded = work.pop()
-            if x.gid in self.memo:
+            x, expanded = pop()
+            if x.gid in memo:
                 continue
             if expanded:
-                self.memo[x.gid] = self._node(x)
+                memo[x.gid] = node_of(x)
                 continue
-            leaf = self._leaf(x)
+            leaf = leaf_of(x)
             if leaf is not None:
-                self.memo[x.gid] = leaf
+                memo[x.gid] = leaf
                 continue
-            work.append((x, True))
-            for op in self._operands(x):
-                if op.gid not in self.memo:
-                    work.append((op, False))
-        return self.memo[d.gid]
+            push((x, True))
+            for op in operands_of(x):
+                if op.gid not in memo:
+                    push((op, False))
+        return memo[d.gid]
 
     # Traversal hooks for rewriters that change the shape of the walk (verimim.phases.inline).
 
@@ -117,6 +125,11 @@ class Rewriter:
 
     def default(self, x: Def, ops: tuple[Def, ...]) -> Def:
         w = self.new
+        if not isinstance(x, _NOT_REBUILT):  # the common case first: one test, not six
+            res = x.rebuild(w, ops)
+            if isinstance(x, Pi) and isinstance(res, Pi):
+                res.set_names(x.names)
+            return res
         if isinstance(x, Axiom):
             ax = w.axiom(x.annex, ops[0])
             ax.loc = ax.loc or x.loc
@@ -130,12 +143,8 @@ class Rewriter:
             return w.bvar(x.index)
         if isinstance(x, (Param, Hole)):
             raise ValueError(f"a {type(x).__name__} in a finished World")
-        if isinstance(x, Lit):
-            return w.lit(ops[0], x.value)
-        res = x.rebuild(w, ops)
-        if isinstance(x, Pi) and isinstance(res, Pi):
-            res.set_names(x.names)
-        return res
+        assert isinstance(x, Lit)
+        return w.lit(ops[0], x.value)
 
     def _mut(self, m: MutLam) -> Def:
         res = self.rewrite_mut(m)

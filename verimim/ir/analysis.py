@@ -62,17 +62,20 @@ def scan_mut(m: MutLam, annexes: bool = False) -> tuple[set[MutLam], set[MutLam]
             vars_.add(d.mut)
             continue
         if isinstance(d, MutLam):
-            if annexes or d.annex is None:
-                muts.add(d)
+            muts.add(d)
             continue
         stack.extend(d.ops)
     # The type counts too: a curried mutable whose parameter type is an outer one's parameter
     # (`con seq {A: *} … (acc: A)`) depends on that activation like a use in its body does.
     vars_ |= {v.mut for v in vars_of(m.pi, seen) if v.mut is not m}
+    # One walk answers both questions (the inliner asks with annexes, the nesting analyses
+    # without), each kept for the next asker.
     if kept is None:
         kept = m._scans = {}
-    kept[annexes] = (m.body, m.pi, frozenset(vars_), frozenset(muts))
-    return vars_, muts
+    frozen_vars = frozenset(vars_)
+    kept[True] = (m.body, m.pi, frozen_vars, frozenset(muts))
+    kept[False] = (m.body, m.pi, frozen_vars, frozenset(x for x in muts if x.annex is None))
+    return set(frozen_vars), set(kept[annexes][3])
 
 
 def vars_of(root: Def, seen: set[int] | None = None) -> list[Var]:

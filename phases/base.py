@@ -8,7 +8,6 @@ each run. `split_apply` yields two Worlds (host and device), so a program betwee
 """
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -93,9 +92,10 @@ class _Reach:
         return all(m.pi is pi and m.body is body for m, pi, body in self.muts)
 
 
-# The last complete walk of each World from its externals: phases, specifications and the
-# oracle walk the same finished World dozens of times (measured: 31 walks per fuzz program).
-_REACH: weakref.WeakKeyDictionary[World, _Reach] = weakref.WeakKeyDictionary()
+# The last complete walk of each World from its externals is kept with it (World.kept):
+# phases, specifications and the oracle walk the same finished World dozens of times
+# (measured: 31 walks per fuzz program).
+_REACH = "phases.walk"
 
 
 def walk(world: World, roots: list[Def] | None = None) -> Iterator[Def]:
@@ -112,7 +112,7 @@ def walk(world: World, roots: list[Def] | None = None) -> Iterator[Def]:
 
 
 def _reach(world: World) -> _Reach | None:
-    hit = _REACH.get(world)
+    hit: _Reach | None = world.kept.get(_REACH)
     if hit is None or not hit.still(world):
         return None
     return hit
@@ -122,7 +122,7 @@ def _kept_walk(world: World) -> _Reach:
     """A complete walk from the externals, made now and kept."""
     for _ in _walk_and_keep(world):
         pass
-    return _REACH[world]
+    return world.kept[_REACH]  # type: ignore[no-any-return]
 
 
 def _walk_and_keep(world: World) -> Iterator[Def]:
@@ -134,7 +134,7 @@ def _walk_and_keep(world: World) -> Iterator[Def]:
     for d in _walk(list(externals), muts):
         nodes.append(d)
         yield d
-    _REACH[world] = _Reach(externals, muts, nodes)
+    world.kept[_REACH] = _Reach(externals, muts, nodes)
 
 
 def _walk(roots: list[Def], muts: list[tuple[MutLam, Def, Def | None]] | None) -> Iterator[Def]:

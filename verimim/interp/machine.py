@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,25 +61,23 @@ class Thread:
     machine: Any = None  # the Machine running it (set by Machine.run_thread): what instructions call
 
 
-# The nesting analysis of a World's mutables, shared by every Machine that runs it: it depends
-# only on the World (nodes never change, a mutable's body is set once), and the fuzz oracle and
-# the differential specs run one World many times (schedules, argument vectors, phases).
-_SCOPES: weakref.WeakKeyDictionary[World, Scopes] = weakref.WeakKeyDictionary()
-
-
 def _scopes_of(world: World) -> Scopes:
-    hit = _SCOPES.get(world)
+    """The nesting analysis of a World's mutables, shared by every Machine that runs it and kept
+    with it (World.kept): it depends only on the World (nodes never change, a mutable's body is
+    set once), and the fuzz oracle and the differential specs run one World many times
+    (schedules, argument vectors, phases)."""
+    hit = world.kept.get("interp.scopes")
     if hit is None:
-        hit = _SCOPES[world] = Scopes(world)
-    return hit
+        hit = world.kept["interp.scopes"] = Scopes(world)
+    return hit  # type: ignore[no-any-return]
 
 
 class _Registry:
     """The operation semantics and axiom values the plugins register, recorded once per process:
     a Machine starts from a copy (registering makes some 150 closures), and Machines whose
     operations have these arities and whose axiom values are these share their compiled code
-    (`_COMPILERS`), whatever functions their semantics are (wrapped to trace effects, or to run
-    on the GPU)."""
+    (kept with the World, `World.kept`), whatever functions their semantics are (wrapped to
+    trace effects, or to run on the GPU)."""
 
     def __init__(self) -> None:
         self.semantics: Semantics = {}
@@ -123,10 +120,10 @@ def _standard() -> _Registry:
     return _STANDARD
 
 
-# Compiled code of each World for the standard operations, shared by every Machine that runs it
-# with them; dropped with the World (the Compiler holds it weakly). A Machine with other
-# operations or arities, or other axiom values (a test's own), compiles for itself.
-_COMPILERS: weakref.WeakKeyDictionary[World, Compiler] = weakref.WeakKeyDictionary()
+# Compiled code of each World for the standard operations is shared by every Machine that runs
+# it with them, kept with the World (World.kept; the Compiler holds the World weakly). A
+# Machine with other operations or arities, or other axiom values (a test's own), compiles for
+# itself.
 
 
 class Machine:
@@ -196,9 +193,9 @@ class Machine:
         std = _standard()
         arities = arities_of(self.semantics)
         if arities == std.arities and self.values == std.values:
-            hit = _COMPILERS.get(w)
+            hit = w.kept.get("interp.compiler")
             if hit is None:
-                hit = _COMPILERS[w] = Compiler(w, _scopes_of(w), std.arities, std.values)
+                hit = w.kept["interp.compiler"] = Compiler(w, _scopes_of(w), std.arities, std.values)
         else:
             hit = Compiler(w, _scopes_of(w), arities, dict(self.values))
         self._compilers[w.serial] = hit

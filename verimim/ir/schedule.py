@@ -20,7 +20,6 @@ scheduled before it has been computed — a caller may compute lazily while it i
 """
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
@@ -175,16 +174,13 @@ class _Structure:
     names_graph: dict[int, _NameGraph] = field(default_factory=dict)
 
 
-# Held weakly: the structure lives as long as its World (whose nodes never change once a phase
-# or the front end has finished it, a mutable's body being set once).
-_STRUCTURES: weakref.WeakKeyDictionary[World, _Structure] = weakref.WeakKeyDictionary()
-
-
 def _structure_of(world: World) -> _Structure:
-    hit = _STRUCTURES.get(world)
+    """Kept with the World (World.kept), whose nodes never change once a phase or the front end
+    has finished it (a mutable's body is set once)."""
+    hit = world.kept.get("schedule.structure")
     if hit is None:
-        hit = _STRUCTURES[world] = _Structure()
-    return hit
+        hit = world.kept["schedule.structure"] = _Structure()
+    return hit  # type: ignore[no-any-return]
 
 
 class Scopes:

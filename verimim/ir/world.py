@@ -80,6 +80,12 @@ class World:
         self.muts: list[MutLam] = []
         self.externals: dict[str, MutLam] = {}
         self.origin: World | None = None  # the World a phase rebuilt this one from
+        # Analyses of this World that its users share (the nesting of its mutables, compiled
+        # interpreter code, the walk from its externals), by the analysis' name: kept here, so
+        # that they are dropped with the World, in the same collection. A table beside it keyed
+        # by the World weakly held their nodes through the collection that freed the World, and
+        # those waited for a full one.
+        self.kept: dict[str, Any] = {}
         # how this World gets an annex of `origin` it does not hold yet (set by the Rewriter)
         self.import_annex: Callable[[str], Def] | None = None
         # Folds by the normalizers while the program was built (the front end turns this on):

@@ -1263,7 +1263,8 @@ def _collector_paused(counted: bool = True) -> Iterator[None]:
     A program's check makes some 90,000 cyclic objects; collecting them as they come cost 17% of
     the time (measured: 25 programs in 41 s against 34 s), and a collection on another thread
     (a Dask worker's event loop or profiler) must not release z3 objects (smt.z3_threads).
-    Peak memory stays per program: what one check makes is collected after it."""
+    Peak memory stays per program: what one check makes is collected after it. The generator
+    pauses it too (not `counted`: it never asks for the periodic full collection)."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -66,10 +66,7 @@ def _scopes_of(world: World) -> Scopes:
     with it (World.kept): it depends only on the World (nodes never change, a mutable's body is
     set once), and the fuzz oracle and the differential specs run one World many times
     (schedules, argument vectors, phases)."""
-    hit = world.kept.get("interp.scopes")
-    if hit is None:
-        hit = world.kept["interp.scopes"] = Scopes(world)
-    return hit  # type: ignore[no-any-return]
+    return world.keep("interp.scopes", lambda: Scopes(world))
 
 
 class _Registry:
@@ -118,12 +115,6 @@ def _standard() -> _Registry:
                 mod.register(reg)  # type: ignore[arg-type]  # registering needs only these two methods
             _STANDARD = reg
     return _STANDARD
-
-
-# Compiled code of each World for the standard operations is shared by every Machine that runs
-# it with them, kept with the World (World.kept; the Compiler holds the World weakly). A
-# Machine with other operations or arities, or other axiom values (a test's own), compiles for
-# itself.
 
 
 class Machine:
@@ -185,7 +176,8 @@ class Machine:
     def compiler_for(self, d: Def) -> Compiler:
         """The compiler of the World that made `d`: shared with every Machine that runs that World
         with the standard operations (once this machine's are checked to be those: the same
-        annexes and arities, the same axiom values), else this machine's own."""
+        annexes and arities, the same axiom values) and kept with the World (World.kept; the
+        Compiler holds the World weakly), else this machine's own (a test's own operations)."""
         w = self.world_of(d)
         hit = self._compilers.get(w.serial)
         if hit is not None:
@@ -193,9 +185,7 @@ class Machine:
         std = _standard()
         arities = arities_of(self.semantics)
         if arities == std.arities and self.values == std.values:
-            hit = w.kept.get("interp.compiler")
-            if hit is None:
-                hit = w.kept["interp.compiler"] = Compiler(w, _scopes_of(w), std.arities, std.values)
+            hit = w.keep("interp.compiler", lambda: Compiler(w, _scopes_of(w), std.arities, std.values))
         else:
             hit = Compiler(w, _scopes_of(w), arities, dict(self.values))
         self._compilers[w.serial] = hit

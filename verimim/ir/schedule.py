@@ -162,7 +162,9 @@ class _NameGraph:
 
 @dataclass
 class _Structure:
-    """The analyses of a World's mutables that depend on its nodes alone (see Scopes), by id."""
+    """The analyses of a World's mutables that depend on its nodes alone (see Scopes), by id;
+    kept with the World (World.kept), whose nodes never change once a phase or the front end
+    has finished it (a mutable's body is set once)."""
 
     fv_cache: dict[int, frozenset[MutLam]] = field(default_factory=dict)
     deps: dict[int, frozenset[MutLam]] = field(default_factory=dict)
@@ -172,15 +174,6 @@ class _Structure:
     nested: dict[int, frozenset[MutLam]] = field(default_factory=dict)
     direct: dict[int, frozenset[MutLam]] = field(default_factory=dict)
     names_graph: dict[int, _NameGraph] = field(default_factory=dict)
-
-
-def _structure_of(world: World) -> _Structure:
-    """Kept with the World (World.kept), whose nodes never change once a phase or the front end
-    has finished it (a mutable's body is set once)."""
-    hit = world.kept.get("schedule.structure")
-    if hit is None:
-        hit = world.kept["schedule.structure"] = _Structure()
-    return hit  # type: ignore[no-any-return]
 
 
 class Scopes:
@@ -197,7 +190,7 @@ class Scopes:
         # (`world` given): the interpreter, the kernel verifier and the specs each schedule the
         # same Worlds. What a body's schedule captures depends on the caller's leaves too, and
         # stays with this Scopes.
-        st = _Structure() if world is None else _structure_of(world)
+        st = _Structure() if world is None else world.keep("schedule.structure", _Structure)
         self.fv_cache = st.fv_cache
         self._deps = st.deps
         self._local = st.local

@@ -13,7 +13,7 @@ import builtins
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from verimim.diagnostics import Loc, VerimimError
 from verimim.ir.defs import (
@@ -63,6 +63,7 @@ class RuleDef:
 
 
 _world_serials = itertools.count(1)
+_Kept = TypeVar("_Kept")
 
 # (node id, binders crossed) → result: the memo of the locally nameless operations (World.open, …)
 _BinderMemo = dict[tuple[int, int], "Def"]
@@ -104,6 +105,13 @@ class World:
         self._lam_muts: dict[int, MutLam] = {}  # World.lam_as_mut, by the λ's gid
         self._univ = self._hashcons(Univ, (), ())
         self._nat = self._hashcons(NatT, (), ())
+
+    def keep(self, name: str, make: Callable[[], _Kept]) -> _Kept:
+        """The analysis `name` of this World (World.kept), made on first use."""
+        hit = self.kept.get(name)
+        if hit is None:
+            hit = self.kept[name] = make()
+        return hit
 
     # ------------------------------------------------------------------ hash-consing
 
@@ -388,7 +396,7 @@ class World:
         binders = d.binder_ops
         ops = tuple([self._open(op, value, depth + 1 if i in binders else depth, memo)
                      for i, op in enumerate(d.ops)])
-        res = d if all([a is b for a, b in zip(ops, d.ops)]) else d.rebuild(self, ops)
+        res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
         memo[key] = res
         return res
 

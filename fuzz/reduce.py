@@ -258,28 +258,35 @@ def _simplest(c: object) -> object:
 
 
 def shrink_choices(choices: Choices, regenerate: Callable[[Choices], tuple[str, Choices] | None],
-                   keeps: Callable[[str], bool], budget_s: float) -> tuple[Choices, str | None, int, int]:
+                   keeps: Callable[[str], bool], budget_s: float) -> tuple[Choices, str | None, int, int, bool]:
     """Shrink the generator's choice sequence before the text: each choice in turn is set to its
     simplest value (Hypothesis replays a misaligned sequence with the simplest values where it
     must), and kept when the regenerated program still fails the same way. Early choices decide
     the structure (the defect kind, how many kernels, groups, operations), so one kept choice
     can remove whole kernels, and every program made this way is well-typed by construction.
+    Passes repeat while one keeps a choice (a kept choice re-aligns the ones after it).
 
-    Returns (choices, the program text or None if nothing was kept, tries, kept)."""
+    Returns (choices, the program text or None if nothing was kept, tries, kept, whether the
+    budget ran out before a pass kept nothing)."""
     start = time.monotonic()
     best, text, tries, kept = choices, None, 0, 0
-    i = 0
-    while i < len(best) and time.monotonic() - start < budget_s:
-        simple = _simplest(best[i])
-        if best[i] == simple and type(best[i]) is type(simple):
+    progress = True
+    while progress:
+        progress = False
+        i = 0
+        while i < len(best):
+            if time.monotonic() - start >= budget_s:
+                return best, text, tries, kept, True
+            simple = _simplest(best[i])
+            if best[i] == simple and type(best[i]) is type(simple):
+                i += 1
+                continue
+            out = regenerate(best[:i] + (simple,) + best[i + 1:])
+            tries += 1
+            if out is not None and keeps(out[0]):
+                text, best, kept, progress = out[0], out[1], kept + 1, True
             i += 1
-            continue
-        out = regenerate(best[:i] + (simple,) + best[i + 1:])
-        tries += 1
-        if out is not None and keeps(out[0]):
-            text, best, kept = out[0], out[1], kept + 1
-        i += 1
-    return best, text, tries, kept
+    return best, text, tries, kept, False
 
 
 # ============================================================================ the reducer

@@ -1419,6 +1419,21 @@ def _interpret(p: Any, argv: list[str], seed: int) -> Observation:
     return observe(p.host, argv, device=p.device, fuel=FUZZ_FUEL, seed=seed)
 
 
+def runs_clean(text: str, args: tuple[str, ...] | list[str], schedules: int = 2) -> bool:
+    """Whether the interpreter runs the program without a fault under each of the oracle's
+    schedules: the reducer's witness that an edited text is still well-defined."""
+    from verimim.phases.base import Program
+
+    try:
+        with _collector_paused():
+            prog = Program(reparse(text))
+            return all(_interpret(prog, ["prog.mim", *args], s).code is None for s in range(schedules))
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 — a crash witnesses nothing
+        return False
+
+
 def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[Any],
                   reproduce: Callable[[list[str], int], set[str]]) -> Verdict | None:
     """`check`'s kernel verdicts (races and divergence, for all inputs) against what the runs

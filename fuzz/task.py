@@ -216,16 +216,41 @@ def reduce_index(settings: Settings, choices: tuple[Choice, ...], signature: Sig
     return run_with_big_stack(lambda: _reduce(settings, choices, signature, budget_s))
 
 
+def evidence(signature: Signature) -> str:
+    """What, besides its signature, makes a smaller program the same failure.
+
+    `signature`: two parts of verimim disagree about the program itself (a spec refuted, a
+    phase changed the result, a crash, check missed a race that a run reports): any edit of the
+    text that keeps the signature keeps the bug. The other failures rest on what the generator
+    says about the program, and a text edit does not keep that: a program whose injected double
+    free is cut out "misses" the defect all the same (seen: a double_free program reduced to
+    one with no free at all), and one whose barrier is cut out turns a false alarm into a
+    true one.
+    `construction`: only programs regenerated from shrunk choices count, since the generator
+    builds the defect, or the well-defined program, into each of them again.
+    `clean runs`: an error from `check` on a program built well-defined stays a false positive
+    in an edited text that the interpreter runs without a fault under every schedule the oracle
+    tries: the independent witness that the text is still well-defined."""
+    if signature.kind == "missed-defect":
+        # at `kernels` a run reported the code and check's verdicts do not: they disagree
+        return "signature" if signature.phase == "kernels" else "construction"
+    if signature.kind == "false-positive":
+        # at `interp` the interpreter is the one accused: it cannot also be the witness
+        return "construction" if signature.phase == "interp" else "clean runs"
+    return "signature"
+
+
 def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signature, budget_s: float) -> Any:
     from dataclasses import replace
 
     from verimim.fuzz.reduce import Reduction, reduce_text, shrink_choices, size
-    from verimim.fuzz.strategies import canonical, check_generated
+    from verimim.fuzz.strategies import canonical, check_generated, runs_clean
 
     start = time.monotonic()
     prog, _ = generate(choices=choices, defect_ratio=settings.defect_ratio)
     original = prog.text
     state = {"kept": prog, "candidate": prog}  # the program a text belongs to (its args, its defect)
+    how = evidence(signature)
 
     def fails_alike(p: Any, text: str) -> bool:
         v = check_generated(replace(p, text=text), verify=settings.verify,
@@ -252,19 +277,33 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
             state["kept"] = state["candidate"]
         return ok
 
+    def edit_fails_alike(text: str) -> bool:
+        p = state["kept"]
+        return fails_alike(p, text) and (how != "clean runs" or runs_clean(text, p.args))
+
     def canon(text: str) -> str | None:
         try:
             return canonical(text)
         except Exception:  # noqa: BLE001 — a candidate that does not elaborate is just not kept
             return None
 
+    chars, lines = size(original)
+    if how == "construction":
+        # No text edit keeps what makes it a failure: the whole budget goes to the choices.
+        if not fails_alike(prog, original):
+            return Reduction(original, chars, chars, lines, lines, 1, 0, round(time.monotonic() - start, 2),
+                             "not reproducible", tuple(prog.args))
+        _, shrunk, tries, kept, out_of_time = shrink_choices(choices, regenerate, candidate_fails_alike,
+                                                             max(1.0, budget_s - (time.monotonic() - start)))
+        text = shrunk if shrunk is not None else original
+        after = size(text)
+        return Reduction(text, chars, after[0], lines, after[1], tries + 1, kept, round(time.monotonic() - start, 2),
+                         "budget" if out_of_time else "fixpoint", tuple(state["kept"].args))
     # At most half the budget on the choices, the rest on the text.
-    _, shrunk, c_tries, c_kept = shrink_choices(choices, regenerate, candidate_fails_alike, budget_s / 2)
+    _, shrunk, c_tries, c_kept, _ = shrink_choices(choices, regenerate, candidate_fails_alike, budget_s / 2)
     text = shrunk if shrunk is not None else original
-    r = reduce_text(text, lambda t: fails_alike(state["kept"], t), canon,
-                    max(1.0, budget_s - (time.monotonic() - start)))
+    r = reduce_text(text, edit_fails_alike, canon, max(1.0, budget_s - (time.monotonic() - start)))
     if r.status == "not reproducible" and shrunk is None:
         return replace(r, args=tuple(prog.args))
-    chars, lines = size(original)
     return Reduction(r.text, chars, r.size_after, lines, r.lines_after, r.tries + c_tries, r.accepted + c_kept,
                      round(time.monotonic() - start, 2), r.status, tuple(state["kept"].args))

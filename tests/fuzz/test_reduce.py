@@ -98,3 +98,71 @@ def test_passing_program_has_no_signature() -> None:
         assert of_verdict(v) is None and "pipeline" in v.times and v.phases
     else:  # a real verimim bug on this program: it has a signature all the same
         assert isinstance(of_verdict(v), Signature)
+
+
+def test_what_keeps_a_failure_the_same_besides_its_signature() -> None:
+    from verimim.fuzz.task import evidence
+
+    # two parts of verimim disagree on the program itself: the signature is enough
+    assert evidence(Signature("spec", "E-SPEC", "gpu.split_apply")) == "signature"
+    assert evidence(Signature("diff", "E-DIFF", "compile.beta_red")) == "signature"
+    assert evidence(Signature("internal", "E-INTERNAL", "gpu.mem_checks", "KeyError@verimim.x:f")) == "signature"
+    assert evidence(Signature("missed-defect", "E-RACE", "kernels")) == "signature"  # a run reported it
+    # what the generator built into the program: only regenerated programs have it again
+    assert evidence(Signature("missed-defect", "E-DOUBLE-FREE", "interp")) == "construction"
+    assert evidence(Signature("missed-defect", "E-ADDR-SPACE", "check")) == "construction"
+    assert evidence(Signature("false-positive", "E-OOB", "interp")) == "construction"
+    # check's error on a well-defined program: the interpreter witnesses that an edit is still well-defined
+    assert evidence(Signature("false-positive", "E-RACE", "kernels")) == "clean runs"
+    assert evidence(Signature("false-positive", "E-MEM-CROSSING", "gpu.mem_checks")) == "clean runs"
+
+
+def _first_defect(kind: str):  # type: ignore[no-untyped-def]
+    for i in range(200):
+        prog, choices = run_with_big_stack(lambda: generate(program_seed(1, i)))
+        if prog.defect == kind:
+            return prog, choices
+    pytest.fail(f"no {kind} program among the first 200 of seed 1")
+
+
+def test_runs_clean_is_the_interpreter_finding_no_fault() -> None:
+    from verimim.fuzz.strategies import runs_clean
+
+    clean = _program(0)
+    assert clean.defect is None and run_with_big_stack(lambda: runs_clean(clean.text, clean.args))
+    bad, _ = _first_defect("double_free")
+    assert not run_with_big_stack(lambda: runs_clean(bad.text, bad.args))
+    assert not run_with_big_stack(lambda: runs_clean("fun extern main", ())), "a text that does not load is no witness"
+
+
+def test_a_missed_defect_is_reduced_to_a_program_that_still_has_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreter patched to overlook a second free: the double_free program is a missed
+    defect. Its reduction must still free a block twice (the unpatched interpreter says so); a
+    text reducer left alone cut the frees out and kept a program with none (the same signature:
+    nothing reported)."""
+    from verimim.fuzz.strategies import runs_clean
+    from verimim.fuzz.task import Settings, _reduce
+    from verimim.interp import memory
+
+    prog, choices = _first_defect("double_free")
+    strict = memory.Memory.free
+
+    def lenient(self, p, loc):  # type: ignore[no-untyped-def]
+        if not p.block.live:
+            return None
+        return strict(self, p, loc)
+
+    monkeypatch.setattr(memory.Memory, "free", lenient)
+    v = run_with_big_stack(lambda: check_generated(prog))
+    sig = of_verdict(v)
+    assert sig == Signature("missed-defect", "E-DOUBLE-FREE", "interp"), v.message
+    r = run_with_big_stack(lambda: _reduce(Settings(seed=1), choices, sig, 30.0))
+    assert r.status in ("fixpoint", "budget") and r.accepted > 0 and r.size_after < r.size_before, r
+    assert run_with_big_stack(lambda: runs_clean(r.text, r.args)), "patched, the reduced program still misses it"
+    monkeypatch.setattr(memory.Memory, "free", strict)
+    assert not run_with_big_stack(lambda: runs_clean(r.text, r.args)), "unpatched, it frees a block twice"
+    from verimim.fuzz.strategies import _interpret
+    from verimim.phases.base import Program
+
+    obs = run_with_big_stack(lambda: _interpret(Program(reparse(r.text)), ["prog.mim", *r.args], 0))
+    assert obs.code == "E-DOUBLE-FREE"

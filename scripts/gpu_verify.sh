@@ -19,6 +19,7 @@ export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 V="python3 -m verimim.cli"
 python3 -c "import verimim.runtime.cuda as c; print('CUDA device available:', c.device_available())"
 
+if [ "${ONLY:-}" != campaign ]; then
 echo "== runtime tests"
 python3 -m pytest tests/runtime -q -p no:cacheprovider -p no:warnings 2>&1 | tail -5
 
@@ -57,3 +58,36 @@ python3 benchmarks/launch.py 2>&1 | tail -8
 echo "== fuzzing on the GPU (no z3 here: phases unverified, still differential)"
 python3 -m verimim.cli fuzz --target gpu --no-verify --budget "${FUZZ_BUDGET:-300}" --seed 1 --json --out "$OUT/fuzz" > "$OUT/fuzz.json" 2>/dev/null
 python3 -c "import json; d=json.load(open('$OUT/fuzz.json')); print(d['programs'], 'programs,', d['per_second'], '/s,', len(d['failures']), 'failures'); [print(f['kind'], f['message'][:300]) for f in d['failures'][:5]]"
+fi
+
+# A campaign on Dask with --target gpu: one worker per GPU of CUDA_VISIBLE_DEVICES (fuzz/cluster.py);
+# nvidia-smi, sampled, shows which worker processes ran kernels on which GPU.
+if [ "${CAMPAIGN_BUDGET:-0}" != 0 ]; then
+  echo "== a GPU campaign (Dask, --target gpu, ${CAMPAIGN_WORKERS:-2} workers, ${CAMPAIGN_BUDGET} s)"
+  (while sleep 3; do nvidia-smi --query-compute-apps=pid,gpu_uuid --format=csv,noheader; done) > "$OUT/gpu_apps.txt" 2>&1 &
+  sampler=$!
+  python3 -m verimim.cli fuzz --campaign "$OUT/campaign" --target gpu --workers "${CAMPAIGN_WORKERS:-2}" \
+    --budget "$CAMPAIGN_BUDGET" --seed "${CAMPAIGN_SEED:-7}" --json > "$OUT/campaign.json" 2> "$OUT/campaign.err"
+  echo "campaign exit $?"
+  kill $sampler
+  [ -f "$OUT/campaign/journal.sqlite" ] || { tail -5 "$OUT/campaign.err"; exit 1; }
+  python3 -m verimim.cli fuzz report "$OUT/campaign" --json > "$OUT/report.json"
+  python3 - "$OUT" <<'PY'
+import collections, json, sys
+out = sys.argv[1]
+d = json.load(open(f"{out}/report.json"))
+print(d["programs"], "programs;", "verdicts", {k: v for k, v in d["verdicts"].items() if v}, ";", len(d["failures"]), "failures")
+for f in d["failures"][:5]:
+    print(" ", f["signature"], f.get("message", "")[:300])
+import sqlite3
+rows = sqlite3.connect(f"{out}/campaign/journal.sqlite").execute("SELECT times, worker FROM programs").fetchall()
+on_gpu = collections.Counter(w for t, w in rows if '"gpu"' in (t or ""))
+print("programs compared on the GPU, by worker:", dict(on_gpu))
+apps = collections.defaultdict(set)
+for line in open(f"{out}/gpu_apps.txt"):
+    parts = [x.strip() for x in line.split(",")]
+    if len(parts) == 2 and parts[0].isdigit():
+        apps[parts[1]].add(parts[0])
+print("processes on each GPU:", {g: sorted(p) for g, p in apps.items()})
+PY
+fi

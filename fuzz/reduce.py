@@ -257,11 +257,36 @@ def _simplest(c: object) -> object:
     return False if isinstance(c, bool) else type(c)() if isinstance(c, (int, float, str, bytes)) else c
 
 
+def _simpler(c: object) -> list[object]:
+    """Values to try in place of choice c, simplest first: the type's zero (Hypothesis replays
+    a value its draw does not allow as the draw's simplest), then half of an integer (a count
+    of operations or loop trips that the failure needs above its minimum)."""
+    simple = _simplest(c)
+    out = [] if c == simple and type(c) is type(simple) else [simple]
+    if isinstance(c, int) and not isinstance(c, bool) and abs(c) > 2:
+        out.append(c // 2 if c > 0 else -(-c // 2))
+    return out
+
+
+def _rank(c: object) -> float:
+    if isinstance(c, (str, bytes)):
+        return float(len(c))
+    if isinstance(c, (bool, int, float)):
+        return abs(float(c)) * 2 + (1 if c < 0 else 0)
+    return 0.0
+
+
+def _order(cs: Choices) -> tuple[int, tuple[float, ...]]:
+    """Hypothesis's shortlex order on choice sequences (shorter, then simpler choice by choice):
+    a kept candidate is strictly smaller in it, so shrinking ends."""
+    return len(cs), tuple(_rank(c) for c in cs)
+
+
 def shrink_choices(choices: Choices, regenerate: Callable[[Choices], tuple[str, Choices] | None],
                    keeps: Callable[[str], bool], budget_s: float) -> tuple[Choices, str | None, int, int, bool]:
-    """Shrink the generator's choice sequence before the text: each choice in turn is set to its
-    simplest value (Hypothesis replays a misaligned sequence with the simplest values where it
-    must), and kept when the regenerated program still fails the same way. Early choices decide
+    """Shrink the generator's choice sequence before the text: each choice in turn is set to a
+    simpler value (`_simpler`), and kept when the regenerated program is smaller (a shorter
+    text, or as long with choices smaller in shortlex order) and still fails the same way. Early choices decide
     the structure (the defect kind, how many kernels, groups, operations), so one kept choice
     can remove whole kernels, and every program made this way is well-typed by construction.
     Passes repeat while one keeps a choice (a kept choice re-aligns the ones after it).
@@ -270,21 +295,27 @@ def shrink_choices(choices: Choices, regenerate: Callable[[Choices], tuple[str, 
     budget ran out before a pass kept nothing)."""
     start = time.monotonic()
     best, text, tries, kept = choices, None, 0, 0
+    # smaller: a shorter program, or as long with simpler choices (so shrinking ends)
+    first = regenerate(choices)
+    best_key: tuple[object, ...] = (size(first[0])[0], _order(choices)) if first is not None else (float("inf"),)
     progress = True
     while progress:
         progress = False
         i = 0
         while i < len(best):
-            if time.monotonic() - start >= budget_s:
-                return best, text, tries, kept, True
-            simple = _simplest(best[i])
-            if best[i] == simple and type(best[i]) is type(simple):
-                i += 1
-                continue
-            out = regenerate(best[:i] + (simple,) + best[i + 1:])
-            tries += 1
-            if out is not None and keeps(out[0]):
-                text, best, kept, progress = out[0], out[1], kept + 1, True
+            for value in _simpler(best[i]):
+                if time.monotonic() - start >= budget_s:
+                    return best, text, tries, kept, True
+                out = regenerate(best[:i] + (value,) + best[i + 1:])
+                if out is None:
+                    continue
+                key = (size(out[0])[0], _order(out[1]))
+                if key >= best_key:
+                    continue
+                tries += 1
+                if keeps(out[0]):
+                    text, best, best_key, kept, progress = out[0], out[1], key, kept + 1, True
+                    break
             i += 1
     return best, text, tries, kept, False
 

@@ -70,6 +70,26 @@ def test_broken_phase_is_found_once_and_reduced(tmp_path: Path) -> None:
     assert fd.name in (d / "report.html").read_text()
 
 
+def test_a_missed_defect_is_reduced_to_a_program_that_still_has_it(tmp_path: Path) -> None:
+    """The workers' interpreter overlooks a second free (a preload): double_free programs are
+    missed defects. The reduced program must still free a block twice, which the unpatched
+    interpreter reports; a text reduction that only kept the signature cut the frees out."""
+    d = tmp_path / "c"
+    out = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "20", "--workers", "1", "--seed", "3",
+                          "--no-verify", "--preload", str(PRELOAD / "lenient_free.py"), "--reduce-budget", "60",
+                          "--json"], capture_output=True, text=True, timeout=400)
+    assert out.returncode == 3, out.stderr[-3000:]
+    missed = [f for f in json.loads(out.stdout)["failures"] if f["signature"]["code"] == "E-DOUBLE-FREE"]
+    assert len(missed) == 1 and missed[0]["signature"]["kind"] == "missed-defect", missed
+    (fd,) = [p for p in (d / "failures").iterdir() if "E-DOUBLE-FREE" in p.name]
+    ((before, after, status),) = _rows(d, f"SELECT size_before, size_after, reduce_status FROM failures "
+                                          f"WHERE signature = '{fd.name}'")
+    assert status in ("fixpoint", "budget") and after < before, (before, after, status)
+    run = subprocess.run([*VERIMIM, "run", "--json", str(fd / "reduced.mim")], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 1 and "E-DOUBLE-FREE" in run.stdout, run.stdout[-2000:]
+
+
 def test_crash_and_hang_are_journaled_and_the_campaign_goes_on(tmp_path: Path) -> None:
     d = tmp_path / "c"
     out = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "40", "--workers", "2", "--seed", "4",

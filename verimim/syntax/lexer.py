@@ -266,7 +266,10 @@ class Lexer:
         bits, size = self.scan_suffix(line, col)
         if _is_ident_char(self.peek()) or _is_subscript(self.peek()):
             raise self.error(f"invalid character {self.peek()!r} in number literal")
-        self.check_fits(value, bits, size, line, col)
+        self.check_fits(value, bits, line, col)
+        if size is not None:
+            # `n_m` is n modulo m, as upstream's lexer reads it (World::lit_idx_mod): `3_3` is `0_3`
+            value %= size
         self.emit(NUM, start, line, col, (value, bits, size))
 
     def scan_magnitude(self, line: int, col: int) -> int:
@@ -330,12 +333,11 @@ class Lexer:
             raise self.error("index literal of size 0: Idx 0 has no values", line, col)
         return size
 
-    def check_fits(self, value: int, bits: int | None, size: int | None, line: int, col: int) -> None:
-        # The literal itself states its type, so a value that does not fit is malformed text.
+    def check_fits(self, value: int, bits: int | None, line: int, col: int) -> None:
+        # The literal itself states its type, so a value that does not fit is malformed text
+        # (upstream: "index does not fit within arity").
         if bits is not None and value >= 1 << bits:
             raise self.error(f"literal {value} does not fit in I{bits} (Idx {1 << bits})", line, col)
-        if size is not None and value >= size:
-            raise self.error(f"literal {value} does not fit in Idx {size}", line, col)
 
     # ------------------------------------------------------------------ characters and strings
 

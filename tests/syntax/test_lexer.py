@@ -214,6 +214,9 @@ def test_doc_keeps_more_than_one_space() -> None:
         ("256I8", 1, 1, "does not fit in I8"),
         ("2I1", 1, 1, "does not fit"),
         ("0b102", 1, 5, "invalid digit '2'"),
+        ("(1.0:%math.F64, 0)", 1, 2, "floating-point literal `1.0`"),  # upstream's lit/annex.mim
+        ("x 2e3", 1, 3, "floating-point literal `2e3`"),
+        ("2E-3", 1, 1, "floating-point literal `2E-3`"),
         ("0o18", 1, 4, "invalid digit '8'"),
         ("0x", 1, 3, "expected a digit"),
         ("42abc", 1, 3, "invalid character 'a'"),

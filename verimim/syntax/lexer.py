@@ -263,6 +263,7 @@ class Lexer:
     def lex_number(self) -> None:
         start, line, col = self.pos, self.line, self.col
         value = self.scan_magnitude(line, col)
+        self.refuse_float(start, line, col)
         bits, size = self.scan_suffix(line, col)
         if _is_ident_char(self.peek()) or _is_subscript(self.peek()):
             raise self.error(f"invalid character {self.peek()!r} in number literal")
@@ -271,6 +272,20 @@ class Lexer:
             # `n_m` is n modulo m, as upstream's lexer reads it (World::lit_idx_mod): `3_3` is `0_3`
             value %= size
         self.emit(NUM, start, line, col, (value, bits, size))
+
+    def refuse_float(self, start: int, line: int, col: int) -> None:
+        """`1.5`, `2e3`: upstream's lexer reads them as floating-point literals, typed by its
+        `plugin math`, which verimim does not ship. Said as such, rather than as a stray `.`."""
+        if not self.text[start:self.pos].isdigit():
+            return  # 0x…, 0b…: upstream's hexadecimal floats need an exponent too; not ours either
+        c, d = self.peek(), self.peek(1)
+        exponent = c in ("e", "E") and ("0" <= d <= "9" or d in "+-" and "0" <= self.peek(2) <= "9")
+        if (c == "." and "0" <= d <= "9") or exponent:
+            end = self.pos + 1
+            while end < len(self.text) and (self.text[end].isdigit() or self.text[end] in ".eE+-"):
+                end += 1
+            raise self.error(f"floating-point literal `{self.text[start:end]}`: verimim has no floating-point "
+                             f"types (upstream's `plugin math`, which verimim does not ship)", line, col)
 
     def scan_magnitude(self, line: int, col: int) -> int:
         base, name = 10, "decimal"

@@ -14,7 +14,10 @@ mkdir -p "$OUT"
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi
-for d in runtime phases smt fuzz; do [ -e "verimim/$d" ] || ln -s "../$d" "verimim/$d"; done
+# verimim.<sub> without an installed package: links for this run only (removed on exit)
+links=()
+for d in runtime phases smt fuzz; do [ -e "verimim/$d" ] || { ln -s "../$d" "verimim/$d" && links+=("verimim/$d"); }; done
+trap 'rm -f "${links[@]}"' EXIT
 export PYTHONPATH="$PWD:${PYTHONPATH:-}"
 V="python3 -m verimim.cli"
 python3 -c "import verimim.runtime.cuda as c; print('CUDA device available:', c.device_available())"

@@ -272,6 +272,8 @@ def _rank(c: object) -> float:
     if isinstance(c, (str, bytes)):
         return float(len(c))
     if isinstance(c, (bool, int, float)):
+        if c != c:  # NaN: the largest, so that it compares (and shrinking still ends)
+            return float("inf")
         return abs(float(c)) * 2 + (1 if c < 0 else 0)
     return 0.0
 

@@ -410,6 +410,7 @@ def test_fun_type_is_cn_of_arg_and_return() -> None:
     # operand of the wrong width: the implicit s is solved to 256 by the first operand
     ("let x8 = 5I8;\nlet y = core.wrap.add 0 (x8, 7I32);", "7I32", "expected `I8`, found `I32`"),
     ("let x = 300:I8;", "300", "does not fit"),
+    ("let x = 5:(Idx 0);", "5:", "which upstream spells `Idx 0`"),  # upstream's size 0 is 2^64
     ("let x: I8 = 300I32;", "300I32", "expected `I8`, found `I32`"),
     ("let y = core.nat.add (1, 2, 3);", "(1, 2, 3)", "found a tuple of 3"),
     ("let x = 3;\nlet y = x 4;", "x 4", "not a function"),

@@ -519,6 +519,11 @@ class Elaborator:
         if isinstance(t, NatT):
             return w.lit(t, value)
         if isinstance(t, IdxT):
+            if isinstance(t.size, Lit) and t.size.value == 0:
+                # upstream MimIR encodes 2^64 as size 0 (Idx::bitwidth2size(64)); here sizes are exact
+                raise TypeError_(f"the literal {value} does not fit `{show(t)}`, which has no values; for "
+                                 f"64-bit integers write `I64` (`Idx 2^64`), which upstream spells `Idx 0`",
+                                 e.loc)
             if isinstance(t.size, Lit) and value >= t.size.value:
                 raise TypeError_(f"the literal {value} does not fit `{show(t)}` "
                                  f"(values 0 to {t.size.value - 1})", e.loc)

@@ -279,7 +279,7 @@ def _rank(c: object) -> float:
 
 
 def _order(cs: Choices) -> tuple[int, tuple[float, ...]]:
-    """Hypothesis's shortlex order on choice sequences (shorter, then simpler choice by choice):
+    """A shortlex order on choice sequences, like Hypothesis's (shorter, then simpler choice by choice):
     a kept candidate is strictly smaller in it, so shrinking ends."""
     return len(cs), tuple(_rank(c) for c in cs)
 
@@ -288,8 +288,8 @@ def shrink_choices(choices: Choices, regenerate: Callable[[Choices], tuple[str, 
                    keeps: Callable[[str], bool], budget_s: float) -> tuple[Choices, str | None, int, int, bool]:
     """Shrink the generator's choice sequence before the text: each choice in turn is set to a
     simpler value (`_simpler`), and kept when the regenerated program is smaller (a shorter
-    text, or as long with choices smaller in shortlex order) and still fails the same way. Early choices decide
-    the structure (the defect kind, how many kernels, groups, operations), so one kept choice
+    text, or as long with choices smaller in shortlex order) and still fails the same way.
+    Early choices decide the structure (the defect kind, how many kernels, groups, operations), so one kept choice
     can remove whole kernels, and every program made this way is well-typed by construction.
     Passes repeat while one keeps a choice (a kept choice re-aligns the ones after it).
 

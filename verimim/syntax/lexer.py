@@ -277,7 +277,7 @@ class Lexer:
         """`1.5`, `2e3`: upstream's lexer reads them as floating-point literals, typed by its
         `plugin math`, which verimim does not ship. Said as such, rather than as a stray `.`."""
         if not self.text[start:self.pos].isdigit():
-            return  # 0x…, 0b…: upstream's hexadecimal floats need an exponent too; not ours either
+            return  # a prefixed (0x…) or separated (1'000) number: never a decimal float here
         c, d = self.peek(), self.peek(1)
         exponent = c in ("e", "E") and ("0" <= d <= "9" or d in "+-" and "0" <= self.peek(2) <= "9")
         if (c == "." and "0" <= d <= "9") or exponent:

@@ -284,7 +284,7 @@ def _order(cs: Choices) -> tuple[int, tuple[float, ...]]:
     return len(cs), tuple(_rank(c) for c in cs)
 
 
-def shrink_choices(choices: Choices, regenerate: Callable[[Choices], tuple[str, Choices] | None],
+def shrink_choices(choices: Choices, original: str, regenerate: Callable[[Choices], tuple[str, Choices] | None],
                    keeps: Callable[[str], bool], budget_s: float) -> tuple[Choices, str | None, int, int, bool]:
     """Shrink the generator's choice sequence before the text: each choice in turn is set to a
     simpler value (`_simpler`), and kept when the regenerated program is smaller (a shorter
@@ -293,13 +293,13 @@ def shrink_choices(choices: Choices, regenerate: Callable[[Choices], tuple[str, 
     can remove whole kernels, and every program made this way is well-typed by construction.
     Passes repeat while one keeps a choice (a kept choice re-aligns the ones after it).
 
-    Returns (choices, the program text or None if nothing was kept, tries, kept, whether the
+    `original` is the text `choices` generate. Returns (choices, the program text or None if
+    nothing was kept, tries, kept, whether the
     budget ran out before a pass kept nothing)."""
     start = time.monotonic()
     best, text, tries, kept = choices, None, 0, 0
     # smaller: a shorter program, or as long with simpler choices (so shrinking ends)
-    first = regenerate(choices)
-    best_key: tuple[object, ...] = (size(first[0])[0], _order(choices)) if first is not None else (float("inf"),)
+    best_key = (size(original)[0], _order(choices))
     progress = True
     while progress:
         progress = False
@@ -331,14 +331,12 @@ def reduce_text(text: str, keeps: Callable[[str], bool], canon: Callable[[str], 
 
     `canon(t)` is t re-elaborated and printed, or None when t does not type-check."""
     start = time.monotonic()
-    before = size(text)
     tries = accepted = 0
     seen = {text}
     best = text
     status = "fixpoint"
     if not keeps(text):
-        return Reduction(text, before[0], before[0], before[1], before[1], 1, 0,
-                         round(time.monotonic() - start, 2), "not reproducible")
+        return reduction(text, text, 1, 0, start, "not reproducible")
     progress = True
     while progress:
         progress = False
@@ -352,7 +350,7 @@ def reduce_text(text: str, keeps: Callable[[str], bool], canon: Callable[[str], 
                 kept = False
                 for i in range(pos, len(cands)):
                     if time.monotonic() - start > budget_s:
-                        return _done(text, best, tries, accepted, start, "budget")
+                        return reduction(text, best, tries, accepted, start, "budget")
                     raw = "\n".join(cands[i]) + "\n"
                     if raw in seen:
                         continue
@@ -367,9 +365,11 @@ def reduce_text(text: str, keeps: Callable[[str], bool], canon: Callable[[str], 
                         break
                 if not kept:
                     break
-    return _done(text, best, tries, accepted, start, status)
+    return reduction(text, best, tries, accepted, start, status)
 
 
-def _done(text: str, best: str, tries: int, accepted: int, start: float, status: str) -> Reduction:
-    (b, lb), (a, la) = size(text), size(best)
-    return Reduction(best, b, a, lb, la, tries, accepted, round(time.monotonic() - start, 2), status)
+def reduction(original: str, best: str, tries: int, accepted: int, start: float, status: str,
+              args: tuple[str, ...] = ()) -> Reduction:
+    """The Reduction of `original` to `best`, begun at `start` (time.monotonic())."""
+    (b, lb), (a, la) = size(original), size(best)
+    return Reduction(best, b, a, lb, la, tries, accepted, round(time.monotonic() - start, 2), status, args)

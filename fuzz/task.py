@@ -243,7 +243,7 @@ def evidence(signature: Signature) -> str:
 def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signature, budget_s: float) -> Any:
     from dataclasses import replace
 
-    from verimim.fuzz.reduce import Reduction, reduce_text, shrink_choices, size
+    from verimim.fuzz.reduce import reduce_text, reduction, shrink_choices
     from verimim.fuzz.strategies import canonical, check_generated, runs_clean
 
     start = time.monotonic()
@@ -287,23 +287,19 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
         except Exception:  # noqa: BLE001 — a candidate that does not elaborate is just not kept
             return None
 
-    chars, lines = size(original)
     if how == "construction":
         # No text edit keeps what makes it a failure: the whole budget goes to the choices.
         if not fails_alike(prog, original):
-            return Reduction(original, chars, chars, lines, lines, 1, 0, round(time.monotonic() - start, 2),
-                             "not reproducible", tuple(prog.args))
-        _, shrunk, tries, kept, out_of_time = shrink_choices(choices, regenerate, candidate_fails_alike,
+            return reduction(original, original, 1, 0, start, "not reproducible", tuple(prog.args))
+        _, shrunk, tries, kept, out_of_time = shrink_choices(choices, original, regenerate, candidate_fails_alike,
                                                              max(1.0, budget_s - (time.monotonic() - start)))
-        text = shrunk if shrunk is not None else original
-        after = size(text)
-        return Reduction(text, chars, after[0], lines, after[1], tries + 1, kept, round(time.monotonic() - start, 2),
+        return reduction(original, shrunk if shrunk is not None else original, tries + 1, kept, start,
                          "budget" if out_of_time else "fixpoint", tuple(state["kept"].args))
     # At most half the budget on the choices, the rest on the text.
-    _, shrunk, c_tries, c_kept, _ = shrink_choices(choices, regenerate, candidate_fails_alike, budget_s / 2)
+    _, shrunk, c_tries, c_kept, _ = shrink_choices(choices, original, regenerate, candidate_fails_alike, budget_s / 2)
     text = shrunk if shrunk is not None else original
     r = reduce_text(text, edit_fails_alike, canon, max(1.0, budget_s - (time.monotonic() - start)))
     if r.status == "not reproducible" and shrunk is None:
         return replace(r, args=tuple(prog.args))
-    return Reduction(r.text, chars, r.size_after, lines, r.lines_after, r.tries + c_tries, r.accepted + c_kept,
-                     round(time.monotonic() - start, 2), r.status, tuple(state["kept"].args))
+    return reduction(original, r.text, r.tries + c_tries, r.accepted + c_kept, start, r.status,
+                     tuple(state["kept"].args))

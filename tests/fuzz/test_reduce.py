@@ -173,7 +173,8 @@ def test_choice_shrinking_ends_at_a_fixed_point() -> None:
     # candidate that is not smaller is not kept: the passes used to keep it and spin until the
     # budget ran out).
     same = (3, True, 7)
-    _, text, _, kept, out_of_time = red.shrink_choices(same, lambda cs: ("f (1, 2)\n", same), lambda t: True, 30)
+    _, text, _, kept, out_of_time = red.shrink_choices(same, "f (1, 2)\n", lambda cs: ("f (1, 2)\n", same),
+                                                       lambda t: True, 30)
     assert (text, kept, out_of_time) == (None, 0, False)
 
     # Choices that decide the program's size shrink to the smallest that still fails: here,
@@ -182,6 +183,7 @@ def test_choice_shrinking_ends_at_a_fixed_point() -> None:
         n = max(0, int(cs[0]))  # type: ignore[call-overload]
         return "op;\n" * n, (n, *cs[1:])
 
-    best, text, _, kept, out_of_time = red.shrink_choices((40, "xyz"), regen, lambda t: t.count("op") >= 5, 30)
+    best, text, _, kept, out_of_time = red.shrink_choices((40, "xyz"), "op;\n" * 40, regen,
+                                                          lambda t: t.count("op") >= 5, 30)
     assert not out_of_time and kept >= 2 and best[1] == "" and 5 <= int(best[0]) < 10  # type: ignore[call-overload]
     assert text == "op;\n" * int(best[0])  # type: ignore[call-overload]

@@ -73,6 +73,12 @@ def _known_object(p: Ptr) -> bool:
     return z3.is_bv_value(z3.simplify(p.obj))
 
 
+def _release(site: App, p: Ptr, what: str) -> "HostAccess":
+    """A host free of p's block: a write of every byte of it (verimim.plug.mem_interp.release)."""
+    start = Ptr(0, p.obj, z3.BitVecVal(0, OFF_BITS), p.label)
+    return HostAccess(site, start, UNBOUNDED, True, exact=_known_object(p), what=what)
+
+
 @dataclass(frozen=True)
 class HostAccess:
     """A host access. Not `exact`: the access stays within `size` bytes from `ptr` but how many
@@ -160,7 +166,11 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         return (m, new_obj(sp.value if isinstance(sp, Lit) else 0, d, "the allocation"))
 
     def free(ev: Evaluator, d: App, a: list[Any]) -> Any:
-        return a[1][0]
+        m, p = a[1]
+        p = as_ptr(p, d, "a host free")
+        if p.space == 0 and st.pending:
+            against_pending(_release(d, p, "`mem.free` of a host buffer"), None)
+        return m
 
     def host_access(ev: Evaluator, d: App, p: Ptr, t: Def, write: bool) -> None:
         if p.space == 0 and st.pending:
@@ -277,8 +287,8 @@ def _handlers(st: _HostState) -> dict[str, Op]:
 def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr | None]:
     """What a C function does to the host model. Every one verimim knows (`c_lib.PROTOS`) at
     most reads through its pointer arguments (`printf` has no `%n`, verimim.plug.c_format) or
-    releases one (`free`, which the interpreter, like `mem.free`, does not check against pending
-    work): so it conflicts only with pending work that writes host memory it reads. How many
+    releases one (`free`, like `mem.free` a write of every byte of the block): so a read
+    conflicts only with pending work that writes host memory it reads. How many
     bytes it reads is not known here: each pointer argument is a read of unknown extent from
     where it points (a conflict with it is undecided, `unknown`), and the first byte a string
     function reads is an exact read (a conflict with it is a race). A returned pointer
@@ -291,6 +301,8 @@ def _c_memory(st: _HostState) -> Callable[[Evaluator, App, str, list[Ptr]], Ptr 
         proto = PROTOS.get(name)
         if host and proto is not None and proto.reads_first_byte and host[0] is pointers[0]:
             st.against_pending(HostAccess(d, host[0], 1, False, exact=_known_object(host[0]), what=what), None)
+        if host and proto is not None and proto.frees_first and host[0] is pointers[0]:
+            st.against_pending(_release(d, host[0], what), None)
         for p in host:
             st.against_pending(HostAccess(d, p, UNBOUNDED, False, exact=False, what=what), None)
         if proto is not None and isinstance(proto.ret, CPtr):

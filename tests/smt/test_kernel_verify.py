@@ -643,3 +643,50 @@ def test_an_ended_stream_s_work_is_still_pending_and_nothing_runs_on_it(tmp_path
     got = {d.code for d in driver.check(path, []).diagnostics if d.severity == "error"}
     assert ran == ({"E-RACE"} if race else {"E-STREAM"})
     assert got == ({"E-RACE"} if race else set())
+
+
+FREE_PENDING = """plugin core;
+plugin mem;
+plugin gpu;
+
+ccon free [[mem.M 0, mem.Ptr («⊤:Nat; I8», 0)], Cn [mem.M 0]];
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m0, h) = mem.alloc («4; I32», 0) m0;
+    let m0 = mem.store (m0, h, ‹4; 7I32›);
+    let (m0, m1, d) = gpu.alloc_copy.block (m0, m1, h);
+    let (m0, s) = mem.alloc (gpu.Stream, 0) m0;
+    let (m0, m1) = gpu.stream_init (m0, m1, s);
+    let (m0, st) = mem.load (m0, s);
+    let (m0, out) = mem.alloc («4; I32», 0) m0;
+    let (m0, m1) = gpu.copy_to_host.asyn (m0, m1, d, out, st);
+    {BEFORE}let (m0, m1) = gpu.stream_sync (m0, m1, st);
+    {AFTER}let (m0, m1) = gpu.stream_deinit (m0, m1, st);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    let m0 = mem.free (m0, s);
+    let m0 = mem.free (m0, h);
+    return (m0, 0I32);
+"""
+MEM_FREE = "let m0 = mem.free (m0, out);\n    "
+C_FREE = "ret m0 = free $ (m0, core.bitcast (mem.Ptr («⊤:Nat; I8», 0)) out);\n    "
+
+
+@pytest.mark.parametrize("release", [MEM_FREE, C_FREE], ids=["mem.free", "C free"])
+def test_freeing_the_host_buffer_of_a_pending_copy_is_a_race(tmp_path: Path, release: str) -> None:
+    # SEMANTICS.md: while an asynchronous copy is pending, a conflicting host access to its
+    # host buffer is E-RACE; a free ends the buffer under the copy (a write of every byte).
+    # `run` and `check` both said nothing: the free was not checked against pending work.
+    racy = kp.write(tmp_path, "racy.mim", FREE_PENDING.replace("{BEFORE}", release).replace("{AFTER}", ""))
+    report = driver.run(racy, [], [])
+    assert [d.code for d in report.diagnostics if d.severity == "error"] == ["E-RACE"]
+    assert "free" in report.diagnostics[0].message and "gpu.copy_to_host.asyn" in report.diagnostics[0].message
+    _, diags = verify(racy)
+    assert [d.code for d in diags if d.severity == "error"] == ["E-RACE"]
+    # freed after the stream's sync: the copy is complete, nothing conflicts
+    synced = kp.write(tmp_path, "synced.mim", FREE_PENDING.replace("{BEFORE}", "").replace("{AFTER}", release))
+    assert driver.run(synced, [], []).ok
+    _, diags = verify(synced)
+    assert "E-RACE" not in codes(diags)

@@ -186,6 +186,7 @@ def _free(c: Call, a: list[Value]) -> Value:
     if not isinstance(p, Ptr):
         raise c.fault("E-BAD-FREE", f"freeing {p!r}, which is not a pointer")
     mem_interp.check_space(c.th, p, c.site, "frees")
+    mem_interp.release(c.m, c.th, p, c.site, "the C function `free`")
     c.m.memory.free(p, c.loc)
     return None
 

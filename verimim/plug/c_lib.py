@@ -59,6 +59,9 @@ class CProto:
     # holds: a string it scans (verimim.plug.c_interp), printf's format. The kernel verifier's
     # host model (verimim.smt.kernel_streams) decides that byte exactly.
     reads_first_byte: bool = False
+    # Ends the block its first pointer argument points to (`free`): a conflict with pending GPU
+    # work on that block, as a write of every byte (verimim.plug.mem_interp.release).
+    frees_first: bool = False
 
     def __str__(self) -> str:
         ps = [str(p) for p in self.params] + (["..."] if self.variadic else [])
@@ -77,7 +80,7 @@ PROTOS: dict[str, CProto] = _protos(
     CProto("putchar", (INT,), INT, "libc"),
     CProto("printf", (PTR,), INT, "libc", variadic=True, reads_first_byte=True),
     CProto("malloc", (SIZE,), PTR, "libc"),
-    CProto("free", (PTR,), None, "libc"),
+    CProto("free", (PTR,), None, "libc", frees_first=True),
     # upstream's lit/lib.c
     CProto("print_char", (CHAR,), None, "lib.c"),
     CProto("println_char", (CHAR,), None, "lib.c"),

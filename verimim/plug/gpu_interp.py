@@ -108,9 +108,10 @@ def complete_all(m: Machine) -> None:
     state(m).pending.clear()
 
 
-def host_access(m: Machine, block: Block, off: int, size: int, write: bool, loc: Loc | None) -> None:
+def host_access(m: Machine, block: Block, off: int, size: int, write: bool, loc: Loc | None,
+                who: str = "a host access") -> None:
     if state(m).pending:
-        conflict(m, block, off, off + size, write, None, loc, "a host access")
+        conflict(m, block, off, off + size, write, None, loc, who)
 
 
 # ------------------------------------------------------------------ session and streams

@@ -140,6 +140,17 @@ def _device_heap(m: Machine, th: Thread, space: int, node: App | None, what: str
     gpu_interp.need_session(m, node, f"mem.{what.split()[0]}")
 
 
+def release(m: Machine, th: Thread, p: Ptr, node: App | None, who: str) -> None:
+    """A host free of a host block ends it under any asynchronous copy still pending on it
+    (SEMANTICS.md, Streams: a conflicting host access is E-RACE): it conflicts as a write of
+    every byte. A free that is not of a live block's start is the memory's error, not this."""
+    if th.device or p.block.space != 0 or p.offset != 0 or not p.block.live:
+        return
+    from verimim.plug import gpu_interp
+
+    gpu_interp.host_access(m, p.block, 0, p.block.size, True, loc_of(node), who)
+
+
 def free(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (_t, _a), (mem, p) = args
     if not isinstance(p, Ptr):
@@ -147,6 +158,7 @@ def free(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     _device_heap(m, th, p.block.space, node, "frees")
     if th.device and p.block.space == 0:
         check_space(th, p, node, "frees")
+    release(m, th, p, node, "`mem.free` of a host buffer")
     m.memory.free(p, loc_of(node))
     return mem
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import EXAMPLES, need_shared
 from tests.test_cli import verimim
 from verimim import verdicts
@@ -100,6 +102,19 @@ def test_rejected_program_prints_summary_after_its_diagnostics() -> None:
     assert "E-ADDR-SPACE" in p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith(f"{path}: failed: ") and "1 rejected" in p.stderr
     assert "phase `gpu.check_addr_spaces_repl`: rejected" not in p.stderr  # its diagnostics say it
+
+
+@pytest.mark.parametrize("name, code", [("const_slot_store.mim", "E-ADDR-SPACE"),
+                                        ("mem_arg_kernel.mim", "E-MEM-CROSSING")])
+def test_run_compiles_first_and_a_rejected_program_does_not_run(name: str, code: str) -> None:
+    # CLI.md: `run` compiles and executes; exit 1 when a phase rejected the program. It ran the
+    # source on the interpreter without the pipeline: mem_arg_kernel.mim "returned 1".
+    need_shared()
+    p = verimim("run", str(EXAMPLES / name), "--json")
+    assert p.returncode == 1, p.stderr
+    out = json.loads(p.stdout)
+    assert {d["code"] for d in out["diagnostics"] if d["severity"] == "error"} == {code}
+    assert out["result"] is None and out["pipeline"]["ran"]  # the plan that ran, not null
 
 
 def test_an_undecided_stream_pair_of_a_program_without_launches_is_an_unknown_verdict() -> None:

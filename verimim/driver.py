@@ -172,8 +172,10 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
         max_work_items: int | None = None) -> Report:
     """Compile and execute `main`: on the reference interpreter, or on the GPU with the host code
     compiled natively (`host="native"`, through llvmlite's JIT) or interpreted (`host="interp"`).
-    The interpreter runs the source program (its `pipeline` is null); the GPU runs what the
-    program's plan produces, the plan that `check` proves."""
+    Compiling runs the program's plan (unverified: proofs are `check`'s), so a program a checker
+    phase rejects is not run (exit 1, as `check`). The interpreter then runs the source program,
+    the reference meaning, which `verimim diff` compares with every phase's output; the GPU runs
+    what the plan produces, the plan that `check` proves."""
     from verimim.interp.machine import DEFAULT_FUEL, DEFAULT_MAX_WORK_ITEMS, Machine, find_main
     from verimim.plug.gpu_interp import LaunchTooLarge
 
@@ -225,6 +227,15 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             backend = GpuBackend(planned.program.device)
             install(machine, backend)
         else:
+            from verimim.phases.runner import run_pipeline
+
+            compiled = run_pipeline(world, verify=False, plan=plan_for(world, include, host_phases,
+                                                                        device_phases, pipeline))
+            report.data["pipeline"] = compiled.pipeline
+            rejected = [d for d in compiled.diagnostics if d.severity == "error"]
+            if rejected:
+                report.diagnostics.extend(rejected)
+                return
             machine = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit)
         try:
             result = machine.run_main(find_main(machine.world, path), [path, *args])

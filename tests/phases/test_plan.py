@@ -54,7 +54,8 @@ def test_check_compile_and_run_run_the_same_plan(tmp_path: Path) -> None:
     assert compiled.ok, [d.message for d in compiled.diagnostics]
     assert compiled.data["pipeline"] == checked.data["pipeline"]
     interp = driver.run(str(src), [], [])
-    assert interp.data["pipeline"] is None  # the interpreter runs the source program
+    # run compiles too (the same plan, so a rejection stops it), then interprets the source
+    assert interp.ok and interp.data["pipeline"] == checked.data["pipeline"]
     from verimim.runtime.cuda import device_available
 
     if device_available() and not os.environ.get("VERIMIM_NO_GPU"):

@@ -193,9 +193,9 @@ CATALOGUE: tuple[Mutant, ...] = (
        'return w.lit_nat(lay.align if which == "size" else lay.size)',
        "core.trait.size folds to the alignment", "mem.alloc", "core.trait"),
     _m("core-idx-range", _N, "core normalizers", "off-by-one",
-       "if s is None or not isinstance(l_def, Lit) or l_def.value >= s:",
-       "if s is None or not isinstance(l_def, Lit) or l_def.value > s:",
-       "core.idx of a literal equal to the size folds", "core.idx"),
+       "    if l_def.value < s:\n        return w.lit(w.idx(s_def), l_def.value)",
+       "    if l_def.value <= s:\n        return w.lit(w.idx(s_def), l_def.value)",
+       "core.idx of a literal equal to the size folds to itself", "core.idx"),
     # ---------------------------------------------------------------- semantics shared by folds and the interpreter
     _m("ops-ule", _O, "core semantics", "off-by-one",
        '"l": lambda: a < b, "le": lambda: a <= b,\n            "g": lambda: a > b, "ge": lambda: a >= b}[name]()\n\n\ndef ncmp',

@@ -690,9 +690,9 @@ class BodyCompiler:
                 lt = b.icmp_unsigned("<", x, y)
             return b.select(lt, x, y) if op.endswith("min") else b.select(lt, y, x)
         if annex == "core.idx":
+            # l mod s: what mode 0 gives for l ≥ s (any other mode leaves that undefined)
             s, bits, native = self._mod(args[0], loc)
-            x = self._val(args[2])
-            return self._resize(x, bits)
+            return self._reduce64(self._wide(self._val(args[2])), s, bits)
         if annex == "core.bitcast":
             src, dst = args[0], args[1]
             x = self._val(args[2])

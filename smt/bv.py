@@ -542,9 +542,15 @@ def _enc_conv(tag: str, args: list[Def], env: Env) -> Encoded:
 
 
 def _enc_idx(tag: str, args: list[Def], env: Env) -> Encoded:
+    """`core.idx s m n` (upstream's normalize_idx): n when n < s; else n mod s in mode 0 (wrap
+    allowed), undefined in any other mode."""
     t = Idx(_size(args[0], "the size"))
+    mode, mode_ub = _one(args[1], env)
     n, ub = _one(args[2], env)
-    return Encoded(z3.Extract(t.width - 1, 0, n), _any(ub, z3.UGE(n, t.s)))
+    out_of_range = z3.UGE(n, t.s) if t.s < 2 ** n.size() else FALSE
+    wrapped = z3.URem(n, z3.BitVecVal(t.s, n.size())) if t.s < 2 ** n.size() else n
+    return Encoded(z3.Extract(t.width - 1, 0, wrapped),
+                   _any(ub, mode_ub, z3.And(out_of_range, mode != 0)))
 
 
 def _enc_bitcast(tag: str, args: list[Def], env: Env) -> Encoded:

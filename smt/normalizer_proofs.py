@@ -282,15 +282,15 @@ def _pairs(inp: _Inputs, t: TypeSpec) -> Operands:
 
 
 def _partial(inp: _Inputs, t: TypeSpec) -> Def | None:
-    """An operand of type t that may be undefined: `core.idx s 0 n` (for Nat: that, bitcast),
-    undefined for n ≥ s. A rule that drops an operand (`0 · u`, `u - u`, `u ∧ ff`) must not
+    """An operand of type t that may be undefined: `core.idx s 1 n` (for Nat: that, bitcast),
+    undefined for n ≥ s (mode 1 forbids the wrap-around that mode 0 makes). A rule that drops an operand (`0 · u`, `u - u`, `u ∧ ff`) must not
     drop this one: the interpreter would have reported it."""
     if inp.sample is not None or t == "Ptr":
         return None
     w = inp.world
     n = inp.param("u_n", "Nat")
     s = 256 if t == "Nat" else int(t)
-    u = raw_app(w, w.annex("core.idx"), w.lit_nat(s), w.lit_nat(0), n)
+    u = raw_app(w, w.annex("core.idx"), w.lit_nat(s), w.lit_nat(1), n)
     return raw_app(w, w.annex("core.bitcast"), w.idx_n(256), w.nat(), u) if t == "Nat" else u
 
 
@@ -496,8 +496,12 @@ def _build_conv(inp: _Inputs, case: Case) -> list[Application]:
 
 
 def _build_idx(inp: _Inputs, case: Case) -> list[Application]:
-    s, m = _size(inp, case), inp.mode_param()
-    return [Application(lbl, (s, m, n), lit) for lbl, n, lit in _unary(inp, "Nat")]
+    # each literal mode (0 wraps a value out of range, the others leave it undefined), then a
+    # mode that is no literal, which need not fold
+    s, operands = _size(inp, case), _unary(inp, "Nat")
+    out = [Application(f"mode {mode}, {lbl}", (s, inp.world.lit_nat(mode), n), lit)
+           for mode in range(4) for lbl, n, lit in operands]
+    return out + [Application(f"mode m, {lbl}", (s, inp.mode_param(), n), False) for lbl, n, _ in operands]
 
 
 def _build_bitcast(inp: _Inputs, case: Case) -> list[Application]:

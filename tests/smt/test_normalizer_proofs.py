@@ -272,7 +272,18 @@ def mul_wrong_on_a_semiprime(w: World, app: App) -> Def | None:
     return w.lit(w.idx(s_def), 0 if wrong else a * b)
 
 
+def idx_wraps_in_every_mode(w: World, app: App) -> Def | None:
+    """Wraps a value out of range whatever the mode: only mode 0 allows it (upstream's
+    normalize_idx makes ⊥ otherwise); folding it in mode 1 gives a value to undefined behaviour."""
+    s_def, mode_def, l_def = app.args()
+    s = size_of(s_def)
+    if s is None or not s or not isinstance(l_def, Lit) or not isinstance(mode_def, Lit):
+        return None
+    return w.lit(w.idx(s_def), l_def.value % s)
+
+
 WRONG_RULES: list[tuple[str, str, Rule, tuple[int, ...]]] = [
+    ("idx wraps in every mode", "core.idx", idx_wraps_in_every_mode, (2, 2**8, 23)),
     ("wrong carry", "core.wrap.add", wrong_carry_add, (2, 2**8, 2**64)),
     ("nsw check dropped", "core.wrap.add", add_without_nsw_check, (2**8, 2**64)),
     ("x - x with nsw", "core.wrap.sub", sub_of_itself_forgets_an_operand, (2**8, 2**64)),
@@ -461,7 +472,9 @@ def test_conversion_semantics() -> None:
     assert bitcast(w.nat(), w.idx_n(256), w.lit_nat(256)) is None
     assert bitcast(w.idx_n(256), w.idx_n(2**32), w.lit_idx(256, 200)) == 200
     assert bitcast(w.idx_n(2**32), w.idx_n(256), w.lit_idx(2**32, 300)) is None
-    assert semantics("core.idx", [w.lit_nat(4), w.lit_nat(0), w.lit_nat(4)])[0] is None
+    # 42 into Idx 23: wrapped in mode 0 (upstream's normalize_idx), undefined in the others
+    assert semantics("core.idx", [w.lit_nat(23), w.lit_nat(0), w.lit_nat(42)])[0] == 19
+    assert semantics("core.idx", [w.lit_nat(23), w.lit_nat(1), w.lit_nat(42)])[0] is None
 
 
 def test_bit2_semantics_follow_the_names_in_core_mim() -> None:

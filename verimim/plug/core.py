@@ -183,11 +183,17 @@ def _trait(which: str) -> Callable[[World, App], Def | None]:
 
 
 def norm_idx(w: World, app: App) -> Def | None:
-    s_def, _mode, l_def = app.args()
+    """A literal l below s is `l_s`; above it, upstream's normalize_idx wraps it in mode 0 (and
+    makes ⊥ otherwise: left here for the interpreter to report)."""
+    s_def, mode, l_def = app.args()
     s = size_of(s_def)
-    if s is None or not isinstance(l_def, Lit) or l_def.value >= s:
+    if s is None or not isinstance(l_def, Lit):
         return None
-    return w.lit(w.idx(s_def), l_def.value)
+    if l_def.value < s:
+        return w.lit(w.idx(s_def), l_def.value)
+    if isinstance(mode, Lit) and mode.value == 0 and s > 0:
+        return w.lit(w.idx(s_def), l_def.value % s)
+    return None
 
 
 def norm_idx_unsafe(w: World, app: App) -> Def | None:

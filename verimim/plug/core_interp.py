@@ -153,11 +153,15 @@ def _extrema(name: str) -> Callable[..., Value]:
 
 
 def idx(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
-    s_v, _mode, l = args
+    """`core.idx s m l`: l, or l mod s in mode 0 (wrap allowed; upstream's normalize_idx), and
+    undefined in any other mode."""
+    s_v, mode, l = args
     s = _size(s_v, node)
-    if l >= s:
-        raise _ub(f"`core.idx` of {l} into `Idx {s}`", node)
-    return l
+    if l < s:
+        return l
+    if mode == 0 and s > 0:
+        return l % s
+    raise _ub(f"`core.idx` of {l} into `Idx {s}` in mode {mode} (no wrap-around)", node)
 
 
 def register(m: Machine) -> None:

@@ -144,3 +144,21 @@ def test_ill_formed_twins(text: str, line: int, col: int, fragment: str) -> None
     e = info.value
     assert e.code == "E-PARSE" and fragment in e.message, e.message
     assert e.loc is not None and (e.loc.line, e.loc.col) == (line, col), e
+
+
+def test_extract_by_a_bare_name_or_a_parenthesized_one() -> None:
+    # upstream: `e#x` may name a field (it wins over a variable x); `e#(x)` is the variable
+    bare, paren, lit = parse_expr("p#x"), parse_expr("p#(x)"), parse_expr("p#1_2")
+    assert isinstance(bare, ast.Extract) and bare.by_name
+    assert isinstance(paren, ast.Extract) and not paren.by_name and isinstance(paren.index, ast.Name)
+    assert isinstance(lit, ast.Extract) and not lit.by_name
+
+
+def test_idx_without_an_operand_is_the_builtin_type_former() -> None:
+    assert isinstance(parse_expr("Idx"), ast.Builtin) and parse_expr("Idx").name == "Idx"  # type: ignore[attr-defined]
+    let = only("let F = Idx;")
+    assert isinstance(let, ast.DeclLet) and isinstance(let.value, ast.Builtin)
+    app = parse_expr("(Idx) 4")
+    assert isinstance(app, ast.App) and isinstance(app.callee, ast.Builtin)
+    assert isinstance(parse_expr("Idx 4"), ast.IdxType)
+    assert isinstance(parse_expr("Idx n#i"), ast.IdxType)

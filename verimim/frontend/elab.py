@@ -428,7 +428,11 @@ class Elaborator:
         if isinstance(e, ast.TopBot) and e.type is None:
             return w.top(exp) if e.top else w.bot(exp)
         if isinstance(e, ast.Lambda) and isinstance(exp, Pi):
-            return self.elab_lambda(e, scope, exp)
+            lam = self.elab_lambda(e, scope, exp)
+            # The expected type guided the domains; a written codomain (or a `fn`'s return
+            # type) may still differ from it.
+            self.expect(e.loc, exp, self.type_of(lam, e.loc))
+            return lam
         if isinstance(e, ast.Block) or isinstance(e, ast.Where):
             return self.infer_block_like(e, scope, exp)
         v, t = self.infer(e, scope)
@@ -563,6 +567,10 @@ class Elaborator:
             return w.type_u(1)
         if e.name == "Univ":
             return w.univ()
+        if e.name == "Idx":
+            # The type former as a value: `λ (n: Nat): * = Idx n`; applying it β-reduces to `Idx n`.
+            pi = w.pi(w.nat(), w.star())
+            return w.lam(pi, w.idx(w.bvar(0)), "Idx")
         raise TypeError_(f"unknown builtin `{e.name}`", e.loc)
 
     def infer_IdxType(self, e: ast.IdxType, scope: Scope) -> Def:
@@ -635,7 +643,8 @@ class Elaborator:
         w = self.world
         assert arity is not None
         ix = e.index
-        if isinstance(ix, ast.Name) and len(ix.parts) == 1 and scope.lookup(ix.parts[0]) is None:
+        if e.by_name and isinstance(ix, ast.Name):
+            # A field name of the sigma wins over a variable of the same name (upstream).
             names = tt.names if isinstance(tt, Sigma) else tt.field_names if isinstance(tt, Arr) else None
             if names and ix.parts[0] in names:
                 return w.lit_idx(len(names), names.index(ix.parts[0]))
@@ -755,11 +764,12 @@ class Elaborator:
         # A body's `let`s bind in sequence; every other declaration (and every declaration of a
         # `where` block) is hoisted and elaborated on demand.
         sequential = isinstance(e, ast.Block)
-        self.declare(tuple(d for d in decls if not (sequential and isinstance(d, ast.DeclLet))), sc)
+        self.declare(decls, sc, lets=not sequential)
         if sequential:
-            for d in decls:
+            for pos, d in enumerate(decls):
                 if isinstance(d, ast.DeclLet):
-                    self.statement(lambda d=d: self.elab_let(d, sc))
+                    view = sc.at(pos, own=False)
+                    self.statement(lambda d=d, view=view: self.elab_let(d, view))
         self.force_all(decls)
         if expected is not None:
             return self.check(e.expr, expected, sc)
@@ -863,8 +873,12 @@ class Elaborator:
             raise TypeError_("a lambda needs at least one domain", loc)
         sc = scope
         exp: Def | None = expected
-        for dpat in domains:
+        for i, dpat in enumerate(domains):
             exp_dom = exp.dom if isinstance(exp, Pi) else None
+            if exp_dom is not None and kind == "fun" and i == len(domains) - 1:
+                # A `fun`'s last domain gains the `return` continuation: the written domain is
+                # matched against `A` of the expected `Cn [A, Cn B]` (`Fn A → B`).
+                exp_dom = self._written_fun_domain(exp_dom)
             t, leaves, sc = self.pattern_type(dpat, sc, exp_dom)
             implicit = isinstance(dpat, ast.PTuple) and dpat.implicit
             sig.doms.append((w.zonk(t), leaves, implicit))
@@ -925,6 +939,15 @@ class Elaborator:
         assert isinstance(t_acc, Pi)
         sig.pi = t_acc
         return sig
+
+    def _written_fun_domain(self, dom: Def) -> Def | None:
+        """`A` of a `fun`'s full domain `[A, Cn B]`; None when `dom` is not of that shape (the
+        lambda's type is then compared with the expected one as a whole)."""
+        w = self.world
+        dom = w.zonk(dom)
+        if not isinstance(dom, (Sigma, Arr)) or w.arity(dom) is not w.lit_nat(2):
+            return None
+        return w.zonk(w.extract_type(dom, w.hole(None, "_"), w.lit_idx(2, 0)))
 
     @staticmethod
     def _names(leaves: list[Leaf]) -> tuple[str | None, ...] | None:
@@ -993,29 +1016,39 @@ class Elaborator:
 
     # ------------------------------------------------------------------ declaration lists
 
-    def declare(self, decls: Sequence[ast.Decl], scope: Scope) -> None:
-        """Register every declaration of a block as a lazy entry."""
+    def declare(self, decls: Sequence[ast.Decl], scope: Scope, lets: bool = True) -> None:
+        """Register every declaration of a block as a lazy entry (without `lets`, all but the
+        `let`s, which the caller binds in sequence). Each sees the block from its position
+        (Scope.at): a rebound name is its nearest binding before it."""
         self.check_redeclarations(decls)
-        for d in decls:
-            if isinstance(d, ast.DeclRec):
-                if len(d.decls) > 1:
-                    # Members of a group may call each other: none can be a closed `Lam`.
-                    self.group_members.update(id(m) for m in d.decls)
-                self.declare(d.decls, scope)
-            elif isinstance(d, ast.DeclLam):
-                self.declare_lam(d, scope)
-            elif isinstance(d, ast.DeclAxm):
-                self.declare_axm(d, scope)
-            elif isinstance(d, ast.DeclLet):
-                self.declare_let(d, scope)
-            elif isinstance(d, ast.DeclMod):
-                self.declare_mod(d, scope)
-            elif isinstance(d, ast.DeclC):
-                self.declare_c(d, scope)
-            elif isinstance(d, ast.DeclRecVal):
-                self.declare_rec_val(d, scope)
-            elif isinstance(d, ast.DeclRule):
-                self.declare_rule(d, scope)
+        for pos, d in enumerate(decls):
+            if isinstance(d, ast.DeclLet) and not lets:
+                continue
+            view = scope.at(pos, own=not isinstance(d, ast.DeclLet))
+            if not isinstance(d, ast.DeclRec):
+                self.declare_one(d, view)
+                continue
+            if len(d.decls) > 1:
+                # Members of a group may call each other: none can be a closed `Lam`.
+                self.group_members.update(id(m) for m in d.decls)
+            for member in d.decls:
+                self.declare_one(member, view)  # one position: every member sees all of them
+
+    def declare_one(self, d: ast.Decl, scope: Scope) -> None:
+        if isinstance(d, ast.DeclLam):
+            self.declare_lam(d, scope)
+        elif isinstance(d, ast.DeclAxm):
+            self.declare_axm(d, scope)
+        elif isinstance(d, ast.DeclLet):
+            self.declare_let(d, scope)
+        elif isinstance(d, ast.DeclMod):
+            self.declare_mod(d, scope)
+        elif isinstance(d, ast.DeclC):
+            self.declare_c(d, scope)
+        elif isinstance(d, ast.DeclRecVal):
+            self.declare_rec_val(d, scope)
+        elif isinstance(d, ast.DeclRule):
+            self.declare_rule(d, scope)
 
     @staticmethod
     def _declared_name(d: ast.Decl) -> str | None:
@@ -1294,6 +1327,9 @@ class Elaborator:
                                                  f"found `{'.'.join(d.name)}`", d.loc))
         base = ".".join(d.name) if d.percent else self.annex_name(".".join(d.name))
         names = [f"{base}.{t}" for t in d.tags] if d.tags else [base]
+        # `(tag = alias = …)`: each alias names the same axiom as its tag (upstream's subs).
+        aliases = [[f"{base}.{a}" for a in sub] for sub in d.aliases] or [[] for _ in names]
+        self.check_tag_names(d, names, aliases)
         prefixes = list(self.prefixes)
         state: dict[str, Def] = {}
 
@@ -1307,19 +1343,34 @@ class Elaborator:
                 state["t"] = t
             return state["t"]
 
-        for full in names:
-            def make(full: str = full) -> Def:
-                ax = self.world.axiom(full, type_())
+        for full, also in zip(names, aliases):
+            def make(full: str = full, also: list[str] = also) -> Def:
+                ax = self.world.axiom(full, type_())  # named by its tag: dumps print that name
                 ax.loc = d.loc
                 self.world.register_annex(full, ax, d.doc)
                 self.annexes.pending.pop(full, None)
+                for alias in also:
+                    self.world.register_annex(alias, ax)
+                    self.annexes.pending.pop(alias, None)
                 return ax
 
             lazy = Lazy(full, d.loc, make)
             self.annexes.pending[full] = lazy
+            for alias in also:
+                self.annexes.pending[alias] = lazy
             if not d.percent and not d.tags and len(d.name) == 1:
                 scope.bind(d.name[0], lazy)
             self._remember(d, lazy)
+
+    @staticmethod
+    def check_tag_names(d: ast.DeclAxm, names: list[str], aliases: list[list[str]]) -> None:
+        """A tag or alias named twice in one `axm` would name two axioms (upstream: a
+        redeclaration)."""
+        seen: set[str] = set()
+        for full in names + [a for sub in aliases for a in sub]:
+            if full in seen:
+                raise NameError_(f"redeclaration of `%{full}` in the tags of this `axm`", d.loc)
+            seen.add(full)
 
     def declare_let(self, d: ast.DeclLet, scope: Scope) -> None:
         """A `let` among hoisted declarations (top level, `where`, `mod`): lazily elaborated."""

@@ -3,6 +3,11 @@
 Declarations of one block may refer to each other in any order, so each is registered as a
 `Lazy` and elaborated on first use (or when the block is done). A `let` in a body binds
 sequentially: later lets shadow earlier ones in the same scope.
+
+A block may bind one name several times (`let a = 1I32; let a = a + 1I32;`). As upstream binds
+declarations in source order, a use inside the block refers to the nearest binding of the name
+before it; only when none precedes is it a forward reference, to the first one after it
+(`DeclView`). Uses after the block (its body, importers) see the last binding.
 """
 from __future__ import annotations
 
@@ -51,7 +56,9 @@ Entry = Def | Lazy
 class Scope:
     def __init__(self, parent: Scope | None = None) -> None:
         self.parent = parent
-        self.names: dict[str, Entry] = {}
+        self.names: dict[str, Entry] = {}  # the last binding of each name
+        # Bindings made by the declaration at a position of the block (bind_at), by position.
+        self.positions: dict[str, list[tuple[int, Entry]]] = {}
 
     def child(self) -> Scope:
         return Scope(self)
@@ -61,10 +68,28 @@ class Scope:
             return
         self.names[name] = entry
 
+    def bind_at(self, name: str, entry: Entry, pos: int) -> None:
+        """Bind `name` as declared by the block's declaration number `pos`."""
+        if name == "_":
+            return
+        entries = self.positions.setdefault(name, [])
+        entries.append((pos, entry))
+        entries.sort(key=lambda pe: pe[0])  # stable: one declaration's rebindings keep their order
+        if entries[-1][1] is entry:
+            self.names[name] = entry  # bodies are elaborated out of order: the last by position wins
+
+    def at(self, pos: int, own: bool) -> DeclView:
+        """The block as the declaration at `pos` sees it (`own`: its own names are visible in it,
+        as a recursive function's; a `let`'s are not)."""
+        return DeclView(self, pos, own)
+
+    def find_here(self, name: str) -> Entry | None:
+        return self.names.get(name)
+
     def lookup(self, name: str) -> Entry | None:
         s: Scope | None = self
         while s is not None:
-            hit = s.names.get(name)
+            hit = s.find_here(name)
             if hit is not None:
                 return hit
             s = s.parent
@@ -75,3 +100,35 @@ class Scope:
         while s is not None:
             yield from s.names
             s = s.parent
+
+
+class DeclView(Scope):
+    """A block seen from one of its declarations: a name the block binds several times is the
+    nearest binding before `pos` (at `pos` too with `own`), else the first one after it. A name
+    the declaration binds lands in the block at `pos`."""
+
+    def __init__(self, block: Scope, pos: int, own: bool) -> None:
+        super().__init__(block.parent)
+        self.block = block
+        self.pos = pos
+        self.own = own
+        self.names = block.names  # (all_names, error hints)
+
+    def bind(self, name: str, entry: Entry) -> None:
+        self.block.bind_at(name, entry, self.pos)
+
+    def bind_at(self, name: str, entry: Entry, pos: int) -> None:
+        self.block.bind_at(name, entry, pos)
+
+    def at(self, pos: int, own: bool) -> DeclView:
+        return self.block.at(pos, own)
+
+    def find_here(self, name: str) -> Entry | None:
+        entries = self.block.positions.get(name)
+        if not entries:
+            return self.block.names.get(name)  # bound without a position
+        before = [e for p, e in entries if p < self.pos or (self.own and p == self.pos)]
+        if before:
+            return before[-1]
+        after = [e for p, e in entries if p >= self.pos]
+        return after[0] if after else None

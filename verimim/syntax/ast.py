@@ -73,12 +73,13 @@ class Name(Expr):
         return ".".join(self.parts)
 
 
-BuiltinName = TLiteral["Nat", "Bool", "I1", "I8", "I16", "I32", "I64", "Univ", "*", "□"]
+BuiltinName = TLiteral["Nat", "Bool", "I1", "I8", "I16", "I32", "I64", "Univ", "*", "□", "Idx"]
 
 
 @dataclass(frozen=True)
 class Builtin(Expr):
-    """A predefined type name: `Nat Bool I1 I8 I16 I32 I64 Univ` and `*` (Type 0), `□` (Type 1)."""
+    """A predefined type name: `Nat Bool I1 I8 I16 I32 I64 Univ` and `*` (Type 0), `□` (Type 1);
+    `Idx` without an operand is the type former `Idx: Nat → *` itself (as upstream)."""
 
     name: str
 
@@ -149,11 +150,13 @@ class App(Expr):
 
 @dataclass(frozen=True)
 class Extract(Expr):
-    """`e # i`. `e # name` is an Extract whose index is a Name: the elaborator decides whether the
-    name is a variable holding an index or a field name of e's sigma type."""
+    """`e # i`. `e # name` (a bare identifier: `by_name`) names a field of e's sigma type when it
+    has one, else the variable; `e # (name)` is always the variable (as upstream: field names
+    take precedence over lexical names)."""
 
     tuple: Expr
     index: Expr
+    by_name: bool = False
 
 
 @dataclass(frozen=True)

@@ -515,7 +515,8 @@ class Parser:
         """`e # i # j`; each index is a primary."""
         expr = self.parse_primary()
         while self.accept("#"):
-            expr = ast.Extract(expr.loc, expr, self.parse_primary())
+            by_name = self.at_simple_name()  # `e#(x)` is parenthesized: the variable, never a field
+            expr = ast.Extract(expr.loc, expr, self.parse_primary(), by_name)
         return expr
 
     # ------------------------------------------------------------------ primaries
@@ -571,6 +572,8 @@ class Parser:
 
     def p_idx(self, tok: Token, loc: Loc) -> ast.Expr:
         self.next()
+        if self.peek().kind not in ARG_START:
+            return ast.Builtin(loc, "Idx")  # no operand: `Idx` the function (`let F = Idx;`)
         return ast.IdxType(loc, self.parse_postfix())  # `Idx s#i` is `Idx (s#i)`: `#` binds tighter
 
     def p_type(self, tok: Token, loc: Loc) -> ast.Expr:

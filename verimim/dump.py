@@ -276,14 +276,14 @@ fn fun i1 i8 i16 i32 i64 import ins lam let lm mod plugin pub rec ret tt where t
 
 def _unit_decls(unit: Unit) -> Iterator[tuple[ast.Decl, str, Def]]:
     """Top-level declarations of a unit with the value each name denotes."""
-    for d in unit.module.decls:
-        yield from _decl_values(d, unit)
+    for pos, d in enumerate(unit.module.decls):
+        yield from _decl_values(d, unit, pos)
 
 
-def _decl_values(d: ast.Decl, unit: Unit) -> Iterator[tuple[ast.Decl, str, Def]]:
+def _decl_values(d: ast.Decl, unit: Unit, pos: int) -> Iterator[tuple[ast.Decl, str, Def]]:
     if isinstance(d, ast.DeclRec):
         for sub in d.decls:
-            yield from _decl_values(sub, unit)
+            yield from _decl_values(sub, unit, pos)
         return
     names: list[str] = []
     if isinstance(d, ast.DeclLam):
@@ -291,7 +291,10 @@ def _decl_values(d: ast.Decl, unit: Unit) -> Iterator[tuple[ast.Decl, str, Def]]
     elif isinstance(d, ast.DeclLet) and isinstance(d.pattern, ast.PVar):
         names = [d.pattern.name]
     for nm in names:
-        entry = unit.scope.names.get(nm)
+        # the binding this declaration made (a rebound `let a` has one per declaration; the
+        # scope's name is the last)
+        own = [e for p, e in unit.scope.positions.get(nm, ()) if p == pos]
+        entry = own[-1] if own else unit.scope.names.get(nm)
         if entry is None:
             continue
         v = entry.force() if isinstance(entry, Lazy) else entry

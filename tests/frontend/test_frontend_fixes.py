@@ -226,3 +226,16 @@ def test_dump_of_an_aliased_axiom_reparses(tmp_path: Path) -> None:
     again.write_text(first.text, encoding="utf-8")
     second = driver.dump(str(again), [])
     assert second.ok and second.text == first.text, [d.render() for d in second.diagnostics]
+
+
+def test_dump_prints_each_binding_of_a_rebound_let_with_its_own_value(tmp_path: Path) -> None:
+    # It printed every binding of `a` with the last one's value (`let a = 10I32;` twice).
+    src = tmp_path / "rebound.mim"
+    src.write_text(HEADER + "let a = 1I32;\nlet b = %core.wrap.add 0 (a, 1I32);\nlet a = 10I32;\n"
+                   + MAIN + "    return (mem, %core.wrap.add 0 (a, b));\n", encoding="utf-8")
+    text = driver.dump(str(src), []).text
+    lets = [line for line in text.splitlines() if line.startswith("let ")]
+    assert lets == ["let a = 1I32;", "let b = 2I32;", "let a_1 = 10I32;"], text
+    again = tmp_path / "again.mim"
+    again.write_text(text, encoding="utf-8")
+    assert driver.run(str(again), [], []).data["result"] == 12

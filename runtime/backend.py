@@ -215,6 +215,7 @@ class GpuBackend:
         else:
             keep = ctx.memcpy_htod(self.device_ptr(dst), data, size, stream=self.stream(stream))
             self.pending.setdefault(stream, []).append(keep)
+            self._default_stream_done(stream)
 
     def copy_to_host(self, src: Ptr, dst: Ptr, size: int, stream: int | None = None,
                      t: Def | None = None) -> None:
@@ -231,6 +232,15 @@ class GpuBackend:
             stage = bytearray(size)
             ctx.memcpy_dtoh(stage, self.device_ptr(src), size, stream=self.stream(stream))
             self.pending.setdefault(stream, []).append(_PendingRead(stage, dst.block, dst.offset))
+            self._default_stream_done(stream)
+
+    def _default_stream_done(self, stream: int) -> None:
+        """An `.asyn` copy on the default stream is complete when the host goes on, as in the
+        interpreter (gpu_interp.record keeps nothing pending on it) and as CUDA's copies between
+        the device and pageable host memory: a host read right after it sees the copied bytes
+        (the interpreted host read stale ones: `verimim diff` said E-DIFF)."""
+        if stream == 0:
+            self.stream_sync(0)
 
     def read_device(self, p: Ptr, size: int) -> bytes:
         """The current device bytes behind a global pointer (synchronizes; for tests)."""

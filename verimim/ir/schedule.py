@@ -174,6 +174,7 @@ class _Structure:
     nested: dict[int, frozenset[MutLam]] = field(default_factory=dict)
     direct: dict[int, frozenset[MutLam]] = field(default_factory=dict)
     names_graph: dict[int, _NameGraph] = field(default_factory=dict)
+    reaches: dict[tuple[int, int], bool] = field(default_factory=dict)  # (start, target) ids
 
 
 class Scopes:
@@ -199,6 +200,7 @@ class Scopes:
         self._nested = st.nested
         self._direct = st.direct
         self._names_graph = st.names_graph
+        self._reached = st.reaches
         self._sched: dict[int, dict[int, Def]] = {}
         self._avail: dict[int, dict[int, Def]] = {}
 
@@ -325,15 +327,31 @@ class Scopes:
 
     def _reaches(self, start: MutLam | None, target: MutLam, avoid: MutLam | None = None) -> bool:
         """Whether the creator chain from `start` (itself included) meets `target` before it
-        ends, repeats or meets `avoid`."""
+        ends, repeats or meets `avoid`.
+
+        Without `avoid` (`nested`'s question, asked once creators are settled) the answer is
+        remembered for every mutable on the way: `nested` asks it of each continuation for each
+        enclosing one, and a chain of n nested continuations walked again each time cost n³
+        (a 400-deep chain ran 5 s, most of it here)."""
         seen: set[int] = set()
+        path: list[int] = []
+        found = False
         x = start
         while x is not None and x is not avoid and x.gid not in seen:
             if x is target:
-                return True
+                found = True
+                break
+            if avoid is None:
+                hit = self._reached.get((x.gid, target.gid))
+                if hit is not None:
+                    found = hit
+                    break
+                path.append(x.gid)
             seen.add(x.gid)
             x = self.creator(x)
-        return False
+        for gid in path:
+            self._reached[(gid, target.gid)] = found
+        return found
 
     def _dominator(self, c: MutLam, outer: MutLam) -> MutLam | None:
         """The continuation that every way from outer's activation to c passes through last:

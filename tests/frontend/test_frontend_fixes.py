@@ -5,17 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
+from tests.frontend.test_upstream_constructs import HEADER, MAIN, at, fails
 from verimim import driver
-from verimim.diagnostics import VerimimError
 from verimim.frontend.loader import load_text
 from verimim.interp.machine import Machine, find_main
 from verimim.ir.world import World
 from verimim.printer import show
-
-HEADER = "plugin core;\n"
-MAIN = "fun extern main (mem: %mem.M 0, argc: I32, argv: %mem.Ptr0 (%mem.Ptr0 I8)): [%mem.M 0, I32] =\n"
 
 
 def load(body: str) -> World:
@@ -26,18 +22,6 @@ def load(body: str) -> World:
 def run(body: str, *args: str) -> int:
     w = load(body)
     return Machine(w).run_main(find_main(w), ["prog", *args])
-
-
-def fails(body: str) -> VerimimError:
-    with pytest.raises(VerimimError) as info:
-        load_text(HEADER + body, "t.mim")
-    return info.value
-
-
-def at(body: str, token: str) -> tuple[int, int]:
-    src = HEADER + body
-    i = src.index(token)
-    return src.count("\n", 0, i) + 1, i - (src.rfind("\n", 0, i) + 1) + 1
 
 
 # ---------------------------------------------------------------- 1. `fn` against a known type

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from tests.frontend.test_upstream_constructs import HEADER, MAIN, at, fails
 from verimim import driver
 from verimim.frontend.loader import load_text

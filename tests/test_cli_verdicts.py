@@ -117,6 +117,41 @@ def test_run_compiles_first_and_a_rejected_program_does_not_run(name: str, code:
     assert out["result"] is None and out["pipeline"]["ran"]  # the plan that ran, not null
 
 
+HOST_BTENSOR = """plugin core;
+plugin mem;
+plugin buffer;
+plugin btensor;
+plugin gpu;
+
+fun add (m: mem.M 0, acc: I32, x: I32): [mem.M 0, I32] = return (m, core.wrap.add 0 (acc, x));
+fun mean (m: mem.M 0, acc: I32, n: I32): [mem.M 0, I32] =
+    let (m, q) = core.div.sdiv (m, (acc, n));
+    return (m, q);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, a) = buffer.init (2, (2, 3), I32) (m0, ((core.wrap.sub 0 (0I32, 7I32), 2I32, argc), (9I32, 9I32, 9I32)));
+    let (m0, n) = buffer.init (1, 2, I32) (m0, (3I32, 3I32));
+    let (m0, o) = btensor.map_reduce_post @(1, 1) @(I32, I32, 1, 2) (2, (2, 3))
+        @(I32, 2, (2, 3), I32, 1, 2) (add, 0I32, mean) ((0, 1), 0) (m0, a, n);
+    let (m0, x) = buffer.read (1, 2, I32) (m0, o, 0_2);
+    return (m0, x);
+"""
+
+
+def test_run_on_the_interpreter_does_not_need_the_backend_to_compile(tmp_path: Path) -> None:
+    # The epilogue divides, so the btensor lowering leaves the operation on the host (a
+    # warning) and buffer.lower_ptr cannot compile it (E-UNSUPPORTED, `check` exits 1). The
+    # interpreter runs it: `run` stops before the backend's lowering. (-7 + 2 + 1) / 3 = -1.
+    src = tmp_path / "host_btensor.mim"
+    src.write_text(HOST_BTENSOR, encoding="utf-8")
+    p = verimim("run", str(src), "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["result"] == -1 and out["pipeline"]["backend"] == []
+    assert verimim("check", str(src)).returncode == 1
+
+
 def test_an_undecided_stream_pair_of_a_program_without_launches_is_an_unknown_verdict() -> None:
     from verimim.diagnostics import Diagnostic
 

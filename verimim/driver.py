@@ -227,10 +227,14 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             backend = GpuBackend(planned.program.device)
             install(machine, backend)
         else:
+            from dataclasses import replace as replaced
+
             from verimim.phases.runner import run_pipeline
 
-            compiled = run_pipeline(world, verify=False, plan=plan_for(world, include, host_phases,
-                                                                        device_phases, pipeline))
+            # The plan up to the code generators: the backend's lowering (buffer.lower_ptr) is
+            # for compiled targets, and what it cannot compile the interpreter still runs.
+            plan = replaced(plan_for(world, include, host_phases, device_phases, pipeline), backend=())
+            compiled = run_pipeline(world, verify=False, plan=plan)
             report.data["pipeline"] = compiled.pipeline
             rejected = [d for d in compiled.diagnostics if d.severity == "error"]
             if rejected:

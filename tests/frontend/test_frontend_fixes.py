@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.frontend.test_upstream_constructs import HEADER, MAIN, at, fails
 from verimim import driver
 from verimim.frontend.loader import load_text
@@ -222,3 +224,26 @@ def test_dump_prints_each_binding_of_a_rebound_let_with_its_own_value(tmp_path: 
     again = tmp_path / "again.mim"
     again.write_text(text, encoding="utf-8")
     assert driver.run(str(again), [], []).data["result"] == 12
+
+
+@pytest.mark.parametrize("phases, ran", [
+    ("()", []),  # «?n; compile.Phase» against `[]`: n = 0
+    ("(compile.named \"mem.alloc2malloc_repl\", mem.alloc2malloc_repl)", ["mem.alloc2malloc_repl"] * 2),
+])
+def test_an_array_of_unknown_arity_takes_the_arity_of_what_it_meets(tmp_path: Path, phases: str,
+                                                                    ran: list[str]) -> None:
+    # LANGUAGE.md: «0; T» = [], so `compile.phases ff ()` has n = 0 (it was E-TYPE "expected
+    # «?n; compile.Phase», found []"). A single phase needs `@1`: n = 1 is one answer among
+    # others for a type that is no array (buffer shapes rely on that).
+    src = tmp_path / "own.mim"
+    src.write_text("plugin core;\nplugin mem;\nimport compile;\n"
+                   f"lam _compile (): compile.Phase = compile.phases ff {phases};\n"
+                   + MAIN + "    return (mem, 43I32);\n", encoding="utf-8")
+    report = driver.run(str(src), [], [])
+    assert report.ok and report.data["result"] == 43, [d.render() for d in report.diagnostics]
+    assert [r for r in report.data["pipeline"]["ran"] if "alloc2malloc" in r] == ran
+
+
+def test_an_array_of_unknown_arity_still_checks_its_elements() -> None:
+    e = fails("import compile;\nlam _compile (): compile.Phase = compile.phases ff (1I32, 2I32);\n")
+    assert e.code == "E-TYPE"

@@ -52,6 +52,8 @@ class Unifier:
             return None
         if self._arity_rule(a, b) or self._arity_rule(b, a):
             return self.unify(a, b)
+        if self._constant_arity_rule(a, b) or self._constant_arity_rule(b, a):
+            return self.unify(a, b)
         if self._expand_hole(a) or self._expand_hole(b):
             return self.unify(a, b)
         if isinstance(a, Sigma) and isinstance(b, Arr):
@@ -176,6 +178,19 @@ class Unifier:
         if not self._solve(ts, ts_val):
             n.value = None
             return False
+        return True
+
+    def _constant_arity_rule(self, a: Def, b: Def) -> bool:
+        """`a = «?n; T»` against `[]`: ?n is 0, the only arity whose array is `[]` (`«0; T» = []`;
+        `compile.phases ff ()`). Against any other type the arity is left to other arguments:
+        `«1; T» = T` makes n = 1 one answer among others (`«2; «4; I32»»` is also `«(2, 4); I32»`)."""
+        if not isinstance(a, Arr) or not (isinstance(b, Sigma) and not b.ops):
+            return False
+        n = a.shape
+        if not (isinstance(n, Hole) and n.value is None):
+            return False
+        n.value = self.world.lit_nat(0)
+        self.trail.append(n)
         return True
 
     def _expand_hole(self, d: Def) -> bool:

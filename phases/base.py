@@ -68,6 +68,9 @@ class Phase:
     """Base of every phase: `name` is its annex name."""
 
     name: str = "?"
+    # A phase of the whole program (it splits one, or lowers into kernels and launches): in a
+    # sub-pipeline, on one side of a split program, it has nothing to do (run_on_side skips it).
+    whole_program: bool = False
 
     def apply(self, prog: Program) -> PhaseResult:
         raise NotImplementedError

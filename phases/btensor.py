@@ -636,6 +636,7 @@ class _Lower(Rewriter):
 
 class LowerBtensor(Phase):
     name = "gpu.lower_btensor_map_reduce"
+    whole_program = True
     guard = True      # surplus work-items return
     copy_back = True  # the result is copied to the host buffer
 

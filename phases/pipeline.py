@@ -86,6 +86,13 @@ def sub_pipelines(world: World) -> tuple[list[Step], list[Step]]:
 def run_on_side(phase: Phase, prog: Program, side: str) -> PhaseResult:
     """Run a sub-pipeline phase on one side of a split program only."""
     assert prog.device is not None
+    if phase.whole_program:
+        # One side alone looks like a program never split: splitting the device World again
+        # dropped the kernels' bodies (a false E-SPEC, and E-DIFF after it).
+        res = PhaseResult(phase.name, prog, prog, skipped=f"`{phase.name}` runs on the whole program, "
+                          f"not on one side of a split one")
+        res.side = side
+        return res
     one = Program(prog.host if side == "host" else prog.device)
     res = phase.apply(one)
     after = res.after.host

@@ -45,6 +45,7 @@ class _HostSide(Rewriter):
 
 class SplitApply(Phase):
     name = "gpu.split_apply"
+    whole_program = True
 
     def apply(self, prog: Program) -> PhaseResult:
         res = PhaseResult(self.name, prog, prog)

@@ -221,13 +221,23 @@ def spec_alloc2malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
         return rule
 
     def none_left(p: Program) -> Outcome | None:
-        for w in p.worlds():
+        for w in ran_on(res, p):
             for d in walk(w):
                 if app_parts(d, "mem.alloc", 2) is not None or app_parts(d, "mem.slot", 2) is not None:
                     return Outcome("refuted", f"a `mem.alloc`/`mem.slot` remains at {_loc(d)}", {"location": _loc(d)})
         return None
 
     return _rewrite_spec(res, ctx, rule_for, "alloc2malloc", none_left)
+
+
+def ran_on(res: PhaseResult, p: Program) -> list[World]:
+    """The Worlds of p the phase rewrote: in a sub-pipeline, its side's only (the other side's
+    own sub-pipeline runs later, and may not run this phase at all)."""
+    if res.side == "host":
+        return [p.host]
+    if res.side == "device" and p.device is not None:
+        return [p.device]
+    return list(p.worlds())
 
 
 @spec("gpu.host_malloc2gpualloc_repl")
@@ -261,7 +271,7 @@ def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
     def none_left(p: Program) -> Outcome | None:
         fresh: dict[int, z3.ArithRef] = {}
         terms = []
-        for w in p.worlds():
+        for w in ran_on(res, p):
             for d in walk(w):
                 for annex in ("mem.malloc", "mem.free"):
                     parts = app_parts(d, annex, 2)

@@ -93,3 +93,17 @@ def test_check_summarises_the_statuses(tmp_path: Path) -> None:
     for status, n in summary.items():
         assert n == sum(1 for p in obj["phases"] if p["status"] == status)
     assert summary["skipped"] >= 2  # compile.eta_red_phase, and lower_ptr without buffers
+
+
+@pytest.mark.parametrize("name, skipped", [("pipeline_split_in_device_side.mim", "gpu.split_apply[device]"),
+                                           ("pipeline_checks_on_both_sides.mim", None)])
+def test_sub_pipelines_run_on_their_side_only(name: str, skipped: str | None) -> None:
+    pytest.importorskip("z3")
+    path = Path(__file__).resolve().parents[1] / "programs" / "valid" / name
+    checked = driver.check(str(path), [])
+    statuses = {(p["name"] + (f"[{p['side']}]" if "side" in p else "")): p["status"] for p in checked.data["phases"]}
+    assert checked.ok and "refuted" not in statuses.values(), statuses
+    if skipped is not None:
+        assert statuses[skipped] == "skipped"
+    assert driver.run(str(path), [], []).data["result"] == 43
+    assert driver.diff(str(path), [], []).ok

@@ -22,6 +22,7 @@ a refutation found through a summary could be an artefact of the invariant being
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +91,13 @@ class LoopSummaries:
     timeout_ms: int = 2_000
     notes: dict[str, str] = field(default_factory=dict)
     _headers: dict[int, bool] = field(default_factory=dict)
+    _summarizing: set[int] = field(default_factory=set)  # headers whose summary is being made
+    # Wall-clock seconds for all the summaries of one kernel: a body explored from "any
+    # iteration" may branch at every step of an inner loop it has to unroll (a btensor
+    # reduction of 16 steps took 4 minutes). Past it, loops are not summarized: the verdicts
+    # stay `bounded`, which the unrolled exploration already showed.
+    budget_s: float = 10.0
+    _deadline: float | None = None
 
     def is_header(self, m: MutLam) -> bool:
         """Whether m's body can reach m again (it heads a loop)."""
@@ -110,6 +118,12 @@ class LoopSummaries:
             self._headers[m.gid] = hit
         return hit
 
+    def _out_of_time(self) -> bool:
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + self.budget_s
+        return now > self._deadline
+
     def _valid(self, facts: list[z3.BoolRef], claim: z3.BoolRef) -> bool:
         s = z3.Solver()
         s.set("timeout", self.timeout_ms)
@@ -118,7 +132,21 @@ class LoopSummaries:
 
     def summarize(self, ev: Evaluator, m: MutLam, init: Any) -> Any | None:
         """The header's parameter for "any iteration" (its invariant assumed on the path), or
-        None when the loop is not summarized (then it is unrolled)."""
+        None when the loop is not summarized (then it is unrolled).
+
+        Not while m's own summary is being made: a continuation of m's body that also heads a
+        loop (it reaches itself through m) is summarized inside m's, and its body enters m
+        again as if for the first time. Summarizing m there again recursed without end (a
+        btensor reduction of 16 or more steps: `check` never finished)."""
+        if m.gid in self._summarizing or self._out_of_time():
+            return None
+        self._summarizing.add(m.gid)
+        try:
+            return self._summarize(ev, m, init)
+        finally:
+            self._summarizing.discard(m.gid)
+
+    def _summarize(self, ev: Evaluator, m: MutLam, init: Any) -> Any | None:
         inits: list[z3.BitVecRef] = []
         _bv_leaves(init, inits)
         if not inits:
@@ -160,6 +188,8 @@ class LoopSummaries:
         nested = Explorer(assumptions=facts, timeout_ms=self.timeout_ms, max_paths=MAX_BODY_PATHS)
 
         def one() -> tuple[str, Any, bool]:
+            if self._out_of_time():
+                raise SymbolicError("loop summaries ran out of their time")
             handlers, saw_barrier = self.make_handlers()
             sub = Evaluator(nested, ev.scopes, handlers, values=ev.values, loop_bound=ev.loop_bound, world=ev.world,
                             params=dict(ev.params),

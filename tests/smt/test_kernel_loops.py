@@ -44,3 +44,15 @@ def test_race_past_the_unrolling_bound_is_bounded_not_proved(tmp_path: Path) -> 
     entries, diags = verify(_loop(tmp_path, "late", 8, late))
     assert entries[0]["races"] == "bounded", entries[0]
     assert "unrolled up to 16" in entries[0]["detail"] and "E-RACE" not in {d.code for d in diags}
+
+
+def test_a_loop_whose_body_heads_a_loop_too_is_summarized_once() -> None:
+    # The kernel of a 16-step btensor reduction: the unrolling bound cuts it, so its loop is
+    # summarized, and a continuation of the loop's body heads a loop as well (it reaches itself
+    # through the header). Summarizing the header again inside its own summary recursed without
+    # end; bounding that, the nested explorations still took 4 minutes, now bounded by the
+    # summaries' time budget. The invariant found proves both verdicts.
+    path = Path(__file__).resolve().parents[1] / "programs" / "valid" / "btensor_reduce_16_steps.mim"
+    entries, diags = verify(str(path))
+    assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")], [e["detail"] for e in entries]
+    assert not [d for d in diags if d.severity == "error"]

@@ -47,6 +47,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     """The `kernels` entries and diagnostics for every launch of the program (`earlier`: the
     program before the pipeline's phases, first to last, whose host's streams are checked too)."""
     out = KernelReport([], [])
+    program = _split_for_verification(program)
     explored: dict[str, KernelPaths | str] = {}
     summarized: dict[str, KernelPaths | None] = {}
     by_site: dict[int, dict[str, Any]] = {}
@@ -86,6 +87,18 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
         check_streams(program, ctx, file, {k: v for k, v in explored.items() if not isinstance(v, str)},
                       by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []])
     return out
+
+
+def _split_for_verification(program: Program) -> Program:
+    """The program with its kernels in a device World: as it is when the pipeline split it, else
+    split here by `gpu.split_apply` (a program's own pipeline need not split it, e.g.
+    `compile.null`, and must not switch the race checks off). Unsplittable: as it is."""
+    if program.device is not None or not launch_sites(program.host):
+        return program
+    from verimim.phases.split import SplitApply
+
+    res = SplitApply().apply(program)
+    return program if res.rejected or res.skipped or res.after.device is None else res.after
 
 
 def _loc_json(loc: Loc | None) -> dict[str, int | None]:

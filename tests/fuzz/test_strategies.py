@@ -10,6 +10,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+from tests.smt import kernel_programs as kp
 from verimim.driver import run_with_big_stack
 from verimim.fuzz.strategies import (
     DEFECTS, GeneratedProgram, check_generated, kernels, programs, canonical,
@@ -191,25 +192,7 @@ def test_the_kernel_oracle_reproduces_a_run_confirmed_counterexample_with_its_ow
         ("reproducer", "`verimim run p.mim a --schedule 0` does not report E-BARRIER-DIVERGENCE")
 
 
-RACY_KERNEL = """plugin core;
-plugin mem;
-plugin gpu;
-
-con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM, group_id: Idx 1,
-            item_id: Idx 2, (), out: gpu.GlobalPtr I32,
-            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let m1 = mem.store (m1, out, core.bitcast I32 item_id);
-    return (m1, m3, m4, m5);
-
-fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
-              : [mem.M 0, I32] =
-    let (m0, m1, m4) = gpu.init m0;
-    let (m1, d) = mem.alloc (I32, 1) m1;
-    ret (m0, m1, m4) = gpu.launch (1, 2, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
-    let m1 = mem.free (m1, d);
-    let m0 = gpu.deinit (m0, m1, m4);
-    return (m0, 0I32);
-"""
+RACY_KERNEL = kp.program(kp.SAME_CELL)
 
 
 @pytest.mark.parametrize("gives_up", ["once", "always"])

@@ -66,6 +66,9 @@ OWN_CELL = """    let t = {T};
 
 # out[item_id] := group_id: work-items of different groups (only) write one cell with
 # different values.
+# Every work-item writes its own id into out[0]: a write-write race of different values.
+SAME_CELL = """    let m1 = mem.store (m1, mem.lea (out, 0_16), core.bitcast I32 item_id);
+    return (m1, m3, m4, m5);"""
 CROSS_GROUP = """    let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 16) (core.bitcast Nat item_id)), core.bitcast I32 group_id);
     return (m1, m3, m4, m5);"""
 

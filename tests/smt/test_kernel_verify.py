@@ -692,28 +692,8 @@ def test_freeing_the_host_buffer_of_a_pending_copy_is_a_race(tmp_path: Path, rel
     assert "E-RACE" not in codes(diags)
 
 
-NO_SPLIT_RACE = """plugin core;
-plugin mem;
-plugin gpu;
-import compile;
-
-lam _compile (): compile.Phase = compile.null;
-
-con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM, group_id: Idx 1,
-            item_id: Idx 2, (), out: gpu.GlobalPtr I32,
-            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let m1 = mem.store (m1, out, core.bitcast I32 item_id);
-    return (m1, m3, m4, m5);
-
-fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
-              : [mem.M 0, I32] =
-    let (m0, m1, m4) = gpu.init m0;
-    let (m1, d) = gpu.alloc.block I32 m1;
-    ret (m0, m1, m4) = gpu.launch (1, 2, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
-    let m1 = gpu.free.block (m1, d);
-    let m0 = gpu.deinit (m0, m1, m4);
-    return (m0, 0I32);
-"""
+NO_SPLIT_RACE = kp.program(kp.SAME_CELL).replace(
+    "plugin gpu;\n", "plugin gpu;\nimport compile;\n\nlam _compile (): compile.Phase = compile.null;\n", 1)
 
 
 def test_a_pipeline_that_does_not_split_does_not_switch_the_race_checks_off(tmp_path: Path) -> None:

@@ -113,3 +113,16 @@ def test_include_directory_finds_a_user_plugin(tmp_path: Path) -> None:
     assert verimim("check", str(prog)).returncode == 1  # E-IMPORT without -I
     p = verimim("check", str(prog), "-I", str(tmp_path))
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "diff"])
+def test_run_and_diff_take_the_pipeline_overrides_check_takes(command: str) -> None:
+    # They run the program's plan too; `run --host-phases …` was "No such option" (exit 2).
+    path = PROGRAMS / "valid" / "asyn_copy_default_stream_read.mim"
+    p = verimim(command, str(path), "--host-phases", "compile.cleanup", "--device-phases", "", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["result"] == 101
+    ran = out["pipeline"]["ran"]
+    assert "compile.cleanup[host]" in ran and not any(r.endswith("[device]") for r in ran), ran
+    assert verimim(command, str(path), "--host-phases", "no.such_phase").returncode == 2

@@ -167,19 +167,25 @@ def _writable_dir(ctx: click.Context, param: click.Parameter, value: str | None)
     return value
 
 
+def pipeline_options(f: Any) -> Any:
+    """--host-phases, --device-phases and --pipeline: the overrides of the program's plan, for
+    every command that runs it (check, run, diff)."""
+    f = click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default=None,
+                     help="a Mim file whose `_compile` / `host_specific_phases` / `device_specific_phases` "
+                          "replace the program's pipeline")(f)
+    f = click.option("--device-phases", default=None, callback=_known_phases,
+                     help="comma-separated phases run on the device World")(f)
+    return click.option("--host-phases", default=None, callback=_known_phases,
+                        help="comma-separated phases run on the host World after split_apply")(f)
+
+
 @cli.command()
 @click.argument("file", required=False)
 @click.option("--timeout", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
               help="seconds per Z3 query (a time-out is `unknown`, never `proved`)")
 @click.option("--emit-smt2", type=click.Path(file_okay=False), default=None, callback=_writable_dir,
               help="write every Z3 query as SMT-LIB 2 into this directory")
-@click.option("--host-phases", default=None, callback=_known_phases,
-              help="comma-separated phases run on the host World after split_apply")
-@click.option("--device-phases", default=None, callback=_known_phases,
-              help="comma-separated phases run on the device World")
-@click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default=None,
-              help="a Mim file whose `_compile` / `host_specific_phases` / `device_specific_phases` "
-                   "replace the program's pipeline")
+@pipeline_options
 @click.option("--strict", is_flag=True,
               help="exit 1 unless every phase and kernel verdict is proved or skipped")
 @click.option("-q", "--quiet", is_flag=True, help="print only `FILE: ok` instead of the verdicts")
@@ -220,9 +226,11 @@ def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]
 @click.option("--max-work-items", type=click.IntRange(min=1), default=DEFAULT_MAX_WORK_ITEMS, show_default=True,
               help="the most work-items of one launch the interpreter runs (about a minute); a bigger "
                    "launch is refused before it starts (E-FUEL)")
+@pipeline_options
 @common
 def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int | None, schedule: int,
-        host: str, max_work_items: int, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+        host: str, max_work_items: int, host_phases: str | None, device_phases: str | None,
+        pipeline_file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
     """Execute main of FILE (default: the embedded demo) with ARGS as argv[1..]."""
     path = resolve_file(file)
     if target is None:
@@ -231,7 +239,8 @@ def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int |
         target = "gpu" if device_available() else "interp"
     with heartbeat(f"verimim run {path}"):
         report = driver.run(path, list(include), list(args), fuel=fuel, seed=schedule, target=target, host=host,
-                            max_work_items=max_work_items)
+                            max_work_items=max_work_items, host_phases=_phase_list(host_phases),
+                            device_phases=_phase_list(device_phases), pipeline=pipeline_file)
     if report.ok:
         report.data.setdefault("summary", f"{path}: main returned {report.data.get('result')}")
     emit(report, as_json, debug)
@@ -242,13 +251,17 @@ def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int |
 @click.argument("args", nargs=-1)
 @click.option("--fuel", type=click.IntRange(min=1), default=None, help="step budget of each run")
 @click.option("--gpu/--no-gpu", "use_gpu", default=None, help="include the GPU (default: when a device is found)")
+@pipeline_options
 @common
-def diff(file: str | None, args: tuple[str, ...], fuel: int | None, use_gpu: bool | None, as_json: bool,
-         debug: bool, include: tuple[str, ...]) -> None:
+def diff(file: str | None, args: tuple[str, ...], fuel: int | None, use_gpu: bool | None, host_phases: str | None,
+         device_phases: str | None, pipeline_file: str | None, as_json: bool, debug: bool,
+         include: tuple[str, ...]) -> None:
     """Run FILE on every target (interpreter before/after each phase, GPU) and compare."""
     path = resolve_file(file)
     with heartbeat(f"verimim diff {path}"):
-        report = driver.diff(path, list(include), list(args), fuel=fuel, use_gpu=use_gpu)
+        report = driver.diff(path, list(include), list(args), fuel=fuel, use_gpu=use_gpu,
+                             host_phases=_phase_list(host_phases), device_phases=_phase_list(device_phases),
+                             pipeline=pipeline_file)
     if report.ok:
         n = len(report.data.get("targets", {}))
         report.data.setdefault("summary", f"{path}: {n} targets agree" if n else f"{path}: not compared")

@@ -291,10 +291,7 @@ def _decl_values(d: ast.Decl, unit: Unit, pos: int) -> Iterator[tuple[ast.Decl, 
     elif isinstance(d, ast.DeclLet) and isinstance(d.pattern, ast.PVar):
         names = [d.pattern.name]
     for nm in names:
-        # the binding this declaration made (a rebound `let a` has one per declaration; the
-        # scope's name is the last)
-        own = [e for p, e in unit.scope.positions.get(nm, ()) if p == pos]
-        entry = own[-1] if own else unit.scope.names.get(nm)
+        entry = unit.scope.binding_at(nm, pos)  # a rebound `let a`: this declaration's binding
         if entry is None:
             continue
         v = entry.force() if isinstance(entry, Lazy) else entry

@@ -86,6 +86,12 @@ class Scope:
     def find_here(self, name: str) -> Entry | None:
         return self.names.get(name)
 
+    def binding_at(self, name: str, pos: int) -> Entry | None:
+        """What the block's declaration number `pos` bound `name` to (a rebound name has one
+        binding per declaration; `names` holds the last), else the block's binding of it."""
+        own = [e for p, e in self.positions.get(name, ()) if p == pos]
+        return own[-1] if own else self.names.get(name)
+
     def lookup(self, name: str) -> Entry | None:
         s: Scope | None = self
         while s is not None:

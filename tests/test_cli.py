@@ -95,6 +95,25 @@ def test_dump_after_takes_a_phase_without_its_plugin_where_the_name_is_unambiguo
     assert wrong.returncode == 2 and json.loads(wrong.stdout)["diagnostics"][0]["code"] == "E-USAGE"
 
 
+def test_dump_after_a_phase_the_pipeline_never_reaches_is_a_usage_error(tmp_path: Path) -> None:
+    """A program without kernels is never split, so `remove_double_syncs` (a device-side phase)
+    never runs: printing the final program under its name would be a false claim. The folds
+    (`core.normalize`, a `phases` entry of `check`) happen while loading: after them is the
+    program as loaded."""
+    f = tmp_path / "host_only.mim"
+    f.write_text("plugin core;\nfun extern main(mem: %mem.M 0, argc: I32, argv: %mem.Ptr0 (%mem.Ptr0 I8)): "
+                 "[%mem.M 0, I32] =\n    return (mem, %core.wrap.add 0 (argc, 1I32));\n", encoding="utf-8")
+    never = verimim("dump", str(f), "--after", "gpu.remove_double_syncs", "--json")
+    assert never.returncode == 2, never.stdout
+    diag = json.loads(never.stdout)["diagnostics"][0]
+    assert diag["code"] == "E-USAGE" and "not a phase of this program's pipeline" in diag["message"]
+    assert "mem.alloc2malloc_repl" in diag["message"]  # what did run
+    folds = verimim("dump", str(f), "--after", "core.normalize")
+    assert folds.returncode == 0 and folds.stdout == verimim("dump", str(f)).stdout
+    ran = verimim("dump", str(f), "--after", "mem.alloc2malloc_repl")
+    assert ran.returncode == 0 and "fun extern main" in ran.stdout
+
+
 def test_internal_error_is_exit_3_without_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(path: str, include: list[str]) -> None:
         raise RuntimeError("simulated bug")

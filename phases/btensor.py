@@ -603,6 +603,7 @@ class _Lower(Rewriter):
         site.loc = loc
         cont, (k0, k1, k4) = b.con(self.fresh("btensor_done"), [b.M0, b.M1, b.M4], loc, ("m0", "m1", "m4"))
         jump = w.app(site, b.tup(b.tup(m0, m1, m4), cont))
+        jump.loc = loc  # the launch is where the program applied the map-reduce
         # Host, after the launch.
         rst_out = b.tup(w.lit_nat(mr.ro), mr.so_node, mr.tp)
         k0, host = b.xs(b.ap("buffer.alloc", rst_out, k0), 2)

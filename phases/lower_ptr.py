@@ -24,12 +24,15 @@ array `«s#0; «s#1; …»»`); other reads and writes are rejected with `E-UNSU
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.rewriter import Rewriter
 
-from verimim.diagnostics import Diagnostic
+from verimim.diagnostics import Diagnostic, Loc
 from verimim.ir.defs import App, Axiom, Def, Lit, Pack, Tuple
+from verimim.frontend.loader import PLUGIN_DIR
 from verimim.ir.world import World
 from verimim.phases.witness import Rewrites
 
@@ -201,6 +204,39 @@ class _LowerPtr(Rewriter):
         return new
 
 
+@dataclass(frozen=True)
+class _Use:
+    annex: str
+    loc: Loc | None
+
+
+def _btensor_use(w: World) -> _Use | None:
+    """A btensor operation left in w, located where the program applies it (the first in the
+    source), not at its axiom's declaration in btensor.mim; None when there is none."""
+    axiom: Axiom | None = None
+    applied: list[App] = []
+    for d in walk(w):
+        if isinstance(d, Axiom) and d.annex.startswith("btensor."):
+            axiom = axiom or d
+        elif isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex.startswith("btensor.") \
+                and d.loc is not None and d.loc.line:
+            applied.append(d)
+    if applied:
+        first = min(applied, key=_source_order)
+        head = first.head
+        assert isinstance(head, Axiom)
+        return _Use(head.annex, first.loc)
+    return _Use(axiom.annex, axiom.loc) if axiom is not None else None
+
+
+def _source_order(d: Def) -> tuple[bool, str, int, int]:
+    """The user's program before the plugins' own files, then by position."""
+    loc = d.loc
+    if loc is None:
+        return (True, "", 0, 0)
+    return (Path(loc.file).parent == PLUGIN_DIR, loc.file, loc.line, loc.col)
+
+
 class LowerPtr(Phase):
     name = "buffer.lower_ptr"
 
@@ -215,7 +251,7 @@ class LowerPtr(Phase):
             res.skipped = "the program uses no buffer"
             return res
         for w in worlds:
-            btensor = next((d for d in walk(w) if isinstance(d, Axiom) and d.annex.startswith("btensor.")), None)
+            btensor = _btensor_use(w)
             if btensor is not None:
                 # A map-reduce takes buffers; lowering them under it would leave it ill-typed.
                 res.diagnostics.append(Diagnostic(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, need_shared
+from tests.conftest import EXAMPLES, PROGRAMS, need_shared
 from tests.test_cli import verimim
 from verimim import verdicts
 from verimim.diagnostics import Loc, exit_code_for
@@ -149,7 +149,19 @@ def test_run_on_the_interpreter_does_not_need_the_backend_to_compile(tmp_path: P
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["result"] == -1 and out["pipeline"]["backend"] == []
-    assert verimim("check", str(src)).returncode == 1
+    checked = verimim("check", str(src), "--json")
+    assert checked.returncode == 1
+    (left,) = [d for d in json.loads(checked.stdout)["diagnostics"] if d["code"] == "E-UNSUPPORTED"]
+    # where the program applies the operation (its line 16), not its axiom in btensor.mim
+    assert (left["file"], left["line"], left["col"]) == (str(src), 16, 19), left
+
+
+def test_a_generated_btensor_kernel_is_reported_at_the_map_reduce_it_lowers() -> None:
+    path = PROGRAMS / "valid" / "btensor_row_sums.mim"
+    p = verimim("check", str(path), "--json")
+    assert p.returncode == 0, p.stderr
+    (kernel,) = json.loads(p.stdout)["kernels"]
+    assert kernel["name"] == "btensor_kernel" and kernel["launch"] == {"line": 19, "col": 19}
 
 
 def test_an_undecided_stream_pair_of_a_program_without_launches_is_an_unknown_verdict() -> None:

@@ -141,8 +141,16 @@ class Compiler:
         # asked for every node each schedule reaches, many times over: once per node
         hit = self._leaf.get(d.gid)
         if hit is None:
-            hit = self._leaf[d.gid] = self.leaf_getter(d) is not None
+            hit = self._leaf[d.gid] = self._is_leaf(d)
         return hit
+
+    def _is_leaf(self, d: Def) -> bool:
+        """Whether `leaf_getter` has a getter for d, without making one."""
+        if isinstance(d, (Var, Lit, Axiom, Lam)):
+            return True
+        if isinstance(d, MutLam):
+            return d.annex is not None or not self.scopes.free(d)
+        return self.is_static(d) and not self.has_var(d)
 
     def compile(self, root: Def, jump: bool, owner: MutLam | None = None,
                 preset: frozenset[int] = frozenset()) -> Code:

@@ -62,7 +62,9 @@ class RunSummary:
     def to_json(self) -> dict[str, Any]:
         return {"programs": self.programs, "per_second": round(self.per_second, 3), "failures": self.failures,
                 "coverage": dict(sorted(self.coverage.items())), "defects": dict(sorted(self.defects.items())),
-                "seconds": round(self.seconds, 2), "ok": not self.failures, "campaign": self.campaign,
+                "seconds": round(self.seconds, 2),
+                # the truth of exit code 0 (CLI.md): a nightly run fails on new failures only
+                "ok": not self.new_failures, "oracle": "pipeline", "campaign": self.campaign,
                 "run": self.run, "verdicts": dict(sorted(self.verdicts.items())),
                 "journal_programs": self.journal_programs, "new_failures": self.new_failures,
                 "cluster": self.cluster, "duplicates": self.duplicates}
@@ -339,7 +341,7 @@ def _write_failure(r: _Run, c: Checked, sig: Signature) -> str:
         "signature": sig.to_json(), "key": sig.key, "index": c.index, "seed": str(c.seed), "defect": c.defect,
         "message": c.message, "command": cmd, "args": list(c.args), "size": c.size,
         "choices_of": f"journal.sqlite, programs.idx = {c.index}"}, indent=2), encoding="utf-8")
-    return str(d)
+    return str(d.relative_to(r.journal.dir))  # journaled relative to DIR: see Journal.failure_dir
 
 
 def _queue_reduction(r: _Run, pending: list[_Job], key: str, index: int) -> None:

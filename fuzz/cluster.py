@@ -97,13 +97,11 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
     except ImportError as e:  # a declared dependency; say so instead of a traceback
         raise UsageError(f"fuzzing campaigns need dask.distributed ({e}); pip install 'dask[distributed]'") from None
     if scheduler is not None:
-        try:
-            client = Client(scheduler, timeout="10s")
-        except (OSError, TimeoutError, ValueError) as e:
-            raise UsageError(f"the Dask scheduler {scheduler} does not answer: {e}") from None
+        client = _join(Client, scheduler)  # (its workers import the preloads: they may have modules we lack)
         if preload:
             client.register_plugin(_preload_plugin(preload))
         return Cluster(client, f"scheduler {scheduler}", client.close)
+    _check_preload(preload)
     n = workers if workers is not None else (len(gpus) or os.cpu_count() or 1)
     with dask.config.set(LOCAL_CONFIG):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
@@ -117,6 +115,51 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
         cluster.close()
 
     return Cluster(client, f"LocalCluster of {n} worker{'s' if n != 1 else ''}", close, nannies=processes)
+
+
+JOIN_TIMEOUT_S = 10.0
+
+
+def _join(client_type: Any, scheduler: str) -> Any:
+    """A client of the scheduler at `scheduler`, or UsageError naming it. Dask's own timeout
+    covers opening the connection, not the handshake after it: a port where something else
+    listens (a web server) kept `Client` waiting for minutes. The client is made on a thread
+    and waited for; one still waiting is left behind (a daemon thread) with the error."""
+    made: dict[str, Any] = {}
+
+    def make() -> None:
+        try:
+            made["client"] = client_type(scheduler, timeout=f"{JOIN_TIMEOUT_S:.0f}s")
+        except Exception as e:  # noqa: BLE001 — handed to the caller below
+            made["error"] = e
+
+    worker = threading.Thread(target=make, name="verimim-join", daemon=True)
+    worker.start()
+    worker.join(JOIN_TIMEOUT_S + 5)
+    if "client" in made:
+        return made["client"]
+    why = made.get("error")
+    if why is None:
+        why = f"no Dask handshake within {JOIN_TIMEOUT_S + 5:.0f} s (is it a Dask scheduler?)"
+    raise UsageError(f"the Dask scheduler {scheduler} does not answer: {why}")
+
+
+def _check_preload(modules: tuple[str, ...]) -> None:
+    """Each --preload is a Python file or an importable module here (Dask reports one it cannot
+    load only as "Nanny failed to start", after the cluster began to start)."""
+    import importlib.util
+
+    for m in modules:
+        if m.endswith(".py"):
+            if not os.path.isfile(m):
+                raise UsageError(f"--preload: no file `{m}`")
+            continue
+        try:
+            found = importlib.util.find_spec(m) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(f"--preload: no module `{m}` can be imported here (give a module name or a .py file)")
 
 
 def _one_gpu_plugin(gpus: tuple[str, ...]) -> Any:

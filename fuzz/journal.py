@@ -7,7 +7,8 @@ the campaign seed and the index), so a program is journaled at most once.
 
 The `programs` table holds distinct programs: an index whose program is the same as one already
 drawn (same fingerprint: text, arguments, defect) is not checked again; it goes to `duplicates`,
-pointing at the first. Version 1 journals (no fingerprints) are upgraded in place on opening.
+pointing at the first. Version 1 journals (no fingerprints) are upgraded in place when a campaign
+opens them; the report reads them as they are.
 
 A directory is accepted as a campaign only when empty or holding our journal; anything else
 (a foreign directory, a corrupt file, another program's SQLite database) is refused before
@@ -16,11 +17,13 @@ anything in it is written.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import quote
 
 from verimim.diagnostics import UsageError
 from verimim.fuzz.reduce import size
@@ -56,6 +59,39 @@ CREATE INDEX programs_sig ON programs(signature);
 """ + _V2
 
 
+# The columns the campaign and the report use (a version 1 journal has no fingerprint).
+_COLUMNS = {
+    "runs": {"id", "started", "ended", "budget", "workers", "scheduler", "command"},
+    "programs": {"idx", "run", "seed", "choices", "defect", "features", "ops", "kernels", "launches", "size",
+                 "verdict", "signature", "message", "times", "phases", "worker", "seconds", "finished",
+                 "fingerprint"},
+    "failures": {"signature", "kind", "code", "phase", "site", "first_idx", "first_run", "dir", "size_before",
+                 "size_after", "lines_before", "lines_after", "reduce_s", "reduce_status"},
+}
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection:
+    """A connection that writes nothing into the directory. Opening a WAL-mode database, even
+    read-only, makes its `-wal` and `-shm` files; where there is no `-wal` (no campaign writing
+    it, none killed with pages left in it) the file alone is the whole database and is opened as
+    immutable, which makes none. A journal with a `-wal` has its side files already."""
+    wal = path.with_name(path.name + "-wal")
+    mode = "ro" if wal.exists() else "ro&immutable=1"
+    return sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode={mode}", uri=True)
+
+
+def _writable(d: Path, path: Path | None = None) -> None:
+    """UsageError naming what a campaign could not write: the directory (or the nearest one that
+    exists, where it is still to be made), or the journal file."""
+    where = d
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write the campaign directory `{where}`: permission denied")
+    if path is not None and path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"cannot write the campaign journal `{path}`: permission denied (it is read-only)")
+
+
 @dataclass(frozen=True)
 class FailureRow:
     signature: Signature
@@ -73,29 +109,55 @@ class FailureRow:
 
 
 class Journal:
-    def __init__(self, directory: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, directory: Path, conn: sqlite3.Connection, read_only: bool = False) -> None:
         self.dir = directory
         self.conn = conn
+        self.read_only = read_only
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        self._has_duplicates = "duplicates" in tables  # a version 1 journal read as it is has none
+
+    def failure_dir(self, stored: str) -> Path:
+        """Where a failure's files are: its `dir` is kept relative to the campaign directory
+        (`failures/<signature>`), so the report finds them from any working directory and after
+        the campaign directory moved. Older journals kept the path as the campaign was given it;
+        the failure's own folder name is the same in both."""
+        p = Path(stored)
+        if p.is_absolute() and p.exists():
+            return p
+        return self.dir / "failures" / p.name
 
     # ------------------------------------------------------------------ opening
 
     @staticmethod
-    def open(directory: str | Path, settings: Settings | None = None) -> "Journal":
+    def open(directory: str | Path, settings: Settings | None = None, read_only: bool = False) -> "Journal":
         """Open the campaign in `directory`, creating it when the directory is new or empty.
-        `settings` are those of a new campaign; an existing one keeps its own."""
+        `settings` are those of a new campaign; an existing one keeps its own. `read_only` (the
+        report): nothing in the directory is written, an old journal is read as it is."""
         d = Path(directory)
         path = d / JOURNAL
         if not Journal.probe(d, create=settings is not None):
-            d.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(path, isolation_level=None)
-            conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
-            meta = {"format": FORMAT, "version": str(VERSION), "created": str(time.time()),
-                    "settings": json.dumps(settings.to_json())}
-            conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+            assert settings is not None  # probe refuses a missing campaign without them
+            _writable(d)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(path, isolation_level=None)
+                conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+                meta = {"format": FORMAT, "version": str(VERSION), "created": str(time.time()),
+                        "settings": json.dumps(settings.to_json())}
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+            except (OSError, sqlite3.Error) as e:
+                raise UsageError(f"cannot create the campaign journal `{path}`: {e}") from None
             return Journal._ready(d, conn)
-        conn = Journal._validate(path)
-        Journal._upgrade(conn)
-        return Journal._ready(d, conn)
+        if read_only:
+            return Journal(d, _connect_ro(path), read_only=True)
+        _writable(d, path)
+        Journal._validate(path).close()
+        try:
+            conn = sqlite3.connect(path, isolation_level=None)
+            Journal._upgrade(conn)
+            return Journal._ready(d, conn)
+        except sqlite3.Error as e:
+            raise UsageError(f"cannot write the campaign journal `{path}`: {e}") from None
 
     @staticmethod
     def probe(d: Path, create: bool = True) -> bool:
@@ -115,20 +177,38 @@ class Journal:
 
     @staticmethod
     def _validate(path: Path) -> sqlite3.Connection:
-        # Read-only first: a file that is not ours must not be touched (WAL mode rewrites the header).
+        """A read-only connection to `path` once it is known to be an intact journal of ours:
+        our format and version in `meta`, the tables and columns we read and write, settings a
+        campaign can resume with, and SQLite's own check of every page (a file damaged past its
+        first pages reads as a journal until a query reaches the damage, mid-campaign)."""
         try:
-            ro = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            ro = _connect_ro(path)
             rows = dict(ro.execute("SELECT key, value FROM meta").fetchall())
             tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            ro.close()
+            columns = {t: {r[1] for r in ro.execute(f"PRAGMA table_info({t})")} for t in _COLUMNS if t in tables}
+            damage = [r[0] for r in ro.execute("PRAGMA quick_check(3)")] if rows.get("format") == FORMAT else []
         except sqlite3.DatabaseError as e:
-            raise UsageError(f"`{path}` is not a verimim fuzzing journal ({e})") from None
+            what = "a damaged SQLite database" if "malformed" in str(e) else "not a verimim fuzzing journal"
+            raise UsageError(f"`{path}` is {what} ({e}); nothing was written to it") from None
         if rows.get("format") != FORMAT or not {"runs", "programs", "failures"} <= tables:
             raise UsageError(f"`{path}` is an SQLite database but not a verimim fuzzing journal")
         if rows.get("version") not in ("1", str(VERSION)):
             raise UsageError(f"`{path}` is a fuzzing journal of version {rows.get('version')}, "
                              f"this verimim reads versions 1 and {VERSION}")
-        return sqlite3.connect(path, isolation_level=None)
+        if damage != ["ok"]:
+            raise UsageError(f"`{path}` is a damaged fuzzing journal (SQLite's integrity check: "
+                             f"{'; '.join(damage).replace(chr(10), '; ')}); nothing was written to it")
+        missing = [f"{t}.{c}" for t, cols in _COLUMNS.items() for c in sorted(cols - columns.get(t, set()))
+                   if not (c == "fingerprint" and rows.get("version") == "1")]
+        if missing:
+            more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
+            raise UsageError(f"`{path}` claims to be a fuzzing journal but lacks the columns "
+                             f"{', '.join(missing[:4])}{more}")
+        try:
+            Settings(**json.loads(rows.get("settings", "")))
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"`{path}` is a fuzzing journal without valid campaign settings ({e})") from None
+        return ro
 
     @staticmethod
     def _upgrade(conn: sqlite3.Connection) -> None:
@@ -140,9 +220,13 @@ class Journal:
 
     @staticmethod
     def _ready(d: Path, conn: sqlite3.Connection) -> "Journal":
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")  # durable across a killed process (not a power cut)
-        conn.execute("PRAGMA busy_timeout=5000")
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")  # durable across a killed process (not a power cut)
+            conn.execute("PRAGMA busy_timeout=5000")
+        except sqlite3.Error as e:
+            conn.close()
+            raise UsageError(f"cannot write the campaign journal `{d / JOURNAL}`: {e}") from None
         return Journal(d, conn)
 
     def close(self) -> None:
@@ -176,7 +260,8 @@ class Journal:
     def todo(self) -> Iterator[int]:
         """Indices to check next: first the gaps below the highest journaled index (programs in
         flight when a run was killed), then new ones."""
-        done = {r[0] for r in self.conn.execute("SELECT idx FROM programs UNION SELECT idx FROM duplicates")}
+        union = " UNION SELECT idx FROM duplicates" if self._has_duplicates else ""
+        done = {r[0] for r in self.conn.execute("SELECT idx FROM programs" + union)}
         top = max(done, default=-1)
         gaps = [i for i in range(top + 1) if i not in done]
         yield from gaps
@@ -218,10 +303,14 @@ class Journal:
 
     def fingerprints(self) -> dict[str, int]:
         """The first index journaled with each fingerprint."""
+        if not self._has_duplicates:
+            return {}
         return {fp: int(i) for fp, i in self.conn.execute(
             "SELECT fingerprint, min(idx) FROM programs WHERE fingerprint IS NOT NULL GROUP BY fingerprint")}
 
     def duplicates(self, run: int | None = None) -> int:
+        if not self._has_duplicates:
+            return 0
         if run is None:
             return int(self.conn.execute("SELECT count(*) FROM duplicates").fetchone()[0])
         return int(self.conn.execute("SELECT count(*) FROM duplicates WHERE run = ?", (run,)).fetchone()[0])

@@ -61,7 +61,7 @@ def summarize(journal: Journal) -> dict[str, Any]:
     run_rows = [_run_row(r, [p for p in progs if p["run"] == r["id"]], journal.duplicates(r["id"])) for r in runs]
     failures = []
     for f in journal.failures():
-        d = Path(f.dir)
+        d = journal.failure_dir(f.dir)
         meta = _read_json(d / "failure.json")
         failures.append({
             "signature": f.key, **f.signature.to_json(), "count": f.count, "first_index": f.first_idx,
@@ -141,7 +141,7 @@ def _read_json(p: Path) -> dict[str, Any]:
 
 def write_report(directory: str | Path) -> tuple[dict[str, Any], Path, Path]:
     """Write report.json and report.html into the campaign directory (nothing else is touched)."""
-    journal = Journal.open(directory)
+    journal = Journal.open(directory, read_only=True)
     try:
         summary = summarize(journal)
     finally:

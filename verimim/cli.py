@@ -10,14 +10,15 @@ import json
 import re
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from verimim import driver, explain, sarif, schemas, verdicts
-from verimim.diagnostics import EXIT_USAGE, Diagnostic
+from verimim.diagnostics import EXIT_INTERNAL, EXIT_USAGE, Diagnostic
 from verimim.driver import Report
 from verimim.interp.machine import DEFAULT_MAX_WORK_ITEMS
 from verimim.progress import heartbeat, progress
@@ -404,16 +405,39 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, max_programs: int 
 
 
 def _fuzz_campaign(directory: str, budget: float, *, as_json: bool, debug: bool, **options: Any) -> None:
-    from verimim.diagnostics import UsageError
     from verimim.fuzz import command
 
-    try:
+    def body() -> int:
         with progress("fuzzing", budget) as update:
-            code = command.campaign(directory, budget, as_json=as_json, complete=lambda o: schemas.complete("fuzz", o),
-                                    progress=update, **options)
+            return command.campaign(directory, budget, as_json=as_json,
+                                    complete=lambda o: schemas.complete("fuzz", o), progress=update, **options)
+    sys.exit(_campaign_guarded(body, directory, as_json, debug, "fuzz"))
+
+
+def _campaign_guarded(body: Callable[[], int], directory: str, as_json: bool, debug: bool, command: str) -> int:
+    """A campaign command's exit code: what it returns, or, as every command does (CLI.md), a
+    bad directory or journal as E-USAGE (exit 2: the environment) and anything else as one line
+    of E-INTERNAL (exit 3, the traceback with --debug); with --json, one JSON object either way."""
+    import sqlite3
+
+    from verimim.diagnostics import UsageError
+
+    try:
+        return body()
     except UsageError as e:
-        _usage_error(e.message, as_json, "fuzz")
-    sys.exit(code)
+        _usage_error(e.message, as_json, command)
+    except (OSError, sqlite3.Error) as e:
+        _usage_error(f"the campaign in `{directory}` cannot be used: {type(e).__name__}: {e}", as_json, command)
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 — a bug of ours: one line, as driver.guarded says it
+        report = Report(directory, [Diagnostic("E-INTERNAL", f"internal error: {type(e).__name__}: {e}", None)],
+                        traceback=traceback.format_exc())
+        render_diagnostics(report.diagnostics)
+        click.echo(report.traceback if debug else "  (run with --debug for the traceback)", err=True)
+        if as_json:
+            click.echo(json.dumps(schemas.complete(command, report.to_json()), ensure_ascii=False))
+    return EXIT_INTERNAL
 
 
 @fuzz.command(name="report")
@@ -421,15 +445,11 @@ def _fuzz_campaign(directory: str, budget: float, *, as_json: bool, debug: bool,
 @common
 def fuzz_report(directory: str, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
     """Write DIRECTORY/report.html and report.json about the campaign in DIRECTORY."""
-    from verimim.diagnostics import UsageError
     from verimim.fuzz import command
 
     as_json = as_json or _format[0] == "json"
-    try:
-        code = command.report(directory, as_json, lambda o: schemas.complete("fuzz-report", o))
-    except UsageError as e:
-        _usage_error(e.message, as_json, "fuzz-report")
-    sys.exit(code)
+    sys.exit(_campaign_guarded(lambda: command.report(directory, as_json, lambda o: schemas.complete("fuzz-report", o)),
+                               directory, as_json, debug, "fuzz-report"))
 
 
 @cli.command(name="explain")
@@ -457,7 +477,7 @@ def explain_cmd(code: str | None, as_json: bool, debug: bool, include: tuple[str
     sys.exit(0)
 
 
-def _usage_error(message: str, as_json: bool, command: str | None = None) -> None:
+def _usage_error(message: str, as_json: bool, command: str | None = None) -> NoReturn:
     diag = Diagnostic("E-USAGE", message, None)
     render_diagnostics([diag])
     if _format[0] == "sarif" and not as_json:

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,60 @@ def test_scheduler_that_does_not_answer_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr[-2000:]
     assert f"tcp://127.0.0.1:{port}" in json.loads(out.stdout)["diagnostics"][0]["message"]
     assert not (tmp_path / "c").exists(), "nothing is written for a campaign that could not start"
+
+
+def test_a_listener_that_is_not_a_dask_scheduler_is_refused_in_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dask's own timeout covers the connection, not the handshake: a port where a web server
+    listened kept the campaign waiting for minutes. (A client type that never answers here.)"""
+    from verimim.diagnostics import UsageError
+    from verimim.fuzz import cluster
+
+    monkeypatch.setattr(cluster, "JOIN_TIMEOUT_S", 0.2)
+    t0 = time.monotonic()
+    with pytest.raises(UsageError, match=r"tcp://10\.0\.0\.1:8786 does not answer: no Dask handshake"):
+        cluster._join(lambda address, timeout: time.sleep(60), "tcp://10.0.0.1:8786")
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_preload_that_is_neither_a_module_nor_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    for bad in ("no_such_module_for_verimim", str(tmp_path / "missing.py")):
+        out = _fuzz("--campaign", str(tmp_path / "c"), "--workers", "1", "--preload", bad, "--budget", "1", "--json",
+                    timeout=60)
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert "--preload" in json.loads(out.stdout)["diagnostics"][0]["message"]
+        assert not (tmp_path / "c").exists()
+
+
+def test_errors_of_the_campaign_commands_are_one_line_with_their_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    """CLI.md: no traceback; the environment (a directory that cannot be written) is exit 2,
+    a bug of ours exit 3, with one JSON object under --json."""
+    from verimim import cli
+
+    def fails(e: BaseException) -> Callable[[], int]:
+        def body() -> int:
+            raise e
+        return body
+
+    with pytest.raises(SystemExit) as env:
+        cli._campaign_guarded(fails(PermissionError(13, "Permission denied", "c/report.json")), "c", True, False,
+                              "fuzz-report")
+    assert env.value.code == 2
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["diagnostics"][0]["code"] == "E-USAGE" and "c/report.json" in obj["diagnostics"][0]["message"]
+    assert cli._campaign_guarded(fails(RuntimeError("a bug")), "c", True, False, "fuzz") == 3
+    out = capsys.readouterr()
+    obj = json.loads(out.out)
+    assert obj["ok"] is False and obj["diagnostics"][0]["code"] == "E-INTERNAL" and "Traceback" not in out.err
+    _valid("fuzz", obj)
+
+
+def test_ok_is_the_truth_of_exit_code_0_when_only_known_failures_recur() -> None:
+    from verimim.fuzz.campaign import RunSummary
+
+    known = [{"kind": "spec", "new": False, "count": 2}]
+    summary = RunSummary("c", 2, 5, 1.0, known, {}, {}, {"spec": 2}, 10, new_failures=0, cluster="LocalCluster")
+    assert summary.to_json()["ok"] is True and summary.to_json()["oracle"] == "pipeline"
+    assert RunSummary("c", 2, 5, 1.0, known, {}, {}, {}, 10, 1, "x").to_json()["ok"] is False
 
 
 @pytest.mark.parametrize("args", [["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:1"]])

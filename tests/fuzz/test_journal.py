@@ -128,3 +128,92 @@ def test_version_1_journal_is_upgraded_on_opening_not_by_probe(tmp_path: Path) -
     assert j.record(j.start_run(1.0, 1, None, ""), replace(_row(1), fingerprint="f"))
     assert j.fingerprints() == {"f": 1}
     j.close()
+
+
+def _campaign_with_rows(d: Path, rows: int) -> Path:
+    """A campaign of `rows` programs, each with a long message: the journal spans many pages."""
+    j = Journal.open(d, Settings(seed=3))
+    run = j.start_run(1.0, 1, None, "")
+    for i in range(rows):
+        j.record(run, replace(_row(i), message="m" * 2000, fingerprint=f"f{i}"))
+    j.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    j.close()
+    return d / JOURNAL
+
+
+def test_a_journal_damaged_past_its_first_pages_is_refused_untouched(tmp_path: Path) -> None:
+    """Its `meta` and table list read well; a query reaching the damage would fail mid-campaign
+    (or the campaign would write into it): SQLite's page check refuses it before anything."""
+    path = _campaign_with_rows(tmp_path / "c", 60)
+    data = bytearray(path.read_bytes())
+    page = 4096
+    assert len(data) > 20 * page
+    data[12 * page:14 * page] = bytes(range(256)) * (2 * page // 256)
+    path.write_bytes(bytes(data))
+    for opening in (lambda: Journal.open(path.parent), lambda: Journal.open(path.parent, read_only=True),
+                    lambda: Journal.probe(path.parent)):
+        with pytest.raises(UsageError, match="damaged"):
+            opening()
+    assert path.read_bytes() == bytes(data)
+    assert sorted(p.name for p in path.parent.iterdir()) == [JOURNAL], "no -wal or -shm made beside it"
+
+
+def test_a_database_claiming_our_format_without_our_columns_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / JOURNAL
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES "
+                       "('format', 'verimim-fuzz-journal'), ('version', '2'); CREATE TABLE runs (x); "
+                       "CREATE TABLE programs (y); CREATE TABLE failures (z);")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(UsageError, match="lacks the columns runs.budget"):
+        Journal.open(tmp_path, Settings(seed=1))
+    assert path.read_bytes() == before
+
+
+def test_refusing_a_foreign_wal_database_makes_no_side_files(tmp_path: Path) -> None:
+    path = tmp_path / JOURNAL
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(UsageError, match="not a verimim fuzzing journal"):
+        Journal.open(tmp_path, Settings(seed=1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [JOURNAL]
+
+
+def test_the_report_reads_a_version_1_journal_as_it_is(tmp_path: Path) -> None:
+    j = Journal.open(tmp_path, Settings(seed=5))
+    j.record(j.start_run(1.0, 1, None, ""), _row(0))
+    j.conn.executescript("BEGIN; DROP INDEX programs_fp; DROP TABLE duplicates; ALTER TABLE programs DROP COLUMN "
+                         "fingerprint; UPDATE meta SET value = '1' WHERE key = 'version'; COMMIT;")
+    j.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    j.close()
+    before = (tmp_path / JOURNAL).read_bytes()
+    j = Journal.open(tmp_path, read_only=True)
+    assert j.meta("version") == "1" and j.count() == 1 and j.duplicates() == 0 and j.fingerprints() == {}
+    j.close()
+    assert (tmp_path / JOURNAL).read_bytes() == before
+
+
+def test_a_read_only_journal_is_named_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(Root writes anyway: the permission is asked of os.access, patched here.)"""
+    import os
+
+    _campaign_with_rows(tmp_path, 1)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p).name == JOURNAL else real(p, mode))
+    with pytest.raises(UsageError, match=r"cannot write the campaign journal .*read-only"):
+        Journal.open(tmp_path)
+    monkeypatch.setattr(os, "access", lambda p, mode: False)
+    with pytest.raises(UsageError, match="cannot write the campaign directory"):
+        Journal.open(tmp_path / "new", Settings(seed=1))
+
+
+def test_failure_folders_are_found_from_any_working_directory(tmp_path: Path) -> None:
+    j = Journal.open(tmp_path / "camp", Settings(seed=1))
+    key = "internal_x"
+    assert j.failure_dir(f"failures/{key}") == tmp_path / "camp" / "failures" / key
+    assert j.failure_dir(f"camp/failures/{key}") == tmp_path / "camp" / "failures" / key, "older journals"
+    j.close()

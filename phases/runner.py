@@ -117,6 +117,8 @@ def _report_skip(run: PipelineRun, step: Skip, side: str | None) -> None:
     if side:
         entry["side"] = side
     run.phases.append(entry)
+    if run.until is not None and step.name == run.until:
+        run.done = True  # after a step that does nothing, the program is as it was before it
 
 
 def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) -> None:

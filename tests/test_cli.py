@@ -114,6 +114,32 @@ def test_dump_after_a_phase_the_pipeline_never_reaches_is_a_usage_error(tmp_path
     assert ran.returncode == 0 and "fun extern main" in ran.stdout
 
 
+def test_dump_after_takes_the_steps_of_the_programs_own_plan(tmp_path: Path) -> None:
+    """`check` lists `compile.prefix_cleanup_phase` (a step with its prefix, not a registered
+    phase) and upstream passes verimim skips; `--after` takes each name `check` shows."""
+    f = tmp_path / "own_plan.mim"
+    f.write_text("import mem;\nimport core;\nimport compile;\n"
+                 "con extern main(mem: %mem.M 0, argc: I32, argv: %mem.Ptr (%mem.Ptr (I8, 0), 0), "
+                 "return : Cn [%mem.M 0, I32]) = return (mem, 42I32);\n"
+                 "lam extern _compile(): %compile.Phase =\n"
+                 "    %compile.phases ff (%compile.internal_cleanup_phase, optimization_phase);\n", encoding="utf-8")
+    shown = [e["name"] for e in json.loads(verimim("check", str(f), "--json").stdout)["phases"]]
+    assert "compile.prefix_cleanup_phase" in shown and "compile.eta_red_pass" in shown
+    for name in ("compile.prefix_cleanup_phase", "compile.eta_red_pass"):
+        p = verimim("dump", str(f), "--after", name)
+        assert p.returncode == 0 and "con extern main" in p.stdout, (name, p.stderr)
+    unknown = verimim("dump", str(f), "--after", "no_such_phase", "--json")
+    assert unknown.returncode == 2
+    assert "compile.prefix_cleanup_phase" in json.loads(unknown.stdout)["diagnostics"][0]["message"]
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "1e12"])
+def test_a_time_limit_must_be_a_finite_number_of_seconds(value: str) -> None:
+    p = verimim("check", str(driver.DEMO_PROGRAM), "--timeout", value, "--json")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert json.loads(p.stdout)["diagnostics"][0]["code"] == "E-USAGE"
+
+
 def test_internal_error_is_exit_3_without_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(path: str, include: list[str]) -> None:
         raise RuntimeError("simulated bug")

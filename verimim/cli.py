@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 import sys
 import tempfile
@@ -121,6 +122,22 @@ def _command_name() -> str:
     return ctx.info_name if ctx is not None and ctx.info_name else "usage"
 
 
+class Seconds(click.FloatRange):
+    """A time limit in seconds: a finite number in the range (`inf` and `nan` pass click's
+    FloatRange, and then overflow where the limit becomes milliseconds)."""
+
+    name = "seconds"
+
+    def __init__(self, min: float, max: float = 30 * 86400.0) -> None:  # noqa: A002 — click's names
+        super().__init__(min=min, max=max)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        out = super().convert(value, param, ctx)
+        if not math.isfinite(out):  # nan compares false to both bounds
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return out
+
+
 def resolve_file(file: str | None) -> str:
     if file is not None:
         return file
@@ -182,7 +199,7 @@ def pipeline_options(f: Any) -> Any:
 
 @cli.command()
 @click.argument("file", required=False)
-@click.option("--timeout", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
+@click.option("--timeout", type=Seconds(min=0.001), default=10.0, show_default=True,
               help="seconds per Z3 query (a time-out is `unknown`, never `proved`)")
 @click.option("--emit-smt2", type=click.Path(file_okay=False), default=None, callback=_writable_dir,
               help="write every Z3 query as SMT-LIB 2 into this directory")
@@ -334,9 +351,9 @@ class Duration(click.ParamType):
               help="with --campaign: Dask worker processes of a local cluster (default: the cores)")
 @click.option("--scheduler", default=None, help="with --campaign: join the Dask cluster at tcp://HOST:PORT")
 @click.option("--preload", multiple=True, help="with --campaign: a module each Dask worker imports first")
-@click.option("--program-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+@click.option("--program-timeout", type=Seconds(min=1), default=300.0, show_default=True,
               help="with --campaign: seconds after which a program is journaled as `hang`")
-@click.option("--reduce-budget", type=click.FloatRange(min=0), default=60.0, show_default=True,
+@click.option("--reduce-budget", type=Seconds(min=0), default=60.0, show_default=True,
               help="with --campaign: seconds to reduce each new failure")
 @click.option("--oracle", type=click.Choice(["pipeline", "kernels"]), default="pipeline", show_default=True,
               help="pipeline: every phase and target against the interpreter; kernels: the kernel "

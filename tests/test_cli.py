@@ -151,6 +151,28 @@ def test_internal_error_is_exit_3_without_traceback(monkeypatch: pytest.MonkeyPa
     assert report.traceback is not None and "simulated bug" in report.traceback
 
 
+@pytest.mark.parametrize("command", ["run", "dump", "compile"])
+def test_every_exit_3_prints_a_reproducer(command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """CLI.md, exit 3: "Always prints a reproducer command" — for an internal error of any
+    command too, on stderr and in the JSON (the command line, where there is no narrower one)."""
+    from verimim import cli
+
+    def boom(path: str, include: list[str]) -> None:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(driver, "load", boom)
+    argv = [command, str(driver.DEMO_PROGRAM), "--json"] + (["-o", str(tmp_path / "out")] if command == "compile" else [])
+    monkeypatch.setattr(sys, "argv", ["verimim", *argv])
+    with pytest.raises(SystemExit) as out:
+        cli.main(argv)
+    assert out.value.code == 3
+    captured = capsys.readouterr()
+    expected = " ".join(["verimim", *argv])
+    assert json.loads(captured.out)["reproducer"] == expected
+    assert f"reproduce with: {expected}" in captured.err and "Traceback" not in captured.err
+
+
 def test_include_directory_finds_a_user_plugin(tmp_path: Path) -> None:
     (tmp_path / "mylib.mim").write_text("plugin core;\naxm widget: Nat → Nat;\n", encoding="utf-8")
     prog = tmp_path / "prog.mim"

@@ -9,6 +9,7 @@ import difflib
 import json
 import math
 import re
+import shlex
 import sys
 import tempfile
 import traceback
@@ -87,11 +88,17 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
     its code."""
     as_json = as_json or _format[0] == "json"
     as_sarif = _format[0] == "sarif" and not as_json
+    if report.exit_code == EXIT_INTERNAL and not report.data.get("reproducer"):
+        # CLI.md: exit 3 always prints a reproducer command; where the command has no narrower
+        # one (check's E-SPEC, diff's E-DIFF), the command line that failed is it
+        report.data["reproducer"] = shlex.join(["verimim", *sys.argv[1:]])
     if report.text is not None and not as_json and not as_sarif:
         sys.stdout.write(report.text)
         if not report.text.endswith("\n"):
             sys.stdout.write("\n")
     render_diagnostics(report.diagnostics)
+    if report.data.get("reproducer"):
+        click.echo(f"reproduce with: {report.data['reproducer']}", err=True)
     if report.traceback and debug:
         click.echo(report.traceback, err=True)
     elif report.traceback:
@@ -283,8 +290,6 @@ def diff(file: str | None, args: tuple[str, ...], fuel: int | None, use_gpu: boo
     if report.ok:
         n = len(report.data.get("targets", {}))
         report.data.setdefault("summary", f"{path}: {n} targets agree" if n else f"{path}: not compared")
-    if report.data.get("reproducer"):
-        click.echo(f"reproduce with: {report.data['reproducer']}", err=True)
     emit(report, as_json, debug)
 
 

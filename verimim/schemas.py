@@ -124,6 +124,7 @@ SCHEMAS: dict[str, Schema] = {
         "stdout": _NSTR,
         "steps": _nullable({"type": "integer", "minimum": 0}),
         "pipeline": _NOBJ,  # the plan the GPU ran (null on the interpreter: the source runs)
+        "reproducer": _NSTR,  # exit 3 only (CLI.md): the command that reproduces it
     }),
     "diff": _command("verimim diff --json", {
         "result": _nullable({"type": "integer"}),
@@ -132,12 +133,13 @@ SCHEMAS: dict[str, Schema] = {
         "reproducer": _NSTR,
         "pipeline": _NOBJ,
     }),
-    "dump": _command("verimim dump --json", {"output": _NSTR}),
+    "dump": _command("verimim dump --json", {"output": _NSTR, "reproducer": _NSTR}),
     "compile": _command("verimim compile --json", {
         "outputs": _nullable({"type": "object", "properties": {"host": _STR, "device": _STR},
                               "required": ["host", "device"]}),
         "kernels": _nullable({"type": "array", "items": _STR}),
         "pipeline": _NOBJ,
+        "reproducer": _NSTR,
     }),
     "fuzz": _command("verimim fuzz --json", {
         "programs": {"type": "integer", "minimum": 0},

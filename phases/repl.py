@@ -49,7 +49,10 @@ class _Alloc2Malloc(Rewriter):
         if full_app(old, "mem.alloc", 2):
             ty_a, m = ops[0].ops[1], ops[1]  # type: ignore[union-attr]
             t = ty_a.ops[0]
-            new = w.app(w.app(self.annex("mem.malloc"), ty_a), w.tuple([m, w.app(self.annex("core.trait.size"), t)]))
+            size = w.app(self.annex("core.trait.size"), t)
+            if self._too_large(old, "mem.alloc", t, size):
+                return None
+            new = w.app(w.app(self.annex("mem.malloc"), ty_a), w.tuple([m, size]))
             self.res.rewrote(old, new)
             return new
         if full_app(old, "mem.slot", 2):
@@ -57,10 +60,24 @@ class _Alloc2Malloc(Rewriter):
             t = ty_a.ops[0]
             m, slot_id = w.extract_n(arg, 2, 0), w.extract_n(arg, 2, 1)
             size = w.app(self.annex("core.trait.size"), t)
+            if self._too_large(old, "mem.slot", t, size):
+                return None
             new = w.app(w.app(self.annex("mem.mslot"), ty_a), w.tuple([m, size, slot_id]))
             self.res.rewrote(old, new)
             return new
         return None
+
+
+    def _too_large(self, old: Def, op: str, t: Def, size: Def) -> bool:
+        """A type of 2^64 bytes or more has no size a target can pass (`Nat` is 64 bits there):
+        rewritten, its malloc would ask for the size modulo 2^64. Rejected, with the operation's
+        place, instead."""
+        if not (isinstance(size, Lit) and size.value >= 2**64):
+            return False
+        self.res.diagnostics.append(Diagnostic(
+            "E-UNSUPPORTED", f"`{op}` of `{show(t)}`, a type of {size.value} bytes: no 64-bit target can "
+            f"allocate 2^64 bytes or more", old.loc))
+        return True
 
 
 class Alloc2Malloc(RewritePhase):

@@ -37,6 +37,17 @@ def unsupported(what: str, loc: Loc | None = None) -> VerimimError:
     return VerimimError("E-UNSUPPORTED", f"the GPU backend cannot compile {what}", loc)
 
 
+# Aggregates are kept as one LLVM value per element (loads, stores and packs included): past this
+# many, the code would not fit in memory (a pack of 2^32 elements took all of it).
+MAX_UNROLLED_ELEMENTS = 1 << 16
+
+
+def _check_unrolled(n: int, what: str, loc: Loc | None) -> None:
+    if n > MAX_UNROLLED_ELEMENTS:
+        raise unsupported(f"{what} of {n} elements as values (at most {MAX_UNROLLED_ELEMENTS}; "
+                          f"index into memory instead)", loc)
+
+
 # ----------------------------------------------------------------------------- results
 
 
@@ -183,6 +194,7 @@ class ModuleContext:
         if isinstance(t, Arr):
             if not isinstance(t.shape, Lit) or t.body.bvd:
                 raise unsupported(f"the array type `{show_short(t)}` (its length must be a literal)", t.loc)
+            _check_unrolled(t.shape.value, f"the array type `{show_short(t)}`", t.loc)
             return [w.shift(t.body, -1)] * t.shape.value
         raise AssertionError
 
@@ -475,6 +487,7 @@ class BodyCompiler:
             n = d.shape.value if isinstance(d.shape, Lit) else None
             if n is None:
                 raise unsupported(f"the pack `{show_short(d)}` of unknown length", d.loc)
+            _check_unrolled(n, f"the pack `{show_short(d)}`", d.loc)
             if d.body.bvd == 0:
                 v = self._val(d.body)
                 return tuple(v for _ in range(n))

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from verimim.interp.values import Closure, LamValue, Partial, RuntimeFault, Tagged, Value
+from verimim.interp.values import (
+    Closure, LamValue, Partial, RuntimeFault, Tagged, Value, bottom_used, holds_bottom,
+)
 from verimim.ir.defs import (
     App, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Sigma, Top, Tuple,
     TypeU, Univ, Var,
@@ -354,7 +356,14 @@ class Compiler:
 
             def call(fr: list[Value], env: Env, th: Thread) -> Any:
                 m = th.machine
-                res = m.semantics[annex][1](m, th, [g(fr, env) for g in gs], d)
+                vals = [g(fr, env) for g in gs]
+                try:
+                    res = m.semantics[annex][1](m, th, vals, d)
+                except TypeError:
+                    # ⊥ (None) where an operation computes with a value: the program's fault
+                    if any(holds_bottom(v) for v in vals):
+                        raise bottom_used(f"`{annex}`", d.loc) from None
+                    raise
                 if res is SUSPEND:
                     fr[slot] = th.barrier_result
                     return SUSPEND

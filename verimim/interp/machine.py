@@ -19,7 +19,7 @@ from verimim.interp import entry
 from verimim.interp.compile import SUSPEND, Code, Compiler, Env
 from verimim.interp.memory import Memory
 from verimim.interp.values import (
-    Closure, FuelExhausted, Halt, KernelReturn, LamValue, Partial, RuntimeFault, Value,
+    Closure, FuelExhausted, Halt, KernelReturn, LamValue, Partial, RuntimeFault, Value, bottom_used,
 )
 from verimim.ir.defs import (
     App, Arr, Axiom, Def, Extract, Lit, MutLam, Pack, Sigma, Var,
@@ -342,6 +342,10 @@ class Machine:
         return code, env
 
     def extract_value(self, t: Value, i: Value, node: Extract) -> Value:
+        if i is None:
+            raise bottom_used("the index of an extract (a branch, when it selects a continuation)", node.loc)
+        if t is None:
+            return None  # an element of ⊥ is ⊥
         if isinstance(t, tuple):
             return t[i]
         if isinstance(t, Def):
@@ -538,6 +542,8 @@ class Machine:
             raise RuntimeFault("E-BARRIER-DIVERGENCE", "a barrier outside of any kernel", None)
         out: list[Value] = []
         entry.flatten(form.ret_type, th.result, out)
+        if len(out) == 1 and out[0] is None:
+            raise bottom_used("`main`'s result", main.loc)
         if len(out) != 1 or not isinstance(out[0], int):
             raise RuntimeFault("E-TYPE", f"`main` returned {th.result!r}, not `{show(form.ret_type)}`", main.loc)
         gpu_interp.at_exit(self, main)

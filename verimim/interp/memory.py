@@ -22,6 +22,9 @@ ADDR_SHIFT = 40
 SPACE_NAMES = {0: "host", 1: "global", 3: "shared", 4: "constant", 5: "local"}
 
 _block_ids = itertools.count(1)
+# The largest block the reference interpreter makes: it keeps two bytes per byte (the data and
+# whether it was written) in its own memory.
+MAX_BLOCK_BYTES = 1 << 30
 
 
 @dataclass(eq=False)
@@ -67,6 +70,12 @@ class Memory:
     # ------------------------------------------------------------------ blocks
 
     def alloc(self, space: int, size: int, kind: str, loc: Loc | None, label: str) -> Block:
+        if size > MAX_BLOCK_BYTES:
+            # The reference interpreter holds each block's bytes (and which are written) in
+            # memory: past this it stops with a diagnostic rather than the host's MemoryError.
+            beyond = " (more than any 64-bit target can address)" if size >= 2**64 else ""
+            raise RuntimeFault("E-UNSUPPORTED", f"the {kind} block `{label}` of {size} bytes{beyond}: the "
+                               f"reference interpreter holds blocks of at most {MAX_BLOCK_BYTES >> 20} MiB", loc)
         b = Block(space, size, kind, loc, label)
         self.blocks[b.id] = b
         return b

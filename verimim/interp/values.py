@@ -87,6 +87,18 @@ class RuntimeFault(VerimimError):
         super().__init__(code, message, loc, related)
 
 
+def holds_bottom(v: object) -> bool:
+    """Whether a run-time value is ⊥ or holds one (the interpreter's ⊥ of any type is None)."""
+    if v is None:
+        return True
+    return isinstance(v, tuple) and any(holds_bottom(x) for x in v)
+
+
+def bottom_used(what: str, loc: Loc | None) -> RuntimeFault:
+    """A computation that needs the value of ⊥ (undefined: the program never gave it one)."""
+    return RuntimeFault("E-UNINIT", f"{what} uses `⊥`, an undefined value", loc)
+
+
 class FuelExhausted(RuntimeFault):
     def __init__(self, fuel: int, loc: Loc | None) -> None:
         super().__init__("E-FUEL", f"execution ran past its step bound of {fuel} steps "

@@ -167,7 +167,7 @@ def _conv(sign: bool) -> Callable[[World, App], Def | None]:
     def norm(w: World, app: App) -> Def | None:
         ss_def, ds_def, x = app.args()
         ss, ds = size_of(ss_def), size_of(ds_def)
-        if ss is None or ds is None or not isinstance(x, Lit):
+        if ss is None or ds is None or not isinstance(x, Lit) or ds == 0:
             return rules.conv_rules(w, app, sign, ss, ds)
         return w.lit(w.idx(ds_def), ops.conv(sign, ss, ds, x.value))
     return norm

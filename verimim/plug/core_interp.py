@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from verimim.interp.values import RuntimeFault, Value
+from verimim.interp.values import RuntimeFault, Value, bottom_used
 from verimim.ir.defs import App, Axiom, Def, IdxT, Lit, NatT
 from verimim.layout import X86_64, layout_of
 from verimim.plug import core_ops as ops
@@ -21,10 +21,15 @@ if TYPE_CHECKING:
 
 
 def _size(s: Value, node: App | None) -> int:
-    if isinstance(s, Lit):
-        return s.value
-    if isinstance(s, int):
-        return s
+    """The modulus of an operation's `Idx s`; `Idx 0` has no values (LANGUAGE.md: I64 is
+    `Idx 2^64`), so an operation that would produce one is undefined."""
+    size = s.value if isinstance(s, Lit) else s
+    if size == 0:
+        name = node.head.annex if node is not None and isinstance(node.head, Axiom) else "an operation"
+        raise _ub(f"`{name}` on or into `Idx 0`, a type without values (64-bit integers are `I64`, "
+                  f"`Idx 2^64`)", node)
+    if isinstance(size, int):
+        return size
     raise RuntimeFault("E-UNSUPPORTED", f"an integer width that is not known: {s!r}", node.loc if node else None)
 
 
@@ -50,6 +55,8 @@ def _wrap(name: str) -> Callable[..., Value]:
 def _icmp(name: str) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, (a, b) = args
+        if a is None or b is None:  # (`==` on ⊥ would answer, not fail)
+            raise bottom_used(f"`core.icmp.{name}`", node.loc if node else None)
         return int(ops.icmp(name, _size(s_v, node), a, b))
     return run
 

@@ -432,8 +432,8 @@ def div_rules(w: World, app: App, name: str, s: int | None) -> Def | None:
 
 def conv_rules(w: World, app: App, signed: bool, ss: int | None, ds: int | None) -> Def | None:
     ss_def, ds_def, x = app.args()
-    if ss is None or ds is None:
-        return None
+    if ss is None or ds is None or ds == 0:
+        return None  # (into `Idx 0`, a type without values: undefined, E-OOB when it runs)
     if ss == ds:
         return x
     # Signed or unsigned, the value modulo ds is the same when ds divides ss (x and x - ss agree).

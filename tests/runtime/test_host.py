@@ -272,3 +272,19 @@ con rec_ (m: mem.M 0, i: Nat, last: Cn [mem.M 0, Nat, Cn [mem.M 0, Nat]], k: Cn 
     # the pb made at i = 2 runs: 200 at n = 2, then i and 10·i added twice on the way back
     assert _interp(world, ["p"]) == 244
     assert run_jitted(jit(prog), ["p"]) == 244
+
+
+def test_an_aggregate_too_large_to_keep_as_values_is_unsupported_before_it_is_built() -> None:
+    """The backend keeps an aggregate as one LLVM value per element: a pack of 10^8 bytes used
+    all memory (a 2^32-element one was killed). It is refused, named, at once."""
+    world, _ = load_text("""plugin core;
+plugin mem;
+fun extern main (m: mem.M 0, argc: I32, argv: mem.Ptr0 (mem.Ptr0 I8)): [mem.M 0, I32] =
+    let (m, p) = mem.alloc («100000000; I8», 0) m;
+    let m = mem.store (m, p, ‹100000000; 0I8›);
+    let m = mem.free (m, p);
+    return (m, 0I32);
+""", "big.mim")
+    with pytest.raises(VerimimError) as e:
+        compile_program(world)
+    assert e.value.code == "E-UNSUPPORTED" and "100000000 elements" in e.value.message

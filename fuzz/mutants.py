@@ -52,7 +52,7 @@ _B, _N, _O = "verimim.phases.btensor", "verimim.plug.core", "verimim.plug.core_o
 CATALOGUE: tuple[Mutant, ...] = (
     # ---------------------------------------------------------------- mem.alloc2malloc_repl
     _m("a2m-size-align", _R, "mem.alloc2malloc_repl", "wrong size",
-       'w.tuple([m, w.app(self.annex("core.trait.size"), t)]))',
+       'w.tuple([m, size]))',
        'w.tuple([m, w.app(self.annex("core.trait.align"), t)]))',
        "malloc gets the type's alignment instead of its size", "mem.alloc"),
     _m("a2m-slot-id", _R, "mem.alloc2malloc_repl", "symbolic as literal",
@@ -62,8 +62,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        'if full_app(old, "mem.slot", 2):', 'if False:',
        "slots are not rewritten (the phase says it did its work)", "mem.slot"),
     _m("a2m-slot-size", _R, "mem.alloc2malloc_repl", "wrong size",
-       '            size = w.app(self.annex("core.trait.size"), t)\n',
-       '            size = w.app(self.annex("core.trait.size"), w.sigma([t, t]))\n',
+       'w.tuple([m, size, slot_id])',
+       'w.tuple([m, w.app(self.annex("core.trait.size"), w.sigma([t, t])), slot_id])',
        "mslot of twice the slot's size", "mem.slot"),
     # ---------------------------------------------------------------- gpu.host_malloc2gpualloc_repl
     _m("h2g-space", _R, "gpu.host_malloc2gpualloc_repl", "wrong side",

@@ -177,7 +177,7 @@ def flat_names(steps: list[Step]) -> list[str]:
 
 def load_pipeline_file(path: str, include: list[str] | None = None) -> PipelineSpec:
     """The pipeline definitions of a Mim file (`--pipeline FILE.mim`)."""
-    from verimim.frontend.loader import load_program
+    from verimim.source import load_source  # as the program itself: a bad byte at its line:col
 
-    world, _unit = load_program(path, include or [])
+    world, _unit = load_source(path, include or [])
     return spec_from_definitions(world, world.pipeline_defs, path)

@@ -11,12 +11,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from verimim.ir.defs import App, Axiom, BVar, Def, Extract, Hole, Lit, MutLam, Param, Pi, Var
+from verimim.diagnostics import Loc
+from verimim.ir.defs import App, Axiom, BVar, Def, Extract, Hole, Insert, Lit, MutLam, Pack, Param, Pi, Tuple, Var
 from verimim.ir.world import World
 
 
 # The nodes `Rewriter.default` makes otherwise than by `rebuild`.
 _NOT_REBUILT = (Axiom, Var, BVar, Param, Hole, Lit)
+
+
+def _locate(new: Def, loc: Loc) -> None:
+    """Give the computations a hook built for one old node (and that have no place of their
+    own: the `core.trait.size T` of a rewritten `mem.alloc`) the old node's place, so that what
+    a later phase or a backend says about them points at the program, not nowhere."""
+    stack = [new]
+    while stack:
+        d = stack.pop()
+        if d.loc is not None or not isinstance(d, _COMPUTATIONS):
+            continue
+        d.loc = loc
+        stack.extend(d.ops)
+
+
+_COMPUTATIONS = (App, Tuple, Extract, Insert, Pack)
 
 
 class Rewriter:
@@ -117,6 +134,8 @@ class Rewriter:
         res = self.rewrite_imm(x, ops)
         if res is None:
             res = self.default(x, ops)
+        elif x.loc is not None:
+            _locate(res, x.loc)
         if res.loc is None:
             res.loc = x.loc
         if res.let_name is None and isinstance(res, (App, Extract)):

@@ -17,6 +17,7 @@ reduced modulo s. Anything else raises `VerimimError("E-UNSUPPORTED", …)` nami
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from verimim.diagnostics import Loc, VerimimError
@@ -25,6 +26,7 @@ from verimim.ir.defs import (
     TypeU, Univ, Var,
 )
 from verimim.ir.schedule import Scopes, schedule
+from verimim.frontend.loader import PLUGIN_DIR
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, field_offsets, layout_of
 from verimim.plug.core import BIT2_TAGS as _BIT2_TAGS, MODE_NSW, MODE_NUW  # the core plugin's, not a copy
@@ -46,6 +48,20 @@ def _check_unrolled(n: int, what: str, loc: Loc | None) -> None:
     if n > MAX_UNROLLED_ELEMENTS:
         raise unsupported(f"{what} of {n} elements as values (at most {MAX_UNROLLED_ELEMENTS}; "
                           f"index into memory instead)", loc)
+
+
+def _in_program(loc: Loc | None) -> bool:
+    """A location in the user's program (not none, not a plugin's declaration)."""
+    return loc is not None and bool(loc.line) and Path(loc.file).parent != PLUGIN_DIR
+
+
+def _at_user_node(e: VerimimError, d: Def) -> VerimimError:
+    """The error of compiling d, placed at d when its own place is nowhere or in a plugin (the
+    type `Idx ⊤:Nat` of `core.idx_unsafe` is declared in core.mim, a `core.trait.size` has no
+    place of its own): the innermost node of the program being compiled names it."""
+    if _in_program(e.loc) or not _in_program(d.loc):
+        return e
+    return VerimimError(e.code, e.message, d.loc, e.related)
 
 
 # ----------------------------------------------------------------------------- results
@@ -442,23 +458,20 @@ class BodyCompiler:
         scope = self.scope
         for d in schedule(root if isinstance(root, list) else [root], lambda x: self._is_leaf(x) or scope.has(x.gid), self._operands):
             if not scope.has(d.gid):
-                scope.vals[d.gid] = self._emit(d)
+                try:
+                    scope.vals[d.gid] = self._emit(d)
+                except VerimimError as e:
+                    raise _at_user_node(e, d) from None
 
     def _val(self, d: Def) -> Any:
         ctx, ir = self.ctx, self.ir
-        if isinstance(d, Lit):
-            sc = ctx.scalar(d.ops[0])
-            if sc is None or sc[0] != "int":
-                raise unsupported(f"the literal `{show_short(d)}`", d.loc)
-            return ir.Constant(ir.IntType(sc[1]), d.value)
+        if isinstance(d, (Lit, Bot, Top)):
+            try:
+                return self._constant(d)
+            except VerimimError as e:  # its type's place may be a plugin's declaration
+                raise _at_user_node(e, d) from None
         if isinstance(d, MutLam):
             raise unsupported(f"the continuation `{d.name}` as a value", d.loc)
-        if isinstance(d, (Bot, Top)):
-            t = d.ops[0]
-            sc = ctx.scalar(t)
-            if sc is None:
-                return tuple(self._undef(f) for f in ctx.field_types(t))
-            return None if sc[0] == "mem" else ir.Constant(ctx.llty(sc), ir.Undefined)
         if ctx.is_static(d):
             return d
         try:
@@ -470,6 +483,19 @@ class BodyCompiler:
         if isinstance(d, Axiom):
             raise unsupported(f"the value `{d.annex}` in a kernel", d.loc)
         raise VerimimError("E-INTERNAL", f"nvptx: `{show_short(d)}` used before it was computed", d.loc)
+
+    def _constant(self, d: Lit | Bot | Top) -> Any:
+        ctx, ir = self.ctx, self.ir
+        if isinstance(d, Lit):
+            sc = ctx.scalar(d.ops[0])
+            if sc is None or sc[0] != "int":
+                raise unsupported(f"the literal `{show_short(d)}`", d.loc)
+            return ir.Constant(ir.IntType(sc[1]), d.value)
+        t = d.ops[0]
+        sc = ctx.scalar(t)
+        if sc is None:
+            return tuple(self._undef(f) for f in ctx.field_types(t))
+        return None if sc[0] == "mem" else ir.Constant(ctx.llty(sc), ir.Undefined)
 
     def _undef(self, t: Def) -> Any:
         ctx = self.ctx

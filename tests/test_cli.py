@@ -193,3 +193,12 @@ def test_run_and_diff_take_the_pipeline_overrides_check_takes(command: str) -> N
     ran = out["pipeline"]["ran"]
     assert "compile.cleanup[host]" in ran and not any(r.endswith("[device]") for r in ran), ran
     assert verimim(command, str(path), "--host-phases", "no.such_phase").returncode == 2
+
+
+def test_a_pipeline_file_that_is_not_utf8_is_placed_as_a_program_is(tmp_path: Path) -> None:
+    bad = tmp_path / "pipe.mim"
+    bad.write_bytes(b"plugin core;\nlet x = 1; // \x80\n")
+    p = verimim("check", str(driver.DEMO_PROGRAM), "--pipeline", str(bad), "--json")
+    assert p.returncode == 1, p.stdout
+    diag = json.loads(p.stdout)["diagnostics"][0]
+    assert diag["code"] == "E-PARSE" and diag["file"] == str(bad) and (diag["line"], diag["col"]) == (2, 15)

@@ -288,3 +288,25 @@ fun extern main (m: mem.M 0, argc: I32, argv: mem.Ptr0 (mem.Ptr0 I8)): [mem.M 0,
     with pytest.raises(VerimimError) as e:
         compile_program(world)
     assert e.value.code == "E-UNSUPPORTED" and "100000000 elements" in e.value.message
+
+
+@pytest.mark.parametrize("body, at", [
+    # the type `Idx ⊤:Nat` is declared in core.mim: the literal of that type is the place
+    ("let a = core.bitcast (mem.Ptr0 «⊤:Nat; mem.Ptr0 I8») argv;\n"
+     "    let (m, s) = mem.load (m, mem.lea (a, core.idx_unsafe 99));\n    let (m, c) = mem.load (m, s);\n"
+     "    return (m, core.conv.u 4294967296 c);", (5, 43)),
+    # `core.trait.size` is made by mem.alloc2malloc_repl: the alloc it rewrote is the place
+    ("let (m, p) = mem.alloc (Cn [mem.M 0, I32], 0) m;\n    let m = mem.free (m, p);\n    return (m, 0I32);",
+     (4, 18)),
+])
+def test_what_the_backend_cannot_compile_is_placed_in_the_program(body: str, at: tuple[int, int]) -> None:
+    from verimim.phases.runner import run_pipeline
+    from verimim.driver import run_with_big_stack
+
+    world, _ = load_text("plugin core;\nplugin mem;\nfun extern main (m: mem.M 0, argc: I32, argv: mem.Ptr0 "
+                         "(mem.Ptr0 I8)): [mem.M 0, I32] =\n    " + body + "\n", "user.mim")
+    run = run_with_big_stack(lambda: run_pipeline(world, verify=False))
+    with pytest.raises(VerimimError) as e:
+        run_with_big_stack(lambda: compile_program(run.program.host))
+    assert e.value.code == "E-UNSUPPORTED" and e.value.loc is not None
+    assert (e.value.loc.file, e.value.loc.line, e.value.loc.col) == ("user.mim", *at), e.value.message

@@ -202,3 +202,16 @@ def test_a_pipeline_file_that_is_not_utf8_is_placed_as_a_program_is(tmp_path: Pa
     assert p.returncode == 1, p.stdout
     diag = json.loads(p.stdout)["diagnostics"][0]
     assert diag["code"] == "E-PARSE" and diag["file"] == str(bad) and (diag["line"], diag["col"]) == (2, 15)
+
+
+def test_compile_checks_its_outputs_before_any_work(tmp_path: Path) -> None:
+    """docs/cli.md: exit 2 is found before any work starts; a directory where OUT.ptx goes left a
+    lone OUT.ll behind, and `-o ''` wrote hidden `.ll` and `.ptx` files."""
+    (tmp_path / "out.ptx").mkdir()
+    ill_typed = str(PROGRAMS / "ill_typed" / "unknown_name.mim")
+    for out, why in ((str(tmp_path / "out"), "is a directory"), ("", "give the output files' name"),
+                     (str(tmp_path / "no" / "such" / "out"), "no directory")):
+        p = verimim("compile", ill_typed, "-o", out, "--json")
+        assert p.returncode == 2, (out, p.stdout)
+        assert why in json.loads(p.stdout)["diagnostics"][0]["message"]
+    assert not (tmp_path / "out.ll").exists()

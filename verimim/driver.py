@@ -6,6 +6,7 @@ with the traceback kept for `--debug`.
 """
 from __future__ import annotations
 
+import os
 import threading
 import traceback
 from collections.abc import Callable
@@ -269,26 +270,44 @@ def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90", host_
     """Write OUT.ll (host LLVM IR) and OUT.ptx (device PTX; an empty module without kernels),
     compiled from what the program's plan produces."""
     report = Report(path)
+    ll, ptx = Path(out + ".ll"), Path(out + ".ptx")
 
     def body() -> None:
         from verimim.interp.machine import find_main
         from verimim.runtime.hostrt import compile_program
 
+        _check_outputs(out, ll, ptx)  # before any work (docs/cli.md: exit 2 is found first)
         world, unit = load(path, include)
         find_main(world, path)  # the host module is main's: without one, say where it is missing
         prog = compile_program(world, sm, plan_for(world, include, host_phases, device_phases, pipeline))
         report.data["pipeline"] = prog.pipeline
-        ll, ptx = Path(out + ".ll"), Path(out + ".ptx")
+        device = prog.device.ptx if prog.device is not None else f"// verimim: {path} has no kernels\n"
         try:
             ll.write_text(prog.host.llvm_ir)
-            ptx.write_text(prog.device.ptx if prog.device is not None else f"// verimim: {path} has no kernels\n")
+            ptx.write_text(device)
         except OSError as e:
+            ll.unlink(missing_ok=True)  # both files or neither: a lone .ll would pass for a result
             raise UsageError(f"cannot write {e.filename}: {e.strerror}") from None
         report.data["outputs"] = {"host": str(ll), "device": str(ptx)}
         report.data["kernels"] = sorted(prog.device.kernels) if prog.device is not None else []
         report.data["summary"] = f"{path}: wrote {ll} and {ptx}"
 
     return guarded(report, body)
+
+
+def _check_outputs(out: str, *files: Path) -> None:
+    """`-o OUT` names files verimim can write: a non-empty name (not a hidden `.ll` in the working
+    directory) in a directory that exists, and no directory where a file goes."""
+    if not out or out.endswith(("/", os.sep)):
+        raise UsageError(f"-o `{out}`: give the output files' name without an extension (OUT.ll, OUT.ptx)")
+    for f in files:
+        if f.is_dir():
+            raise UsageError(f"cannot write {f}: it is a directory")
+        parent = f.parent if str(f.parent) else Path(".")
+        if not parent.is_dir():
+            raise UsageError(f"cannot write {f}: no directory {parent}")
+        if not os.access(parent, os.W_OK):
+            raise UsageError(f"cannot write {f}: the directory {parent} is not writable")
 
 
 def diff(path: str, include: list[str], args: list[str], fuel: int | None = None,

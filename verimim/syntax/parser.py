@@ -68,7 +68,8 @@ def _nested(method: Callable[..., T]) -> Callable[..., T]:
     def wrapper(self: Parser, *args: object) -> T:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise ParseError(f"nesting too deep (more than {MAX_DEPTH} levels)", self.loc(self.peek()))
+            raise ParseError(f"nesting too deep (more than {MAX_DEPTH} nested expressions and declarations, "
+                             f"the enclosing ones counted)", self.loc(self.peek()))
         result = method(self, *args)
         # On an exception the parser is abandoned, so the count need not be restored then.
         self.depth -= 1

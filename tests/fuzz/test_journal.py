@@ -83,17 +83,24 @@ def test_corrupt_journal_is_refused_untouched(tmp_path: Path, content: bytes) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == [JOURNAL]
 
 
-def test_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
-    path = tmp_path / JOURNAL
+def _refused_untouched(d: Path, script: str, match: str) -> None:
+    """A database made by `script` as DIR/journal.sqlite is refused (`match`), and the
+    directory holds exactly what it held: the file, unchanged, and no -wal or -shm beside it."""
+    path = d / JOURNAL
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE meta (key TEXT, value TEXT)")
-    conn.execute("INSERT INTO meta VALUES ('format', 'someone-else')")
+    conn.executescript(script)
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(UsageError, match="not a verimim fuzzing journal"):
-        Journal.open(tmp_path, Settings(seed=1))
+    with pytest.raises(UsageError, match=match):
+        Journal.open(d, Settings(seed=1))
     assert path.read_bytes() == before
+    assert sorted(p.name for p in d.iterdir()) == [JOURNAL]
+
+
+def test_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
+    _refused_untouched(tmp_path, "CREATE TABLE meta (key TEXT, value TEXT); "
+                       "INSERT INTO meta VALUES ('format', 'someone-else');", "not a verimim fuzzing journal")
 
 
 def test_report_needs_an_existing_campaign(tmp_path: Path) -> None:
@@ -159,28 +166,13 @@ def test_a_journal_damaged_past_its_first_pages_is_refused_untouched(tmp_path: P
 
 
 def test_a_database_claiming_our_format_without_our_columns_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / JOURNAL
-    conn = sqlite3.connect(path)
-    conn.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES "
+    _refused_untouched(tmp_path, "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES "
                        "('format', 'verimim-fuzz-journal'), ('version', '2'); CREATE TABLE runs (x); "
-                       "CREATE TABLE programs (y); CREATE TABLE failures (z);")
-    conn.close()
-    before = path.read_bytes()
-    with pytest.raises(UsageError, match="lacks the columns runs.budget"):
-        Journal.open(tmp_path, Settings(seed=1))
-    assert path.read_bytes() == before
+                       "CREATE TABLE programs (y); CREATE TABLE failures (z);", "lacks the columns runs.budget")
 
 
 def test_refusing_a_foreign_wal_database_makes_no_side_files(tmp_path: Path) -> None:
-    path = tmp_path / JOURNAL
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE t (x)")
-    conn.commit()
-    conn.close()
-    with pytest.raises(UsageError, match="not a verimim fuzzing journal"):
-        Journal.open(tmp_path, Settings(seed=1))
-    assert sorted(p.name for p in tmp_path.iterdir()) == [JOURNAL]
+    _refused_untouched(tmp_path, "PRAGMA journal_mode=WAL; CREATE TABLE t (x);", "not a verimim fuzzing journal")
 
 
 def test_the_report_reads_a_version_1_journal_as_it_is(tmp_path: Path) -> None:

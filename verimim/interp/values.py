@@ -96,7 +96,7 @@ def holds_bottom(v: object) -> bool:
 
 def bottom_used(what: str, loc: Loc | None) -> RuntimeFault:
     """A computation that needs the value of ⊥ (undefined: the program never gave it one)."""
-    return RuntimeFault("E-UNINIT", f"{what} uses `⊥`, an undefined value", loc)
+    return RuntimeFault("E-UNINIT", f"{what} uses an undefined value (`⊥`, or `⊤` as a run-time value)", loc)
 
 
 class FuelExhausted(RuntimeFault):

@@ -71,8 +71,9 @@ def test_wrong_expect_fails_with_expected_and_found(pytester: pytest.Pytester) -
     mim(pytester, "answer.mim", "// EXPECT: 43\n", ANSWER)
     result = pytester.runpytest("answer.mim")
     result.assert_outcomes(passed=1, failed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*verimim run answer.mim (target interp)*", "*expected: result 43*", "*found:    result 42*"])
-    result.stdout.fnmatch_lines(["FAILED answer.mim::run[[]interp[]] - verimim run answer.mim (target interp)"])
+    result.stdout.fnmatch_lines(["*verimim run answer.mim --target interp*", "*expected: result 43*",
+                                 "*found:    result 42*"])
+    result.stdout.fnmatch_lines(["FAILED answer.mim::run[[]interp[]] - verimim run answer.mim --target interp"])
     assert "Traceback" not in result.stdout.str() and "pytest_plugin.py" not in result.stdout.str()
 
 
@@ -218,3 +219,51 @@ def test_unmarked(verimim_phase_name):
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*needs @pytest.mark.verimim_phase(NAME)*"])
     pytester.runpytest("--markers").stdout.fnmatch_lines(["@pytest.mark.verimim_phase(name):*"])
+
+
+@pytest.mark.parametrize("annotations, problem", [
+    ("// EXPECT-LOC: 7\n// EXPECT-ERROR: E-TYPE\n", "`7` is not LINE:COL"),
+    ("// FUEL: lots\n// EXPECT: 42\n", "`lots` is not a positive step count"),
+    ("// FUEL: 0\n// EXPECT: 42\n", "`0` is not a positive step count"),
+    ("// EXPECT: 42\n// EXPECT: 41\n", "a second `// EXPECT:`"),
+    ("// EXPECT-ERROR: E-OOB\n// EXPECT: 7\n", "contradict each other"),
+    ("// EXPECT-WARNING: W-LEAK\n", "checked with an EXPECT result only"),
+    ("// EXPECT: 42\n// EXPECT-LOC: 1:1\n", "there is none"),
+    ("// EXPECT-ERROR:\n", "`` is not an error code"),
+    ("// EXPECT-ERROR: E-FOO\n", "`E-FOO` is not an error code"),
+    ("// EXPECT 41\n", "`// EXPECT 41` is not an annotation"),
+    ("// expect: 41\n", "is not an annotation"),
+    ("// EXPECTED: 41\n", "did you mean `EXPECT`"),
+    ("// CHECK : x\n", "is no FileCheck directive"),
+    ("// CHECK-NXET: x\n// CHECK: fun\n", "did you mean `CHECK-NEXT`"),
+    ("// CHECK-AFTER: mem.alloc2malloc_repl\n", "checks nothing"),
+])
+def test_wrong_annotations_fail_the_file_instead_of_testing_something_else(
+        pytester: pytest.Pytester, annotations: str, problem: str) -> None:
+    mim(pytester, "a.mim", annotations, ANSWER)
+    result = pytester.runpytest("a.mim")
+    result.assert_outcomes(failed=1)
+    assert problem in result.stdout.str() and "Traceback" not in result.stdout.str()
+
+
+def test_prose_that_starts_with_a_key_word_is_no_annotation(pytester: pytest.Pytester) -> None:
+    mim(pytester, "a.mim", "// Expect the sum of the arguments.\n// EXPECT: 42\n", ANSWER)
+    pytester.runpytest("a.mim").assert_outcomes(passed=2, skipped=1)
+
+
+def test_a_byte_order_mark_does_not_hide_the_first_annotation(pytester: pytest.Pytester) -> None:
+    (pytester.path / "bom.mim").write_text("\ufeff// EXPECT: 41\n" + ANSWER, encoding="utf-8")
+    result = pytester.runpytest("bom.mim")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)  # check passes, run[interp] finds 42
+
+
+def test_a_file_that_is_not_utf8_is_tested_not_a_collection_error(pytester: pytest.Pytester) -> None:
+    (pytester.path / "bytes.mim").write_bytes(b"// EXPECT-ERROR: E-PARSE\n// EXPECT-LOC: 4:6\n"
+                                              b"plugin core;\nlet x\xe9 = 1;\n")
+    pytester.runpytest("bytes.mim").assert_outcomes(passed=1)
+
+
+def test_the_failing_command_is_the_one_to_run(pytester: pytest.Pytester) -> None:
+    mim(pytester, "sub/fuel.mim", "// FUEL: 5\n// EXPECT: 42\n", ANSWER)
+    result = pytester.runpytest("sub/fuel.mim")
+    result.stdout.fnmatch_lines(["*verimim run sub/fuel.mim --fuel 5 --target interp*"])

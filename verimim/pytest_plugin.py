@@ -20,6 +20,7 @@ traceback of this plugin.
 """
 from __future__ import annotations
 
+import difflib
 import io
 import re
 import subprocess
@@ -45,6 +46,12 @@ NO_PHASES_REASON = "phase checkers land with the phases issue"
 
 _ANNOTATION = re.compile(r"\s*//\s*([A-Z][A-Z-]*):\s*(.*?)\s*$")
 _CHECK_LINE = re.compile(r"\s*//\s*CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\d+))?:")
+# A comment that starts with a word, then maybe a colon: a misspelt annotation is one of these.
+_KEYLIKE = re.compile(r"\s*//\s*([A-Za-z][A-Za-z-]*)(\s*:|\s+\S)")
+KEYS = ("ARGS", "EXPECT", "EXPECT-ERROR", "EXPECT-WARNING", "EXPECT-LOC", "FUEL", "CHECK-AFTER",
+        "KERNEL-RACES", "WHY")
+_CHECK_DIRECTIVES = ("CHECK", "CHECK-NEXT", "CHECK-SAME", "CHECK-NOT", "CHECK-DAG", "CHECK-LABEL",
+                     "CHECK-EMPTY", "CHECK-COUNT")
 
 
 # --------------------------------------------------------------------------------------------
@@ -53,24 +60,91 @@ _CHECK_LINE = re.compile(r"\s*//\s*CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\
 
 @dataclass
 class Annotations:
-    values: dict[str, str] = field(default_factory=dict)  # first occurrence of each key
+    values: dict[str, str] = field(default_factory=dict)  # each key's one value
     warnings: list[str] = field(default_factory=list)  # every EXPECT-WARNING code
     has_checks: bool = False  # any `// CHECK…:` FileCheck directive
+    problems: list[str] = field(default_factory=list)  # "line N: what is wrong", for the file's one failure
+    lines: dict[str, int] = field(default_factory=dict)  # where each key is
 
     @classmethod
     def parse(cls, text: str) -> Annotations:
         ann = cls()
-        for line in text.splitlines():
+        for number, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
             if _CHECK_LINE.match(line):
                 ann.has_checks = True
+                continue
             m = _ANNOTATION.match(line)
-            if not m:
+            if m is None:
+                ann._misspelt(number, line)
                 continue
             key, value = m.group(1), m.group(2)
-            ann.values.setdefault(key, value)
+            if key not in KEYS:
+                ann._misspelt(number, line)
+                continue
             if key == "EXPECT-WARNING":
                 ann.warnings.extend(c for c in re.split(r"[\s,]+", value) if c)
+                ann.lines.setdefault(key, number)
+                continue
+            if key in ann.values:
+                ann.problems.append(f"line {number}: a second `// {key}:` (line {ann.lines[key]} has one); "
+                                    f"give each once")
+                continue
+            ann.values[key], ann.lines[key] = value, number
+        ann._validate()
         return ann
+
+    def _misspelt(self, number: int, line: str) -> None:
+        """A comment that reads like an annotation but is none (`// EXPECT 41`, `// expect: 41`,
+        `// EXPECTED: 41`): silently ignored, it would leave a wrong expectation untested."""
+        m = _KEYLIKE.match(line)
+        if m is None:
+            return
+        word, colon = m.group(1), m.group(2).strip() == ":"
+        if word.upper() in _CHECK_DIRECTIVES:  # (a well-formed one matched _CHECK_LINE)
+            if colon or word == word.upper():
+                self.problems.append(f"line {number}: `{line.strip()}` is no FileCheck directive; write "
+                                     f"`// {word.upper()}: …`")
+            return
+        if word.upper() in KEYS:
+            # `EXPECT 41` or `expect: 41`; prose (`// Expect the sum …`) is neither
+            if (word == word.upper()) != colon:
+                self.problems.append(f"line {number}: `{line.strip()}` is not an annotation; write "
+                                     f"`// {word.upper()}: …`")
+            return
+        near = difflib.get_close_matches(word.upper(), [*KEYS, *_CHECK_DIRECTIVES], n=1, cutoff=0.8)
+        if near and (colon or word == word.upper()):
+            self.problems.append(f"line {number}: unknown annotation `{word}`; did you mean `{near[0]}`?")
+
+    def _validate(self) -> None:
+        from verimim import explain
+
+        def at(key: str) -> str:
+            return f"line {self.lines.get(key, '?')}"
+
+        expect, error = self.values.get("EXPECT"), self.values.get("EXPECT-ERROR")
+        if expect is not None and not re.fullmatch(r"-?\d+", expect):
+            self.problems.append(f"{at('EXPECT')}: `// EXPECT: {expect}` is not an integer")
+        if error is not None and (not error.startswith("E-") or explain.lookup(error) is None):
+            self.problems.append(f"{at('EXPECT-ERROR')}: `{error}` is not an error code (`verimim explain` lists them)")
+        for w in self.warnings:
+            if not w.startswith("W-") or explain.lookup(w) is None:
+                self.problems.append(f"{at('EXPECT-WARNING')}: `{w}` is not a warning code")
+        if expect is not None and error is not None:
+            self.problems.append(f"{at('EXPECT')}: EXPECT (a result) and EXPECT-ERROR (no result) contradict each other")
+        if self.warnings and expect is None:
+            self.problems.append(f"{at('EXPECT-WARNING')}: EXPECT-WARNING is checked with an EXPECT result only")
+        loc = self.values.get("EXPECT-LOC")
+        if loc is not None:
+            if not re.fullmatch(r"[1-9]\d*:[1-9]\d*", loc):
+                self.problems.append(f"{at('EXPECT-LOC')}: `{loc}` is not LINE:COL (both from 1)")
+            if error is None and not self.warnings:
+                self.problems.append(f"{at('EXPECT-LOC')}: EXPECT-LOC places an EXPECT-ERROR or EXPECT-WARNING; "
+                                     f"there is none")
+        fuel = self.values.get("FUEL")
+        if fuel is not None and not re.fullmatch(r"[1-9]\d*", fuel):
+            self.problems.append(f"{at('FUEL')}: `{fuel}` is not a positive step count")
+        if "CHECK-AFTER" in self.values and not self.has_checks:
+            self.problems.append(f"{at('CHECK-AFTER')}: CHECK-AFTER without any `// CHECK:` line checks nothing")
 
     def get(self, key: str) -> str | None:
         return self.values.get(key)
@@ -142,6 +216,14 @@ def _expect_error(what: str, report: driver.Report, code: str, loc: tuple[int, i
         _fail(what, f"{code} at {loc[0]}:{loc[1]}", f"{code} at {_where(diag)}", report)
 
 
+def _shown(path: Path) -> str:
+    """The file as a command run from the working directory names it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _ok_summary(report: driver.Report) -> str:
     if "result" in report.data and report.ok:
         return f"success, result {report.data['result']}"
@@ -198,8 +280,12 @@ class MimFile(pytest.File):
     """One `.mim` program; its items are the aspects its annotations ask for."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        self.ann = Annotations.parse(self.path.read_text(encoding="utf-8"))
+        # The front end reports a bad byte at its place (E-PARSE); the annotations are read past it.
+        self.ann = Annotations.parse(self.path.read_bytes().decode("utf-8", errors="replace"))
         self._check_report: driver.Report | None = None
+        if self.ann.problems:
+            yield MimAnnotationsItem.from_parent(self, name="annotations")
+            return
         for name, cls in self.aspects():
             yield cls.from_parent(self, name=name)
 
@@ -254,8 +340,18 @@ class MimItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)  # type: ignore[arg-type]
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        # The node id reads `dir/file.mim::run[interp]`; the domain is the aspect.
+        # The node id reads `dir/file.mim::run[interp]`; the domain is the aspect (the failure's
+        # first line is the command, with the file as the working directory names it).
         return self.path, None, self.name
+
+
+class MimAnnotationsItem(MimItem):
+    """A file whose annotations are malformed, misspelt or contradict each other: one failing
+    item naming every problem, instead of tests that would check something else."""
+
+    def runtest(self) -> None:
+        raise MimAnnotationError(f"{self.path}: its annotations are wrong\n"
+                                 + "\n".join(f"  {p}" for p in self.ann.problems))
 
 
 # Codes `check`'s kernel verification reports for every input (issue 12); host-side stream
@@ -267,7 +363,7 @@ class MimCheckItem(MimItem):
     def runtest(self) -> None:
         report = self.parent.check_report()
         code = self.ann.get("EXPECT-ERROR")
-        what = f"verimim check {self.path.name}"
+        what = f"verimim check {_shown(self.path)}"
         if code in PHASE_CODES:
             state = self.parent.phase_code_checked()
             if state is None:
@@ -301,7 +397,9 @@ class MimRunItem(MimItem):
         # (A file whose phase code check reports has no run item: see MimFile.aspects.)
         state = self.parent.phase_code_checked() if code in PHASE_CODES else False
         report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel, target=self.target)
-        what = " ".join(["verimim run", self.path.name, *self.ann.args]) + f" (target {self.target})"
+        fuel = ["--fuel", str(self.ann.fuel)] if self.ann.fuel is not None else []
+        target = ["--target", self.target]  # (without it, run picks the GPU where there is one)
+        what = " ".join(["verimim run", _shown(self.path), *self.ann.args, *fuel, *target])
         if code is not None:
             if code in PHASE_CODES and state is None and not any(d.code == code for d in report.diagnostics):
                 pytest.xfail(f"{code} is not reported at run time: a phase rejection? {NO_PHASES_REASON}")
@@ -342,7 +440,7 @@ class MimGpuItem(MimRunItem):
 class MimFileCheckItem(MimItem):
     def runtest(self) -> None:
         phase = self.ann.get("CHECK-AFTER") or None
-        what = "verimim dump" + (f" --after {phase}" if phase else "") + f" {self.path.name}"
+        what = "verimim dump" + (f" --after {phase}" if phase else "") + f" {_shown(self.path)}"
         report = driver.dump(str(self.path), [], after=phase)
         if not report.ok or report.text is None:
             _fail(what, "a dump", f"exit code {report.exit_code}", report)

@@ -24,15 +24,13 @@ array `«s#0; «s#1; …»»`); other reads and writes are rejected with `E-UNSU
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.rewriter import Rewriter
 
 from verimim.diagnostics import Diagnostic, Loc
 from verimim.ir.defs import App, Axiom, Def, Lit, Pack, Tuple
-from verimim.frontend.loader import PLUGIN_DIR
+from verimim.frontend.loader import in_program
 from verimim.ir.world import World
 from verimim.phases.witness import Rewrites
 
@@ -204,37 +202,15 @@ class _LowerPtr(Rewriter):
         return new
 
 
-@dataclass(frozen=True)
-class _Use:
-    annex: str
-    loc: Loc | None
-
-
-def _btensor_use(w: World) -> _Use | None:
-    """A btensor operation left in w, located where the program applies it (the first in the
-    source), not at its axiom's declaration in btensor.mim; None when there is none."""
-    axiom: Axiom | None = None
-    applied: list[App] = []
-    for d in walk(w):
-        if isinstance(d, Axiom) and d.annex.startswith("btensor."):
-            axiom = axiom or d
-        elif isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex.startswith("btensor.") \
-                and d.loc is not None and d.loc.line:
-            applied.append(d)
-    if applied:
-        first = min(applied, key=_source_order)
-        head = first.head
-        assert isinstance(head, Axiom)
-        return _Use(head.annex, first.loc)
-    return _Use(axiom.annex, axiom.loc) if axiom is not None else None
-
-
-def _source_order(d: Def) -> tuple[bool, str, int, int]:
-    """The user's program before the plugins' own files, then by position."""
-    loc = d.loc
-    if loc is None:
-        return (True, "", 0, 0)
-    return (Path(loc.file).parent == PLUGIN_DIR, loc.file, loc.line, loc.col)
+def _btensor_use(w: World) -> tuple[str, Loc | None] | None:
+    """A btensor operation left in w and where to report it: the first place the program
+    applies one, else its axiom's declaration in btensor.mim; None when there is none."""
+    uses = [(d.annex, d.loc) if isinstance(d, Axiom) else (d.head.annex, d.loc)  # type: ignore[union-attr]
+            for d in walk(w)
+            if (isinstance(d, Axiom) and d.annex.startswith("btensor."))
+            or (isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex.startswith("btensor."))]
+    return min(uses, key=lambda u: (not in_program(u[1]), (u[1].file, u[1].line, u[1].col) if u[1] else ("", 0, 0)),
+               default=None)
 
 
 class LowerPtr(Phase):
@@ -254,9 +230,10 @@ class LowerPtr(Phase):
             btensor = _btensor_use(w)
             if btensor is not None:
                 # A map-reduce takes buffers; lowering them under it would leave it ill-typed.
+                annex, loc = btensor
                 res.diagnostics.append(Diagnostic(
-                    "E-UNSUPPORTED", f"`buffer.lower_ptr`: `{btensor.annex}` is still present; "
-                    f"`gpu.lower_btensor_map_reduce` must run first", btensor.loc))
+                    "E-UNSUPPORTED", f"`buffer.lower_ptr`: `{annex}` is still present; "
+                    f"`gpu.lower_btensor_map_reduce` must run first", loc))
                 return res
         for w in worlds:
             self.check_declarations(w, res)

@@ -17,7 +17,6 @@ reduced modulo s. Anything else raises `VerimimError("E-UNSUPPORTED", …)` nami
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from verimim.diagnostics import Loc, VerimimError
@@ -26,7 +25,7 @@ from verimim.ir.defs import (
     TypeU, Univ, Var,
 )
 from verimim.ir.schedule import Scopes, schedule
-from verimim.frontend.loader import PLUGIN_DIR
+from verimim.frontend.loader import in_program
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, field_offsets, layout_of
 from verimim.plug.core import BIT2_TAGS as _BIT2_TAGS, MODE_NSW, MODE_NUW  # the core plugin's, not a copy
@@ -50,16 +49,11 @@ def _check_unrolled(n: int, what: str, loc: Loc | None) -> None:
                           f"index into memory instead)", loc)
 
 
-def _in_program(loc: Loc | None) -> bool:
-    """A location in the user's program (not none, not a plugin's declaration)."""
-    return loc is not None and bool(loc.line) and Path(loc.file).parent != PLUGIN_DIR
-
-
 def _at_user_node(e: VerimimError, d: Def) -> VerimimError:
-    """The error of compiling d, placed at d when its own place is nowhere or in a plugin (the
-    type `Idx ⊤:Nat` of `core.idx_unsafe` is declared in core.mim, a `core.trait.size` has no
-    place of its own): the innermost node of the program being compiled names it."""
-    if _in_program(e.loc) or not _in_program(d.loc):
+    """The error of compiling the constant d, placed at d when its own place is nowhere or in a
+    plugin (the type `Idx ⊤:Nat` of `core.idx_unsafe` is declared in core.mim). Nodes a phase
+    made get their places from the rewriter (verimim.phases.rewriter._locate)."""
+    if in_program(e.loc) or not in_program(d.loc):
         return e
     return VerimimError(e.code, e.message, d.loc, e.related)
 
@@ -458,10 +452,7 @@ class BodyCompiler:
         scope = self.scope
         for d in schedule(root if isinstance(root, list) else [root], lambda x: self._is_leaf(x) or scope.has(x.gid), self._operands):
             if not scope.has(d.gid):
-                try:
-                    scope.vals[d.gid] = self._emit(d)
-                except VerimimError as e:
-                    raise _at_user_node(e, d) from None
+                scope.vals[d.gid] = self._emit(d)
 
     def _val(self, d: Def) -> Any:
         ctx, ir = self.ctx, self.ir

@@ -24,6 +24,12 @@ from verimim.syntax import ast
 from verimim.syntax.parser import parse_module
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plug"
+
+
+def in_program(loc: Loc | None) -> bool:
+    """Whether a place is in the user's program: known, and not in a shipped plugin's own file
+    (a diagnostic about the program should point there, not at a declaration in core.mim)."""
+    return loc is not None and bool(loc.line) and Path(loc.file).parent != PLUGIN_DIR
 _IDENT = re.compile(r"[_a-zA-Z][_0-9a-zA-Z]*\Z")
 
 # Elaboration recurses along the structure of terms; deep programs need a deep Python stack

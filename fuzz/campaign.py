@@ -106,13 +106,28 @@ class _Run:
     duplicates: int = 0
 
 
+def ignored_options(kept: Settings, seed: int | None, verify: bool, gpu: bool) -> list[str]:
+    """The options asking a campaign for other settings than it keeps (its programs are drawn
+    from them): said to be ignored, not silently dropped."""
+    ignored = []
+    if seed is not None and seed != kept.seed:
+        ignored.append(f"--seed {seed} (it keeps seed {kept.seed})")
+    if not verify and kept.verify:
+        ignored.append("--no-verify (it verifies)")
+    if gpu and not kept.gpu:
+        ignored.append("--target gpu (it runs on the interpreter)")
+    return ignored
+
+
 def run(directory: str | Path, budget_s: float, *, seed: int | None = None, verify: bool = True,
         gpu: bool = False, workers: int | None = None, scheduler: str | None = None,
         preload: tuple[str, ...] = (), processes: bool = True,
         program_timeout: float = DEFAULT_PROGRAM_TIMEOUT, reduce_budget: float = DEFAULT_REDUCE_BUDGET,
         max_programs: int | None = None, command: str = "",
-        progress: Callable[[int, float, int], None] | None = None) -> RunSummary:
-    """Run (or resume) the campaign in `directory` for `budget_s` seconds of new submissions."""
+        progress: Callable[[int, float, int], None] | None = None,
+        warn: Callable[[str], None] | None = None) -> RunSummary:
+    """Run (or resume) the campaign in `directory` for `budget_s` seconds of new submissions;
+    `warn` hears of options a resumed campaign ignores."""
     import random
 
     new_settings = Settings(seed if seed is not None else random.getrandbits(32), verify, gpu=gpu)
@@ -127,6 +142,10 @@ def run(directory: str | Path, budget_s: float, *, seed: int | None = None, veri
         raise
     try:
         settings = journal.settings
+        ignored = ignored_options(settings, seed, verify, gpu)
+        if ignored and warn is not None:
+            warn(f"resuming the campaign in {directory}, which keeps the settings it was created with; "
+                 f"ignored: {', '.join(ignored)}")
         try:
             r = _Run(journal, settings, journal.start_run(budget_s, cluster.slots(), scheduler, command), cluster,
                      program_timeout, reduce_budget, seen=journal.fingerprints())

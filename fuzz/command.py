@@ -24,11 +24,10 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
     """Run or resume the campaign; print the run's summary; return the exit code."""
     from verimim.fuzz.campaign import run
 
-    _warn_kept_settings(directory, seed, verify, gpu)
-
     summary = run(directory, budget, seed=seed, verify=verify, gpu=gpu, workers=workers, scheduler=scheduler,
                   preload=preload, program_timeout=program_timeout, reduce_budget=reduce_budget,
-                  command=" ".join(sys.argv), progress=progress, max_programs=max_programs)
+                  command=" ".join(sys.argv), progress=progress, max_programs=max_programs,
+                  warn=lambda message: click.echo(f"warning: {message}", err=True))
     obj = summary.to_json()
     for f in summary.failures:
         tag = "new" if f["new"] else "known"
@@ -62,28 +61,3 @@ def report(directory: str, as_json: bool, complete: Callable[[dict[str, Any]], d
         click.echo(f"wrote {html_path}\nwrote {json_path}", err=True)
     return EXIT_OK
 
-
-def _warn_kept_settings(directory: str, seed: int | None, verify: bool, gpu: bool) -> None:
-    """A resumed campaign keeps the settings it was created with (its programs are drawn from
-    them): options asking for others are said to be ignored, not silently dropped."""
-    from pathlib import Path
-
-    from verimim.fuzz.journal import JOURNAL, Journal
-
-    if not (Path(directory) / JOURNAL).exists():
-        return
-    journal = Journal.open(directory, read_only=True)
-    try:
-        kept = journal.settings
-    finally:
-        journal.close()
-    ignored = []
-    if seed is not None and seed != kept.seed:
-        ignored.append(f"--seed {seed} (it keeps seed {kept.seed})")
-    if not verify and kept.verify:
-        ignored.append("--no-verify (it verifies)")
-    if gpu and not kept.gpu:
-        ignored.append("--target gpu (it runs on the interpreter)")
-    if ignored:
-        click.echo(f"warning: resuming the campaign in {directory}, which keeps the settings it was created with; "
-                   f"ignored: {', '.join(ignored)}", err=True)

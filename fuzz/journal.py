@@ -151,7 +151,6 @@ class Journal:
         if read_only:
             return Journal(d, _connect_ro(path), read_only=True)
         _writable(d, path)
-        Journal._validate(path).close()
         try:
             conn = sqlite3.connect(path, isolation_level=None)
             Journal._upgrade(conn)

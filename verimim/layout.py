@@ -83,6 +83,27 @@ def layout_of(t: Def, target: Target) -> Layout | None:
     return None
 
 
+def value_mask(t: Def, target: Target) -> bytes | None:
+    """Which bytes of t's layout hold its value (1) and which are padding (0): None when every
+    byte does (or t has no layout). A load reads the value, as in C, not the padding: bytes a
+    struct's fields never cover need not have been written."""
+    if isinstance(t, Sigma):
+        offsets, lay = field_offsets(t, target), layout_of(t, target)
+        if offsets is None or lay is None:
+            return None
+        out = bytearray(lay.size)
+        for f, off in zip(t.ops, offsets):
+            field = layout_of(f, target)
+            if field is None:
+                return None
+            out[off:off + field.size] = value_mask(f, target) or b"\x01" * field.size
+        return None if all(out) else bytes(out)
+    if isinstance(t, Arr) and isinstance(t.shape, Lit):
+        elem = value_mask(t.body, target)
+        return None if elem is None else elem * t.shape.value
+    return None
+
+
 def field_offsets(t: Sigma, target: Target) -> list[int] | None:
     offsets: list[int] = []
     offset = 0

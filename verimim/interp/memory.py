@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from verimim.diagnostics import Loc, Related
 from verimim.interp.values import RuntimeFault, Stream, Token, Value
 from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Sigma
-from verimim.layout import Layout, Target, X86_64, field_offsets, layout_of
+from verimim.layout import Layout, Target, X86_64, field_offsets, layout_of, value_mask
 from verimim.printer import show
 
 ADDR_SHIFT = 40
@@ -66,6 +66,7 @@ class Memory:
         self.target = target
         self.blocks: dict[int, Block] = {}
         self._layouts: dict[int, Layout | None] = {}
+        self._masks: dict[int, bytes | None] = {}
 
     # ------------------------------------------------------------------ blocks
 
@@ -122,12 +123,22 @@ class Memory:
             raise RuntimeFault("E-OOB", f"{what} bytes {p.offset}..{p.offset + size - 1} of the "
                                f"{b.describe()}", loc, (Related("allocated here", b.loc),))
 
-    def read_bytes(self, p: Ptr, size: int, loc: Loc | None) -> bytes:
+    def value_mask(self, t: Def) -> bytes | None:
+        """verimim.layout.value_mask, once per type: which bytes a load of t must find written."""
+        if t.gid not in self._masks:
+            self._masks[t.gid] = value_mask(t, self.target)
+        return self._masks[t.gid]
+
+    def read_bytes(self, p: Ptr, size: int, loc: Loc | None, mask: bytes | None = None) -> bytes:
+        """The bytes at p, every one written before (only those `mask` marks, when given: a
+        struct's padding need not be)."""
         self.check(p, size, loc, "reading")
         b = p.block
         lo, hi = p.offset, p.offset + size
-        if not all(b.init[lo:hi]):
-            first = lo + b.init[lo:hi].index(0)
+        init = b.init[lo:hi]
+        unwritten = [] if all(init) else [k for k, i in enumerate(init) if not i and (mask is None or mask[k])]
+        if unwritten:
+            first = lo + unwritten[0]
             raise RuntimeFault("E-UNINIT", f"loading byte {first} of the {b.describe()}, which was "
                                f"never written", loc, (Related("allocated here", b.loc),))
         return bytes(b.data[lo:hi])

@@ -68,7 +68,8 @@ def read(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     rst, (mem, buf, idx) = args
     p, t, size = _element(m, th, rst, buf, idx, node)
     access(m, th, p, size, None, node)
-    return (mem, m.memory.decode(t, m.memory.read_bytes(p, size, loc_of(node)), loc_of(node)))
+    raw = m.memory.read_bytes(p, size, loc_of(node), m.memory.value_mask(t))
+    return (mem, m.memory.decode(t, raw, loc_of(node)))
 
 
 def write(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:

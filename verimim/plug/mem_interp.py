@@ -62,7 +62,7 @@ def load(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     size = m.memory.layout(t, loc_of(node)).size
     access(m, th, p, size, None, node)
     try:
-        raw = m.memory.read_bytes(p, size, loc_of(node))
+        raw = m.memory.read_bytes(p, size, loc_of(node), m.memory.value_mask(t))
     except RuntimeFault as e:
         if e.code != "E-UNINIT" or not th.device or th.launch is None:
             raise

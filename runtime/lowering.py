@@ -28,6 +28,7 @@ from verimim.ir.schedule import Scopes, schedule
 from verimim.frontend.loader import in_program
 from verimim.ir.world import World
 from verimim.layout import NVPTX64, field_offsets, layout_of
+from verimim.plug import core_ops
 from verimim.plug.core import BIT2_TAGS as _BIT2_TAGS, MODE_NSW, MODE_NUW  # the core plugin's, not a copy
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -685,7 +686,7 @@ class BodyCompiler:
                         acc = b.or_(acc, term)
             if native:
                 return acc
-            kbits = max(s.bit_length() - 1, 1)
+            kbits = core_ops.width(s)
             masked = b.and_(acc, ir.Constant(ty, (1 << kbits) - 1)) if kbits < ty.width else acc
             if s & (s - 1) == 0:
                 return masked

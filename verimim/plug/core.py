@@ -74,7 +74,7 @@ def _wrap(name: str) -> Callable[[World, App], Def | None]:
         if s is None or pair is None or mode_lit is None:
             return rules.wrap_rules(w, app, name, s, mode_lit)
         a, b = pair
-        if name == "shl" and b >= max(s.bit_length() - 1, 1):
+        if name == "shl" and b >= ops.width(s):
             return None  # a shift by the width or more is poison
         mode = mode_lit
         if mode & MODE_NUW and ops.wrap_unsigned_overflow(name, s, a, b):
@@ -102,7 +102,7 @@ def _shr(arith: bool) -> Callable[[World, App], Def | None]:
         if s is None or pair is None:
             return rules.shr_rules(w, app, s)
         a, b = pair
-        if b >= max(s.bit_length() - 1, 1):
+        if b >= ops.width(s):
             return None
         return w.lit(w.idx(s_def), ops.shr(arith, s, a, b))
     return norm

@@ -41,7 +41,7 @@ def _wrap(name: str) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, mode, (a, b) = args
         s = _size(s_v, node)
-        if name == "shl" and b >= max(s.bit_length() - 1, 1):
+        if name == "shl" and b >= ops.width(s):
             raise _ub(f"`core.wrap.shl` by {b} bits, the width or more", node)
         if mode & MODE_NUW and ops.wrap_unsigned_overflow(name, s, a, b):
             raise _ub(f"`core.wrap.{name}` overflows with `nuw` (no unsigned wrap): {a}, {b}", node)
@@ -125,9 +125,8 @@ def _bit2(table: int) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, _mode, (a, b) = args
         s = _size(s_v, node)
-        bits = max(s.bit_length() - 1, 1)
         out = 0
-        for k in range(bits):
+        for k in range(ops.width(s)):
             x, y = (a >> k) & 1, (b >> k) & 1
             out |= ((table >> (x << 1 | y)) & 1) << k
         return out % s
@@ -146,7 +145,7 @@ def _shr(arith: bool) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, (a, b) = args
         s = _size(s_v, node)
-        if b >= max(s.bit_length() - 1, 1):
+        if b >= ops.width(s):
             raise _ub(f"`core.shr` by {b} bits, the width or more", node)
         return ops.shr(arith, s, a, b)
     return run

@@ -27,6 +27,12 @@ def ite(c: BoolLike, a: IntLike, b: IntLike) -> IntLike:
     return a if c else b
 
 
+def width(s: int) -> int:
+    """The bits of an `Idx s` value: ⌈log2 s⌉, at least 1 (as upstream's `Idx::size2bitwidth`).
+    A shift by this many bits or more is undefined; bitwise operations act on these bits."""
+    return max((s - 1).bit_length(), 1)
+
+
 def signed(v: IntLike, s: int) -> IntLike:
     """The two's-complement value of the bit pattern v of `Idx s` (s a power of two)."""
     return ite(v >= (s + 1) // 2, v - s, v)

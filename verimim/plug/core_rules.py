@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lit, NatT, Pack, Param, Tuple, Var
 from verimim.ir.world import World
+from verimim.plug import core_ops as ops
 
 MODE_NSW = 1  # core.mode.uS: no signed wrap-around
 
@@ -265,7 +266,7 @@ def pair_args(args: Sequence[Def]) -> tuple[Def, Def] | None:
 
 def shift_limit(s: int) -> int:
     """Shift amounts from this one up are undefined (the guard core.py folds shifts with)."""
-    return max(s.bit_length() - 1, 1)
+    return ops.width(s)
 
 
 def wrap_rules(w: World, app: App, name: str, s: int | None, mode: int | None) -> Def | None:

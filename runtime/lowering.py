@@ -215,6 +215,8 @@ class ModuleContext:
         if isinstance(t, NatT):
             return ("int", 64, 2**64)
         if isinstance(t, IdxT):
+            if isinstance(t.size, Top):
+                return ("int", 64, 2**64)  # `Idx ⊤:Nat`, the index of an array of unknown length: as a Nat
             if not isinstance(t.size, Lit):
                 raise unsupported(f"the type `{show_short(t)}` (an `Idx` of unknown size)", t.loc)
             bits = _int_bits(t.size.value)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from verimim.interp.values import RuntimeFault, Value, bottom_used
-from verimim.ir.defs import App, Axiom, Def, IdxT, Lit, NatT
+from verimim.ir.defs import App, Axiom, Def, IdxT, Lit, NatT, Top
 from verimim.layout import X86_64, layout_of
 from verimim.plug import core_ops as ops
 from verimim.plug.core import BIT2_TAGS, MODE_NSW, MODE_NUW
@@ -73,7 +73,9 @@ def _div(name: str) -> Callable[..., Value]:
 
 
 def _type_size(t: Def) -> int | None:
-    if isinstance(t, NatT):
+    """How many values an integer type holds: None for unboundedly many (`Nat`, and `Idx ⊤:Nat`,
+    the index of an array of unknown length such as argv's), -1 for a type that is no integer."""
+    if isinstance(t, NatT) or (isinstance(t, IdxT) and isinstance(t.size, Top)):
         return None
     if isinstance(t, IdxT) and isinstance(t.size, Lit):
         return t.size.value

@@ -69,7 +69,7 @@ def kernel_verdicts(path: str, timeout_ms: int = 5_000) -> KernelVerdicts:
         run = run_pipeline(world, verify=False, timeout_ms=timeout_ms)
         if run.stopped:
             return KernelVerdicts([], {d.code for d in run.diagnostics if d.severity == "error"}, rejected=True)
-        rep = verify_kernels(run.program, run.ctx, path, earlier=run.earlier)
+        rep = verify_kernels(run.kernels_program, run.ctx, path, earlier=run.earlier)
         return KernelVerdicts(rep.entries, {d.code for d in rep.diagnostics if d.severity == "error"})
 
     return run_with_big_stack(go)

@@ -1448,7 +1448,7 @@ def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[An
     race_free = prog.defect is None and not prog.expected_codes
 
     def verdicts_with(ctx: Any) -> KernelVerdicts:
-        rep = verify_kernels(run.program, ctx, "prog.mim", earlier=run.earlier)
+        rep = verify_kernels(run.kernels_program, ctx, "prog.mim", earlier=run.earlier)
         return KernelVerdicts(rep.entries, {d.code for d in rep.diagnostics if d.severity == "error"})
 
     verdicts = verdicts_with(run.ctx)

@@ -47,6 +47,20 @@ class PipelineRun:
         return out
 
 
+    @property
+    def kernels_program(self) -> Program:
+        """The program whose kernels `check` verifies for races and divergence: the final host
+        (its launches and streams) with the kernels as split_apply made them, before the
+        device-side phases. Those may remove what the checks must report: remove_double_syncs
+        drops a barrier before any memory operation (the seed's rule), and with it the
+        divergence of a kernel that reaches that barrier on some work-items only. Removing
+        undefined behaviour refines the program, but the program the user wrote still has it."""
+        for r in self.results:
+            if r.side == "device" and r.before.device is not None:
+                return Program(self.program.host, r.before.device)
+        return self.program
+
+
 def run_pipeline(world: World, *, verify: bool = True, timeout_ms: int = DEFAULT_TIMEOUT_MS,
                  emit_dir: Path | None = None, host_phases: list[str] | None = None,
                  device_phases: list[str] | None = None, until: str | None = None,

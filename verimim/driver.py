@@ -156,7 +156,7 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
         if not run.stopped:  # races and barrier divergence of every launched kernel
             from verimim.smt.kernel_verify import verify_kernels
 
-            kernels = verify_kernels(run.program, run.ctx, path, earlier=run.earlier)
+            kernels = verify_kernels(run.kernels_program, run.ctx, path, earlier=run.earlier)
             report.data["kernels"] = kernels.entries
             report.diagnostics.extend(kernels.diagnostics)
         report.data["z3"] = {"queries": run.ctx.queries, "time_s": round(run.ctx.z3_s, 4),

@@ -52,8 +52,8 @@ def _check_unrolled(n: int, what: str, loc: Loc | None) -> None:
 
 def _at_user_node(e: VerimimError, d: Def) -> VerimimError:
     """The error of compiling the constant d, placed at d when its own place is nowhere or in a
-    plugin (the type `Idx ⊤:Nat` of `core.idx_unsafe` is declared in core.mim). Nodes a phase
-    made get their places from the rewriter (verimim.phases.rewriter._locate)."""
+    plugin (a type is hash-consed: the one node of a type a plugin declares carries the plugin's
+    place). Nodes a phase made get their places from the rewriter (verimim.phases.rewriter._locate)."""
     if in_program(e.loc) or not in_program(d.loc):
         return e
     return VerimimError(e.code, e.message, d.loc, e.related)

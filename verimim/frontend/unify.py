@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from verimim.frontend.typelevel import unfold_fully, unfold_lam_app
-from verimim.ir.defs import App, Arr, BVar, Def, Extract, Hole, IdxT, Lit, MutLam, Pack, Sigma, Top, Tuple, TypeU
+from verimim.ir.defs import (
+    App, Arr, Axiom, BVar, Def, Extract, Hole, IdxT, Lit, MutLam, NatT, Pack, Pi, Sigma, Top, Tuple, TypeU,
+)
 from verimim.ir.world import World
 
 Mismatch = tuple[Def, Def]
@@ -27,6 +29,8 @@ class Unifier:
         self.world = world
         self.trail: list[Hole] = []  # every hole solved, in order, so a failed attempt can be undone
         self.fuel = UNFOLD_FUEL  # type-level function applications unfolded (verimim.frontend.typelevel)
+        # > 0 while checking the type of a tentative solution: no arity is guessed there
+        self.tentative = 0
         # Elaborates a mutable's body that is still pending (set by the elaborator).
         self.force_body: Callable[[MutLam], None] | None = None
 
@@ -141,7 +145,12 @@ class Unifier:
                 return False
             h.value = v  # tentatively, so that the type's own holes may mention it
             self.trail.append(h)
-            if self.unify(h._type, vt) is not None:
+            self.tentative += 1
+            try:
+                fits = self.unify(h._type, vt) is None
+            finally:
+                self.tentative -= 1
+            if not fits:
                 h.value = None
                 return False
             return True
@@ -182,14 +191,28 @@ class Unifier:
 
     def _constant_arity_rule(self, a: Def, b: Def) -> bool:
         """`a = «?n; T»` against `[]`: ?n is 0, the only arity whose array is `[]` (`«0; T» = []`;
-        `compile.phases ff ()`). Against any other type the arity is left to other arguments:
-        `«1; T» = T` makes n = 1 one answer among others (`«2; «4; I32»»` is also `«(2, 4); I32»`)."""
-        if not isinstance(a, Arr) or not (isinstance(b, Sigma) and not b.ops):
+        `compile.phases ff ()`). Against a type that is no array, sigma or tuple of types in any
+        normal form (`Nat`, `Idx k`, a function type, an axiom's type such as `mem.Ptr (I32, 0)`)
+        ?n is 1, the arity of such a type (LANGUAGE.md): `«1; T» = T` is the only way the two
+        are equal (btensor's `subs: «?Ris; Nat»` with one input takes `(0)`, a Nat). Against an
+        array or sigma the arity is left to other arguments: `«1; T» = T` makes n = 1 one answer
+        among others (`«2; «4; I32»»` is also `«(2, 4); I32»`)."""
+        if not isinstance(a, Arr):
             return False
         n = a.shape
         if not (isinstance(n, Hole) and n.value is None):
             return False
-        n.value = self.world.lit_nat(0)
+        if isinstance(b, Sigma) and not b.ops:
+            arity = 0
+        elif _never_an_array(b) and not self.tentative:
+            # Not for the type of a tentative solution: there the candidate itself may be one
+            # answer among others (`?s := 2` from `«?s; ?T»` against `«2; «4; I32»»`, whose
+            # `s: «?r; Nat»` would then fix r = 1 where a later `buffer.Buf (2, (2, 4), I32)`
+            # says r = 2, s = (2, 4)); such a candidate is refused and the later argument decides.
+            arity = 1
+        else:
+            return False
+        n.value = self.world.lit_nat(arity)
         self.trail.append(n)
         return True
 
@@ -255,3 +278,13 @@ def is_type_of_one_value(world: World, t: Def) -> Def | None:
     if isinstance(t, IdxT) and isinstance(t.size, Lit) and t.size.value == 1:
         return world.lit_idx(1, 0)
     return None
+
+
+def _never_an_array(t: Def) -> bool:
+    """A closed type that no unfolding or solution turns into an array or a sigma: `Nat`, `Idx k`,
+    a function type, an axiom, or an axiom applied (`mem.Ptr (I32, 0)`, `gpu.GlobalM`)."""
+    if t.has_hole or t.bvd != 0:
+        return False
+    if isinstance(t, (NatT, IdxT, Pi, Axiom)):
+        return True
+    return isinstance(t, App) and isinstance(t.head, Axiom)

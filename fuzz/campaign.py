@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from verimim.diagnostics import UsageError
 from verimim.fuzz.cluster import Cluster, connect, gpu_ids
@@ -204,7 +204,8 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
             time.sleep(0.5)  # no worker free (all restarting): wait for one
             continue
         try:
-            done, _ = wait(list(inflight), timeout=0.5, return_when="FIRST_COMPLETED")
+            done, _ = cast(tuple[set[Any], set[Any]],  # (done, not done): synchronous, not a coroutine
+                           wait(list(inflight), timeout=0.5, return_when="FIRST_COMPLETED"))
         except TimeoutError:
             done = set()
         for fut in done:
@@ -285,7 +286,7 @@ def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], vi
 
 def _finished(r: _Run, fut: Any, job: _Job, inflight: dict[Any, _Job]) -> None:
     try:
-        result = fut.result()
+        result: Any = fut.result()
         error = None
     except Exception as e:  # noqa: BLE001 — KilledWorker (a dead worker) or an error of the task itself
         result, error = None, e

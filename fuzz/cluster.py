@@ -92,7 +92,7 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
     """A client of a new local cluster (`workers`, default the machine's cores, or one per GPU
     of `gpus`, each worker seeing only its own) or of `scheduler`."""
     try:
-        import dask
+        import dask.config  # (a submodule that dask's own __init__ imports, but does not export)
         from distributed import Client, LocalCluster
     except ImportError as e:  # a declared dependency; say so instead of a traceback
         raise UsageError(f"fuzzing campaigns need dask.distributed ({e}); pip install 'dask[distributed]'") from None
@@ -104,7 +104,9 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
     _check_preload(preload)
     n = workers if workers is not None else (len(gpus) or os.cpu_count() or 1)
     with dask.config.set(LOCAL_CONFIG):
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None,
+        # dashboard_address=None (no dashboard) is documented; its type is inferred from the default ":8787"
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                               dashboard_address=None,  # pyright: ignore[reportArgumentType]
                                silence_logs=logging.ERROR, preload=list(preload) or None)
         client = Client(cluster)
     if gpus and processes:

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from hypothesis import strategies as st
 
@@ -282,12 +282,12 @@ class _KernelGen:
         arg_types = [types[k] for k in kinds]
         dyn = f["dynamic_shared"] and draw(st.booleans(), label="dynamic shared")
         mt = b.arr(I, b.I32) if dyn else None
-        smem_t = b.ptr(mt, 3) if dyn else w.unit_t()
+        smem_t = b.ptr(mt, 3) if mt is not None else w.unit_t()  # (mt is set when dyn)
         args_t = w.sigma(arg_types)
         ret_t = w.cn(w.sigma([b.M1, b.M3, b.M4, b.M5]))
         names = ["m1", "m3", "m4", "m5", "group_id", "item_id", "smem", "args" if len(kinds) > 1 else (kinds[0] if kinds else "noargs"), "return"]
         kparams = list(zip(names, [b.M1, b.M3, b.M4, b.M5, w.idx_n(G), w.idx_n(I), smem_t, args_t, ret_t]))
-        outer, spec = None, None
+        outer, spec, spec_val = None, None, None
         if f["curried"] and draw(st.booleans(), label="curried kernel"):
             outer, spec, spec_val = shapes_host.curried_kernel(b, draw, self.name, w.cn(w.sigma([t for _, t in kparams])))
             mut, ps = b.con(self.name + "_spec", kparams)
@@ -310,7 +310,8 @@ class _KernelGen:
         ]
         if "argc" in argv:
             pool.append(_Val(argv["argc"], 32, 1, 8, True))
-        if outer is not None:  # always used: upstream's curried kernels use what they are specialised with
+        # always used: upstream's curried kernels use what they are specialised with (spec_val comes with outer)
+        if outer is not None and spec_val is not None:
             pool.append(_Val(w.var(outer), 32, *spec_val, True))
         self.iid, self.smem, self.dyn_used = iid, smem if dyn else None, False
         self.state = {"m1": m1, "m3": m3, "m5": m5, "m4": m4}
@@ -605,7 +606,7 @@ class _KernelGen:
         b, w, I = self.b, self.b.w, self.I
         arr_t = b.arr(I, b.I32)
         if dynamic:
-            p = self.smem
+            p = cast(Def, self.smem)  # dynamic only with a dynamic shared block
             self.dyn_used = True
             b.features["shared.dynamic"] += 1
         else:
@@ -883,7 +884,7 @@ class _HostGen:
     def device_free(self, t: Def, p: Def, how: str, stream: Def | None) -> None:
         b = self.b
         if how == "asyn":
-            self.s["m1"] = b.ap("gpu.free.asyn", t, b.tup(self.s["m1"], p, stream))
+            self.s["m1"] = b.ap("gpu.free.asyn", t, b.tup(self.s["m1"], p, cast(Def, stream)))  # asyn: allocated on it
         elif how == "block":
             self.s["m1"] = b.ap("gpu.free.block", t, b.tup(self.s["m1"], p))
         else:
@@ -907,7 +908,7 @@ class _HostGen:
         N = kp.groups * kp.items
         t = b.arr(N, b.I32)
         manual = race or ((not one_kernel) and self.f["streams"] and draw(st.booleans(), label="manual stream"))
-        stream = None
+        stream, sp = None, None  # a manual stream and the slot it is kept in
         if manual:
             b.features["stream.manual"] += 1
             self.s["m0"], sp = b.alloc(self.b.stream_t, 0, self.s["m0"])
@@ -946,7 +947,7 @@ class _HostGen:
                 launch_args.append(self.s["m0"])
         n = len(launch_args)
         ts = w.tuple(kp.arg_types) if n > 1 else (kp.arg_types[0] if n == 1 else w.unit())
-        mt = kp.mt if kp.dyn else w.unit()
+        mt = kp.mt if kp.mt is not None else w.unit()  # (mt is set when dyn)
         st_ = stream if stream is not None else self.b.a["gpu.default_stream"]
         cfg = b.tup(w.lit_nat(kp.groups), w.lit_nat(kp.items), st_, w.lit_bool(kp.dyn), mt)
         target: Def = kp.mut
@@ -980,7 +981,7 @@ class _HostGen:
                 self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
             if h is not None and not race:
                 self.add_cell(h, N, "result cell")
-            if stream is not None:
+            if stream is not None and sp is not None:  # (both or neither)
                 r = b.ap("gpu.stream_deinit", b.tup(self.s["m0"], self.s["m1"], stream))
                 self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
                 self.s["m0"] = b.free(self.b.stream_t, 0, self.s["m0"], sp)

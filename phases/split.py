@@ -8,6 +8,8 @@ sides (`gpu.host_specific_phases ()` and `gpu.device_specific_phases ()`).
 """
 from __future__ import annotations
 
+from typing import cast
+
 from verimim.diagnostics import Diagnostic
 from verimim.ir.defs import App, Def, MutLam
 from verimim.ir.schedule import Scopes
@@ -85,7 +87,8 @@ class SplitApply(Phase):
             dev.new.externals[name] = nk
         dev.finish()
         res.after = Program(host, dev.new)
-        res.witness = Split(kernels=[k.name for k in kernels], host_nodes=sum(1 for _ in walk(host)),
+        # the kernels' names are str: World.mut_lam names every mutable
+        res.witness = Split(kernels=[cast(str, k.name) for k in kernels], host_nodes=sum(1 for _ in walk(host)),
                             device_nodes=sum(1 for _ in walk(dev.new)),
-                            lifted_captures={lift.kernel.name: len(lift.caps) for lift in lifts.values()})
+                            lifted_captures={cast(str, lift.kernel.name): len(lift.caps) for lift in lifts.values()})
         return res

@@ -20,7 +20,7 @@ host operations are in verimim.runtime.host.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from verimim.diagnostics import Loc
 from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lam, Lit, MutLam, Pack, Sigma, Var
@@ -30,6 +30,9 @@ from verimim.runtime.cps_dyn import DynamicClosures, DynClo, NeedDynamic
 from verimim.runtime.lowering import (
     P, RET, BodyCompiler, KernelInfo, ModuleContext, ParamInfo, Ret, Scope, show_short, unsupported,
 )
+
+if TYPE_CHECKING:
+    import llvmlite.ir
 
 MAX_INSTANCES = 64  # blocks per mutable: beyond this, the program recurses (not a loop)
 
@@ -297,10 +300,11 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
             v = v[i]
         if isinstance(v, Def) and not v.bvd and self.ctx.is_static(v):
             return v  # a type argument: the type itself
-        if not isinstance(v, self.ir.Constant) or not isinstance(v.type, self.ir.IntType):
+        c = cast("llvmlite.ir.Constant", v)  # where the test below holds (self.ir is llvmlite.ir, typed Any)
+        if not isinstance(v, self.ir.Constant) or not isinstance(c.type, self.ir.IntType):
             return None
         t = self._resolve(self.w.type_of(x))
-        return self.w.lit(t, int(v.constant))
+        return self.w.lit(t, int(c.constant))
 
     def _specialised(self, d: Def) -> Def:
         """An operation whose static operands (types, widths, shapes) use parameters: the same

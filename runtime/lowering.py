@@ -156,7 +156,8 @@ class ModuleContext:
             ir = self.ir
             g = ir.GlobalVariable(self.module, ir.ArrayType(self.i8, 0), DYN_SMEM, addrspace=3)
             g.linkage = "external"
-            g.align = 16
+            # llvmlite's GlobalVariable.__init__ sets align and initializer to None: pyright takes that as their type
+            g.align = 16  # pyright: ignore[reportAttributeAccessIssue]
             g.type = ir.PointerType(addrspace=3)  # an opaque pointer (llvmlite types it)
             self._dyn = g
         return self._dyn
@@ -168,9 +169,9 @@ class ModuleContext:
             ty = ir.ArrayType(self.i8, size)
             g = ir.GlobalVariable(self.module, ty, f"{kernel}.smem.{self._static_count}", addrspace=3)
             self._static_count += 1
-            g.initializer = ir.Constant(ty, ir.Undefined)
+            g.initializer = ir.Constant(ty, ir.Undefined)  # pyright: ignore[reportAttributeAccessIssue] (see dyn_smem)
             g.linkage = "internal"
-            g.align = max(16, align)
+            g.align = max(16, align)  # pyright: ignore[reportAttributeAccessIssue]
             g.type = ir.PointerType(addrspace=3)
             self._static[key] = g
         return g
@@ -815,7 +816,7 @@ class BodyCompiler:
                 ab = self.ir.IRBuilder(entry)
                 ab.position_at_start(entry)
                 mem = ab.alloca(self.ir.ArrayType(ctx.i8, max(size, 1)))
-                mem.align = align
+                mem.align = align  # pyright: ignore[reportAttributeAccessIssue] (None in llvmlite's __init__)
                 mem.type = self.ir.PointerType()  # an opaque pointer (llvmlite types it)
                 if space == 5:
                     ptr = self.builder.addrspacecast(mem, self.ir.PointerType(addrspace=5))

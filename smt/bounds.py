@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import cast
 
 import z3
+
+from verimim.smt import z3_typed as z3t
 
 _CONNECTIVES = {z3.Z3_OP_AND, z3.Z3_OP_OR, z3.Z3_OP_NOT, z3.Z3_OP_IMPLIES, z3.Z3_OP_XOR,
                 z3.Z3_OP_TRUE, z3.Z3_OP_FALSE}
@@ -50,7 +53,7 @@ def _as_bounds(e: z3.BoolRef) -> list[tuple[Key, _Bound]]:
         x, y = e.children()
         if z3.is_bv_value(x) and not z3.is_bv_value(y):
             x, y = y, x
-        if z3.is_bv_value(y) and not z3.is_bv_value(x):
+        if z3t.is_bv_value(y) and not z3.is_bv_value(x):
             return [((x.get_id(), True), _Bound(e, "eq", y.as_signed_long())),
                     ((x.get_id(), False), _Bound(e, "eq", y.as_long()))]
     return []
@@ -68,12 +71,15 @@ class _Abstraction:
         if key in self.memo:
             return self.memo[key]
         kind = e.decl().kind() if z3.is_app(e) else None
+        # A connective, = on Booleans and a Boolean ITE: Boolean operands, a Boolean result.
+        out: z3.BoolRef
         if kind in _CONNECTIVES:
-            out = e.decl()(*[self.boolean(c) for c in e.children()]) if e.num_args() else e
+            out = cast(z3.BoolRef, e.decl()(*[self.boolean(cast(z3.BoolRef, c)) for c in e.children()])) \
+                if e.num_args() else e
         elif kind == z3.Z3_OP_EQ and z3.is_bool(e.arg(0)):
-            out = self.boolean(e.arg(0)) == self.boolean(e.arg(1))
+            out = cast(z3.BoolRef, self.boolean(cast(z3.BoolRef, e.arg(0))) == self.boolean(cast(z3.BoolRef, e.arg(1))))
         elif kind == z3.Z3_OP_ITE and z3.is_bool(e):
-            out = z3.If(*[self.boolean(c) for c in e.children()])
+            out = cast(z3.BoolRef, z3.If(*[self.boolean(cast(z3.BoolRef, c)) for c in e.children()]))
         else:
             out = self._atom(e)
         self.memo[key] = out

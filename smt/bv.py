@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 import z3
 
@@ -43,6 +43,7 @@ from verimim.ir.defs import (
 )
 from verimim.printer import show
 from verimim.smt import z3_threads
+from verimim.smt import z3_typed as z3t
 
 NAT_BITS = 130
 NAT_OPERAND_BITS = 64
@@ -79,12 +80,12 @@ FALSE = z3.BoolVal(False)
 
 
 def _bit(c: z3.BoolRef) -> z3.BitVecRef:
-    return z3.If(c, z3.BitVecVal(1, 1), z3.BitVecVal(0, 1))
+    return z3t.If(c, z3.BitVecVal(1, 1), z3.BitVecVal(0, 1))
 
 
 def _any(*conds: z3.BoolRef) -> z3.BoolRef:
     live = [c for c in conds if not z3.is_false(c)]
-    return z3.Or(*live) if live else FALSE
+    return z3t.Or(*live) if live else FALSE
 
 
 # ---------------------------------------------------------------------------- Idx s
@@ -139,25 +140,25 @@ class Idx:
 
     def sv(self, v: z3.BitVecRef) -> z3.BitVecRef:
         """The signed value, exact in `wide` bits (two's complement)."""
-        return z3.If(self.negative(v), self.u(v) - self.s, self.u(v))
+        return z3t.If(self.negative(v), self.u(v) - self.s, self.u(v))
 
     def magnitude(self, v: z3.BitVecRef) -> z3.BitVecRef:
         """|signed value|, exact in `wide` bits."""
-        return z3.If(self.negative(v), -(self.u(v) - self.s), self.u(v))
+        return z3t.If(self.negative(v), -(self.u(v) - self.s), self.u(v))
 
     def reduce(self, e: z3.BitVecRef, nonneg: bool = False) -> z3.BitVecRef:
         """An exact integer (two's complement, at least `wide` bits) modulo s, into [0, s), back
         to `width` bits. `nonneg`: e is known to be ≥ 0 (then the unsigned remainder)."""
         if self.pow2:
-            return z3.Extract(self.width - 1, 0, e)  # two's complement: the low bits
+            return z3t.Extract(self.width - 1, 0, e)  # two's complement: the low bits
         r = z3.URem(e, self.s) if nonneg else e % self.s  # z3py's % is bvsmod: in [0, s) for s > 0
-        return z3.Extract(self.width - 1, 0, r)
+        return z3t.Extract(self.width - 1, 0, r)
 
     def unsigned_overflow(self, e: z3.BitVecRef) -> z3.BoolRef:
-        return z3.Or(e < 0, e >= self.s)
+        return z3t.Or(e < 0, e >= self.s)
 
     def signed_overflow(self, e: z3.BitVecRef) -> z3.BoolRef:
-        return z3.Or(e < self.smin, e > self.smax)
+        return z3t.Or(e < self.smin, e > self.smax)
 
 
 # ---------------------------------------------------------------------------- wrap
@@ -176,7 +177,7 @@ def mode_bit(mode: Mode, bit: int) -> z3.BoolRef:
     """Whether `mode` has `bit` set (a Python truth value lifted, or a bit-vector test)."""
     if isinstance(mode, int):
         return z3.BoolVal(bool(mode & bit))
-    return (mode & bit) != 0
+    return cast(z3.BoolRef, (mode & bit) != 0)
 
 
 def wrap(name: str, t: Idx, mode: Mode, a: z3.BitVecRef, b: z3.BitVecRef) -> tuple[z3.BitVecRef, z3.BoolRef]:
@@ -203,8 +204,8 @@ def wrap(name: str, t: Idx, mode: Mode, a: z3.BitVecRef, b: z3.BitVecRef) -> tup
     def when(bit: int, overflow: Callable[[], z3.BoolRef]) -> z3.BoolRef:
         if isinstance(mode, int) and not mode & bit:
             return FALSE
-        on = z3.simplify(mode_bit(mode, bit))
-        return FALSE if z3.is_false(on) else z3.simplify(z3.And(on, overflow()))
+        on = z3t.simplify(mode_bit(mode, bit))
+        return FALSE if z3.is_false(on) else z3t.simplify(z3t.And(on, overflow()))
 
     return value, _any(z3.UGE(b, t.shift_width) if name == "shl" else FALSE,
                        when(MODE_NUW, lambda: t.unsigned_overflow(e_u())),
@@ -222,7 +223,7 @@ def _wrap_pow2(name: str, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
 
 def icmp(name: str, t: Idx, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BoolRef:
     if name in ("e", "ne"):
-        return (a == b) if name == "e" else (a != b)
+        return cast(z3.BoolRef, (a == b) if name == "e" else (a != b))
     rel, x, y = name[1:], a, b
     if name[0] == "u":
         table = {"l": z3.ULT, "le": z3.ULE, "g": z3.UGT, "ge": z3.UGE}
@@ -245,7 +246,7 @@ def extrema(name: str, t: Idx, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef
     first = {"umin": "ule", "umax": "uge", "smin": "sle", "smax": "sge"}.get(name)
     if first is None:
         raise NoSemantics(f"core.extrema.{name}")
-    return z3.If(icmp(first, t, a, b), a, b)
+    return z3t.If(icmp(first, t, a, b), a, b)
 
 
 def shr(arith: bool, t: Idx, a: z3.BitVecRef, b: z3.BitVecRef) -> tuple[z3.BitVecRef, z3.BoolRef]:
@@ -305,19 +306,19 @@ def div(name: str, t: Idx, a: z3.BitVecRef, b: z3.BitVecRef) -> tuple[z3.BitVecR
     iff the signs differ) and the remainder a - q·b; undefined by zero and when q does not
     fit the signed range (INT_MIN / -1), for the remainder too. Computed exactly in `wide`
     bits, then brought back to `width`."""
-    by_zero = b == 0
+    by_zero = cast(z3.BoolRef, b == 0)
     if name in ("udiv", "urem"):
         op = z3.UDiv if name == "udiv" else z3.URem
-        return z3.Extract(t.width - 1, 0, op(t.u(a), t.u(b))), by_zero
+        return z3t.Extract(t.width - 1, 0, op(t.u(a), t.u(b))), by_zero
     if name not in ("sdiv", "srem"):
         raise NoSemantics(f"core.div.{name}")
     q_mag = z3.UDiv(t.magnitude(a), t.magnitude(b))
-    q = z3.If(t.negative(a) == t.negative(b), q_mag, -q_mag)
+    q = z3t.If(t.negative(a) == t.negative(b), q_mag, -q_mag)
     value = q if name == "sdiv" else t.sv(a) - q * t.sv(b)
     # The one quotient that does not fit: the most negative value divided by -1, when it has no
     # positive counterpart (s even; for odd s the signed range is symmetric).
-    overflow = z3.And(t.sv(a) == t.smin, t.sv(b) == -1) if -t.smin > t.smax else FALSE
-    return t.reduce(value), z3.Or(by_zero, overflow)
+    overflow = z3t.And(t.sv(a) == t.smin, t.sv(b) == -1) if -t.smin > t.smax else FALSE
+    return t.reduce(value), z3t.Or(by_zero, overflow)
 
 
 # ---------------------------------------------------------------------------- conversions
@@ -328,7 +329,7 @@ def conv(signed: bool, src: Idx, dst: Idx, x: z3.BitVecRef) -> z3.BitVecRef:
     if src.pow2 and dst.pow2:
         ws, wd = src.width, dst.width
         if wd <= ws:
-            return z3.Extract(wd - 1, 0, x)
+            return z3t.Extract(wd - 1, 0, x)
         return (z3.SignExt if signed else z3.ZeroExt)(wd - ws, x)
     wide = max(src.wide, dst.wide)
     v = z3.SignExt(wide - src.wide, src.sv(x) if signed else src.u(x))
@@ -353,7 +354,7 @@ def _bits(t: IntType) -> int:
 
 def _resize(x: z3.BitVecRef, bits: int) -> z3.BitVecRef:
     have = x.size()
-    return x if have == bits else (z3.ZeroExt(bits - have, x) if bits > have else z3.Extract(bits - 1, 0, x))
+    return x if have == bits else (z3.ZeroExt(bits - have, x) if bits > have else z3t.Extract(bits - 1, 0, x))
 
 
 def bitcast(src: Def, dst: Def, x: z3.ExprRef) -> tuple[z3.ExprRef, z3.BoolRef]:
@@ -376,7 +377,7 @@ def nat(name: str, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
     if name == "add":
         return a + b
     if name == "sub":
-        return z3.If(z3.UGE(a, b), a - b, 0)  # saturates at 0
+        return z3t.If(z3.UGE(a, b), a - b, 0)  # saturates at 0
     if name == "mul":
         return a * b
     raise NoSemantics(f"core.nat.{name}")
@@ -425,15 +426,15 @@ def literal(d: Lit) -> Encoded:
     """A literal; one whose value the type does not hold is no value (ub)."""
     t = int_type(d.ops[0])
     bits = _bits(t)
-    v = d.value
+    v = cast("int | SymbolicLiteral", d.value)  # a symbolic literal holds a SymInt (verimim.smt.symbolic)
     if isinstance(v, int):
         fits = 0 <= v < (1 << bits)
         bv, ok = z3.BitVecVal(v % (1 << bits), bits), z3.BoolVal(fits)
     else:
         bv, ok = v.unsigned_bv(bits)
     if t is not None:
-        ok = z3.And(ok, t.in_range(bv)) if not t.pow2 else ok
-    return Encoded(bv, z3.simplify(z3.Not(ok)))
+        ok = z3t.And(ok, t.in_range(bv)) if not t.pow2 else ok
+    return Encoded(bv, z3t.simplify(z3t.Not(ok)))
 
 
 def _size(d: Def, what: str) -> int:
@@ -528,7 +529,7 @@ def _enc_div(tag: str, args: list[Def], env: Env) -> Encoded:
     arg = encode(args[1], env)
     if not (isinstance(arg.value, tuple) and len(arg.value) == 2 and isinstance(arg.value[1], tuple)):
         raise NoSemantics(f"core.div argument is not [mem, «2; Idx s»]: {show(args[1])}")
-    mem, (a, b) = arg.value
+    mem, (a, b) = cast(tuple[z3.ExprRef, tuple[z3.BitVecRef, z3.BitVecRef]], arg.value)
     v, op_ub = div(tag, t, a, b)
     return Encoded((mem, v), _any(arg.ub, op_ub))
 
@@ -549,8 +550,8 @@ def _enc_idx(tag: str, args: list[Def], env: Env) -> Encoded:
     n, ub = _one(args[2], env)
     out_of_range = z3.UGE(n, t.s) if t.s < 2 ** n.size() else FALSE
     wrapped = z3.URem(n, z3.BitVecVal(t.s, n.size())) if t.s < 2 ** n.size() else n
-    return Encoded(z3.Extract(t.width - 1, 0, wrapped),
-                   _any(ub, mode_ub, z3.And(out_of_range, mode != 0)))
+    return Encoded(z3t.Extract(t.width - 1, 0, wrapped),
+                   _any(ub, mode_ub, z3t.And(out_of_range, mode != 0)))
 
 
 def _enc_bitcast(tag: str, args: list[Def], env: Env) -> Encoded:
@@ -582,7 +583,7 @@ def same_value(x: Value, y: Value) -> z3.BoolRef:
     if isinstance(x, tuple) or isinstance(y, tuple):
         if not (isinstance(x, tuple) and isinstance(y, tuple) and len(x) == len(y)):
             return FALSE
-        return z3.And(*(same_value(p, q) for p, q in zip(x, y))) if x else z3.BoolVal(True)
+        return z3t.And(*(same_value(p, q) for p, q in zip(x, y))) if x else z3.BoolVal(True)
     if not x.sort().eq(y.sort()):
         return FALSE
-    return x == y
+    return cast(z3.BoolRef, x == y)

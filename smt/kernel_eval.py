@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import z3
 
@@ -32,6 +32,7 @@ from verimim.ir.schedule import Scopes, schedule
 from verimim.layout import NVPTX64, layout_of
 from verimim.printer import show
 from verimim.smt import bv
+from verimim.smt import z3_typed as z3t
 from verimim.smt.symbolic import Explorer
 
 DEFAULT_LOOP_BOUND = 16  # entries of one continuation per activation before the path is cut
@@ -145,11 +146,11 @@ def lea(ev: Evaluator, d: App, a: list[Any]) -> Any:
         raise Unsupported(f"an index that is not an integer: `{show(d)[:80]}`")
     if isinstance(ts, Pack):
         elem = size_of(ts.ops[1], "an element")
-        wide = z3.ZeroExt(OFF_BITS - i.size(), i) if i.size() < OFF_BITS else z3.Extract(OFF_BITS - 1, 0, i)
+        wide = z3.ZeroExt(OFF_BITS - i.size(), i) if i.size() < OFF_BITS else z3t.Extract(OFF_BITS - 1, 0, i)
         return Ptr(p.space, p.obj, p.off + wide * elem, p.label)
     if isinstance(ts, Tuple):
         k = z3.simplify(i)
-        if not z3.is_bv_value(k):
+        if not z3t.is_bv_value(k):
             raise Unsupported("a field of a sigma chosen by a symbolic index")
         return Ptr(p.space, p.obj, p.off + field_offset(ts.ops, k.as_long()), p.label)
     if isinstance(_n, Lit) and _n.value == 1:  # «1; T» is T itself: its only index is 0
@@ -506,9 +507,9 @@ class Evaluator:
             raise Unsupported(str(e)) from None
         except AssertionError:  # smt.bv's shape checks: an operand that is no integer here
             raise Unsupported(f"`{annex}` on operands the model does not hold as integers") from None
-        ub = z3.simplify(enc.ub)
+        ub = z3t.simplify(enc.ub)
         if not z3.is_false(ub):
-            self.assume(z3.Not(ub))
+            self.assume(z3t.Not(ub))
         return enc.value
 
     def _pointer_cast(self, d: App) -> Ptr | None:
@@ -539,9 +540,9 @@ class Evaluator:
             return out
         # Continuations (a branch) or structured values: one path per possible index.
         for k in range(len(elems) - 1):
-            if self.explorer.decide(idx == k):
+            if self.explorer.decide(cast(z3.BoolRef, idx == k)):
                 return elems[k]
-        self.assume(idx == len(elems) - 1)
+        self.assume(cast(z3.BoolRef, idx == len(elems) - 1))
         return elems[-1]
 
 

@@ -14,7 +14,7 @@ refute a launch the program never makes — such a refutation stands only where 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import z3
 
@@ -23,6 +23,7 @@ from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple,
 from verimim.ir.world import World
 from verimim.phases.base import walk
 from verimim.smt import bv
+from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import OBJ_BITS, Ptr
 from verimim.smt.kernel_model import KernelInputs
 from verimim.smt.kernel_queries import Launch
@@ -69,7 +70,7 @@ class _MainInputs(dict):  # type: ignore[type-arg]
             return False
         args = d.tup
         if isinstance(args, Var) and args.mut is self.main:
-            dom = self.main.pi.dom
+            dom = args.mut.pi.dom  # args.mut is self.main
             return isinstance(dom, Sigma) and len(dom.ops) == 4
         return (isinstance(args, Extract) and isinstance(args.index, Lit) and args.index.value == 0
                 and isinstance(args.tup, Var) and args.tup.mut is self.main)
@@ -115,7 +116,7 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs) -> Launch:
             return None
         used_argc = used_argc or any(str(v) == "argc" for v in z3.z3util.get_vars(enc.value)) \
             if not z3.is_bv_value(z3.simplify(enc.value)) else used_argc
-        launch.constraints.append(z3.Not(enc.ub))  # a launch the host reaches without undefined behaviour
+        launch.constraints.append(z3t.Not(enc.ub))  # a launch the host reaches without undefined behaviour
         return enc.value
 
     def tie(value: Any, d: Def) -> None:
@@ -127,7 +128,8 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs) -> Launch:
                 return
             k = objects.setdefault(alloc.gid, FIRST_HOST_OBJ + len(objects))
             launch.objects[k] = f"the allocation at {alloc.loc}" if alloc.loc else "a host allocation"
-            launch.constraints += [value.obj == z3.BitVecVal(k, OBJ_BITS), value.off == 0]
+            launch.constraints += [cast(z3.BoolRef, value.obj == z3.BitVecVal(k, OBJ_BITS)),
+                                   cast(z3.BoolRef, value.off == 0)]
             return
         if isinstance(value, tuple):
             for v, c in zip(value, _components(host, d, len(value))):
@@ -137,7 +139,7 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs) -> Launch:
         if e is None or not isinstance(value, z3.BitVecRef) or e.sort() != value.sort():
             tied = False
             return
-        launch.constraints.append(value == e)
+        launch.constraints.append(cast(z3.BoolRef, value == e))
 
     tie(inp.args, site.args)
     n_groups, n_items = _components(host, site.config, 5)[:2]
@@ -146,9 +148,9 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs) -> Launch:
         if e is None:
             tied = False
         elif which == "n_groups":
-            launch.n_groups = e
+            launch.n_groups = cast(z3.BitVecRef, e)  # a launch size: an integer
         else:
-            launch.n_items = e
+            launch.n_items = cast(z3.BitVecRef, e)
     # argc ≥ 1: the program's name is always argv[0].
     launch.constraints.append(argc >= 1)
     launch.tied = tied

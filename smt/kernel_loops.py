@@ -25,12 +25,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import z3
 
 from verimim.ir.analysis import scan_mut
 from verimim.ir.defs import MutLam
+from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import Evaluator, LoopReentry, Op
 from verimim.smt.symbolic import Explorer, SymbolicError
 
@@ -170,7 +171,7 @@ class LoopSummaries:
                     return None
                 sub = list(zip(hs, new))
                 for c, text in list(cands):
-                    if not self._valid(facts + inv + [cond], z3.substitute(c, *sub)):
+                    if not self._valid(facts + inv + [cond], z3t.substitute(c, *sub)):
                         cands.remove((c, text))
                         changed = True
                 if changed:
@@ -178,7 +179,7 @@ class LoopSummaries:
         inv = [c for c, _ in cands]
         self.notes[m.name or "loop"] = ", ".join(t for _, t in cands) or "no invariant (any values)"
         if inv:
-            ev.assume(z3.And(*inv))
+            ev.assume(z3t.And(*inv))
         return h
 
     def _explore_body(self, ev: Evaluator, m: MutLam, h: Any,
@@ -227,9 +228,9 @@ class LoopSummaries:
                 _bv_leaves(arg, new)
                 if j < len(new):
                     step = z3.simplify(new[j] - hj)
-                    if z3.is_bv_value(step) and 1 < step.as_long() < MAX_STRIDE:
+                    if z3t.is_bv_value(step) and 1 < step.as_long() < MAX_STRIDE:
                         c = step.as_long()
-                        out.append((z3.URem(hj - vj, c) == 0, f"{hj} ≡ entry (mod {c})"))
+                        out.append((cast(z3.BoolRef, z3.URem(hj - vj, c) == 0), f"{hj} ≡ entry (mod {c})"))
             for a in atoms:
                 x, y = a.children()
                 strict, weak = _CMPS[a.decl().kind()]
@@ -243,7 +244,7 @@ class LoopSummaries:
             if c.get_id() in seen:
                 continue
             seen.add(c.get_id())
-            entry = z3.substitute(c, *zip(hs, inits))
+            entry = z3t.substitute(c, *zip(hs, inits))
             if self._valid(facts, entry):
                 kept.append((c, text))
         return kept

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import z3
 
 from verimim.ir.defs import Arr, Def, Lit, Sigma
+from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import Evaluator, Ptr, field_offset, size_of
 
 
@@ -30,7 +31,7 @@ def _cells(t: Def, off: int, value: Any) -> list[tuple[int, int, Any]]:
 
 def concrete(e: z3.BitVecRef) -> int | None:
     s = z3.simplify(e)
-    return s.as_long() if z3.is_bv_value(s) else None
+    return s.as_long() if z3t.is_bv_value(s) else None
 
 
 @dataclass

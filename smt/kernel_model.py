@@ -25,6 +25,7 @@ from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, MutLam, Pack, Sigma
 from verimim.ir.schedule import Scopes
 from verimim.printer import show
 from verimim.smt import bv
+from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_loops import LoopSummaries, path_facts
 from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_eval import (
@@ -61,7 +62,7 @@ class Access:
 
 @dataclass(frozen=True)
 class Barrier:
-    site: App
+    site: Def  # the program's node (Evaluator.program_point)
 
     @property
     def loc(self) -> Loc | None:
@@ -91,7 +92,7 @@ class KernelInputs:
     item_size: int
     args: Any  # the structured argument value (BVs, Ptrs, tuples)
     arg_names: list[str]
-    arg_vars: list[z3.ExprRef]  # the variables the arguments consist of (shared by all work-items)
+    arg_vars: list[z3.BitVecRef]  # the variables the arguments consist of (shared by all work-items)
     dyn_shared: bool
 
 
@@ -143,7 +144,7 @@ def kernel_inputs(kernel: MutLam) -> KernelInputs:
     gsize, isize = _idx_size(dom.ops[4], "group_id"), _idx_size(dom.ops[5], "item_id")
     g = z3.BitVec("group", max(1, (gsize - 1).bit_length()))
     i = z3.BitVec("item", max(1, (isize - 1).bit_length()))
-    arg_vars: list[z3.ExprRef] = []
+    arg_vars: list[z3.BitVecRef] = []
     arg_names: list[str] = []
 
     def make(t: Def, name: str) -> Any:
@@ -189,7 +190,7 @@ def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: 
     pc = path_facts(ev.explorer, decisions_only=True)
     tr.accesses.append(Access(d, value is not None, p.space, p.obj, p.off, size_of(t, "an access"),
                               tuple(leaves(value)) if value is not None else (), epoch, p.label,
-                              z3.And(*pc) if pc else z3.BoolVal(True),
+                              z3t.And(*pc) if pc else z3.BoolVal(True),
                               tuple(leaves(loaded)) if loaded is not None else ()))
 
 
@@ -278,7 +279,7 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
 
 def int_value(model: z3.ModelRef, e: z3.ExprRef) -> int:
     v = model.eval(e, model_completion=True)
-    return v.as_long() if z3.is_bv_value(v) else 0
+    return v.as_long() if z3t.is_bv_value(v) else 0
 
 
 def signed(v: int, bits: int) -> int:

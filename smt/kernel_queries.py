@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import z3
 
+from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_model import Access, KernelPaths, KPath, int_value
 from verimim.smt.solver import SpecContext
+
+E = TypeVar("E", bound=z3.ExprRef)
 
 
 @dataclass
@@ -49,14 +52,15 @@ class WorkItem:
     # Each term is renamed once: a query pairs every access with every other one.
     _memo: dict[int, z3.ExprRef] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
-    def __call__(self, e: z3.ExprRef) -> z3.ExprRef:
+    def __call__(self, e: E) -> E:
+        """e for this work-item: a term of e's sort."""
         if not self.subst:
             return e
         k = e.get_id()
         hit = self._memo.get(k)
         if hit is None:
             hit = self._memo[k] = z3.substitute(e, *self.subst)
-        return hit
+        return cast(E, hit)
 
 
 def work_item(kp: KernelPaths, k: int, paths: list[KPath]) -> WorkItem:
@@ -85,7 +89,7 @@ def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem], distinct
                            else z3.ULT(v, z3.Extract(v.size() - 1, 0, n)))
     a, b = wis
     if distinct:
-        out.append(z3.Or(a.group != b.group, a.item != b.item))
+        out.append(z3t.Or(a.group != b.group, a.item != b.item))
     return out + _read_only_facts(kp, wis)
 
 
@@ -107,7 +111,7 @@ def _read_only_facts(kp: KernelPaths, wis: list[WorkItem]) -> list[z3.BoolRef]:
     for a in accesses:
         if a.write or len(a.loaded) != 1 or not z3.is_bv(a.loaded[0]) or _mentions(a.obj, ids):
             continue
-        v = a.loaded[0]
+        v = cast(z3.BitVecRef, a.loaded[0])  # z3.is_bv above
         if v.get_id() in seen:
             continue
         seen.add(v.get_id())
@@ -135,13 +139,13 @@ class Conflict:
 
 def _overlap(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> tuple[z3.BoolRef, z3.BoolRef]:
     oa, ob = w1(a.off), w2(b.off)
-    overlap = z3.And(w1(a.obj) == w2(b.obj), z3.ULT(oa, ob + b.size), z3.ULT(ob, oa + a.size))
+    overlap = z3t.And(w1(a.obj) == w2(b.obj), z3.ULT(oa, ob + b.size), z3.ULT(ob, oa + a.size))
     if not (a.write and b.write):
         return overlap, z3.BoolVal(False)
     same = [oa == ob] if a.size == b.size and len(a.value) == len(b.value) else [z3.BoolVal(False)]
     for x, y in zip(a.value, b.value):
-        same.append(w1(x) == w2(y) if x.sort() == y.sort() else z3.BoolVal(False))
-    return z3.And(overlap, z3.Not(z3.And(*same))), overlap
+        same.append(cast(z3.BoolRef, w1(x) == w2(y)) if x.sort() == y.sort() else z3.BoolVal(False))
+    return z3t.And(overlap, z3t.Not(z3t.And(*same))), overlap
 
 
 def _pairs(kp: KernelPaths, diverging: bool) -> list[tuple[Access, Access, bool]]:
@@ -177,8 +181,8 @@ def conflicts(kp: KernelPaths, w1: WorkItem, w2: WorkItem, *, ignore_barriers: b
         else:  # global memory: no barrier orders work-items of different groups
             groups = z3.BoolVal(True) if same_interval else w1.group != w2.group
         harmful, ww = _overlap(a, b, w1, w2)
-        pc = z3.And(w1(a.cond), w2(b.cond))
-        out.append(Conflict(a, b, z3.And(pc, groups, harmful), z3.And(pc, groups, ww)))
+        pc = z3t.And(w1(a.cond), w2(b.cond))
+        out.append(Conflict(a, b, z3t.And(pc, groups, harmful), z3t.And(pc, groups, ww)))
     return out
 
 
@@ -241,7 +245,7 @@ def check_races(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str,
     if not cands:
         return Verdict("proved", "no two accesses of which one writes"), None
     prefer = small_argc(launch.host_vars.get("argc"))
-    status, model = _solve(ctx, facts, z3.Or(*(c.harmful for c in cands)), f"{label}: races", prefer)
+    status, model = _solve(ctx, facts, z3t.Or(*(c.harmful for c in cands)), f"{label}: races", prefer)
     if status == "refuted":
         assert model is not None
         hit = next(c for c in cands if z3.is_true(model.eval(c.harmful, model_completion=True)))
@@ -251,7 +255,7 @@ def check_races(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str,
     ww = [c for c in cands if not z3.is_false(z3.simplify(c.write_write))]
     if not ww:
         return Verdict("proved"), None
-    b_status, b_model = _solve(ctx, facts, z3.Or(*(c.write_write for c in ww)), f"{label}: benign races", prefer)
+    b_status, b_model = _solve(ctx, facts, z3t.Or(*(c.write_write for c in ww)), f"{label}: benign races", prefer)
     if b_status == "refuted":
         assert b_model is not None
         hit = next(c for c in ww if z3.is_true(b_model.eval(c.write_write, model_completion=True)))
@@ -270,12 +274,12 @@ def _diverge(p: KPath, q: KPath) -> bool:
 
 def check_divergence(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str) -> Verdict:
     w1, w2 = work_item(kp, 1, kp.paths), work_item(kp, 2, kp.paths)
-    facts = _launch_facts(kp, launch, [w1, w2]) + [w1.group == w2.group]
+    facts = _launch_facts(kp, launch, [w1, w2]) + [cast(z3.BoolRef, w1.group == w2.group)]
     pairs = [(pi, qi) for pi, p in enumerate(kp.paths) for qi, q in enumerate(kp.paths) if pi < qi and _diverge(p, q)]
     if not pairs:
         return Verdict("proved", "every path reaches the same barriers")
-    terms = [z3.And(w1(kp.paths[p].condition), w2(kp.paths[q].condition)) for p, q in pairs]
-    status, model = _solve(ctx, facts, z3.Or(*terms), f"{label}: barrier divergence",
+    terms = [z3t.And(w1(kp.paths[p].condition), w2(kp.paths[q].condition)) for p, q in pairs]
+    status, model = _solve(ctx, facts, z3t.Or(*terms), f"{label}: barrier divergence",
                            small_argc(launch.host_vars.get("argc")))
     if status == "refuted":
         assert model is not None

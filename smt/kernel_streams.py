@@ -30,6 +30,7 @@ from verimim.diagnostics import Loc
 from verimim.ir.defs import App, Def, Lit, MutLam, Sigma
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
+from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import (
     DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, lea, ptr_space, size_of,
 )
@@ -121,7 +122,7 @@ class _HostState:
     def against_pending(self, new: Event, stream: Any | None) -> None:
         """Candidates of `new` (on `stream`; None: the host) against the pending work of other streams."""
         for p in self.pending:
-            differ = z3.BoolVal(True) if stream is None else z3.Not(_stream_eq(stream, p.stream))
+            differ = z3.BoolVal(True) if stream is None else z3t.Not(_stream_eq(stream, p.stream))
             if not z3.is_false(z3.simplify(differ)):
                 self.candidates.append(Candidate(new, p, differ))
 
@@ -151,7 +152,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         """A stream operation on an ended stream is `E-STREAM` in `run`, which stops there: so
         does the path (nothing after it is issued, so nothing after it races)."""
         if st.dead and not _is_default(s):
-            ev.assume(z3.And(*[z3.Not(_stream_eq(s, x)) for x in st.dead]))
+            ev.assume(z3t.And(*[z3t.Not(_stream_eq(s, x)) for x in st.dead]))
 
     def init(ev: Evaluator, d: App, a: list[Any]) -> Any:
         return (a[0], Tok(1), Tok(4))
@@ -404,13 +405,13 @@ def _bind(kp: KernelPaths, k: int, args: Any, sizes: tuple[Any, Any]) -> tuple[W
 
 
 def _ranges_overlap(p: Ptr, ps: int, q: Ptr, qs: int) -> z3.BoolRef:
-    return z3.And(p.space == q.space, p.obj == q.obj, z3.ULT(p.off, q.off + qs), z3.ULT(q.off, p.off + ps))
+    return z3t.And(p.space == q.space, p.obj == q.obj, z3.ULT(p.off, q.off + qs), z3.ULT(q.off, p.off + ps))
 
 
 def _launch_ranges(kp: KernelPaths, w: WorkItem, other: Callable[[Ptr, int, bool], z3.BoolRef]) -> z3.BoolRef:
-    terms = [z3.And(w(a.cond), other(Ptr(1, w(a.obj), w(a.off), a.label), a.size, a.write))
+    terms = [z3t.And(w(a.cond), other(Ptr(1, w(a.obj), w(a.off), a.label), a.size, a.write))
              for a in kp.accesses() if a.space == 1]
-    return z3.Or(*terms) if terms else z3.BoolVal(False)
+    return z3t.Or(*terms) if terms else z3.BoolVal(False)
 
 
 def conflict_formula(c: Candidate, kernels: dict[str, KernelPaths]) -> z3.BoolRef:
@@ -428,22 +429,22 @@ def conflict_formula(c: Candidate, kernels: dict[str, KernelPaths]) -> z3.BoolRe
         kn, ko = kernels[new.kernel], kernels[old.kernel]
         w1, f1 = _bind(kn, 1, new.args, new.sizes)
         w2, f2 = _bind(ko, 2, old.args, old.sizes)
-        terms = [z3.And(w1(a.cond), w2(b.cond), _ranges_overlap(Ptr(1, w1(a.obj), w1(a.off), ""), a.size,
-                                                                Ptr(1, w2(b.obj), w2(b.off), ""), b.size))
+        terms = [z3t.And(w1(a.cond), w2(b.cond), _ranges_overlap(Ptr(1, w1(a.obj), w1(a.off), ""), a.size,
+                                                                 Ptr(1, w2(b.obj), w2(b.off), ""), b.size))
                  for a in kn.accesses() for b in ko.accesses()
                  if a.space == 1 and b.space == 1 and (a.write or b.write)]
-        return z3.And(*f1, *f2, z3.Or(*terms)) if terms else z3.BoolVal(False)
+        return z3t.And(*f1, *f2, z3t.Or(*terms)) if terms else z3.BoolVal(False)
     launch = new if isinstance(new, LaunchOp) else old if isinstance(old, LaunchOp) else None
     plain = old if launch is new else new
     if launch is not None:
         kp = kernels[launch.kernel]
         w, f = _bind(kp, 1, launch.args, launch.sizes)
         rs = ranges_of(plain)
-        body = _launch_ranges(kp, w, lambda p, s, wr: z3.Or(*[_ranges_overlap(p, s, q, qs) for q, qs, qw in rs
-                                                                if wr or qw] or [z3.BoolVal(False)]))
-        return z3.And(*f, body)
+        body = _launch_ranges(kp, w, lambda p, s, wr: z3t.Or(*[_ranges_overlap(p, s, q, qs) for q, qs, qw in rs
+                                                                 if wr or qw] or [z3.BoolVal(False)]))
+        return z3t.And(*f, body)
     pairs = [_ranges_overlap(p, ps, q, qs) for p, ps, pw in ranges_of(new) for q, qs, qw in ranges_of(old) if pw or qw]
-    return z3.Or(*pairs) if pairs else z3.BoolVal(False)
+    return z3t.Or(*pairs) if pairs else z3.BoolVal(False)
 
 
 def site_loc(e: Event) -> Loc | None:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import z3
 
 from verimim.diagnostics import Diagnostic, Loc, Related
 from verimim.ir.defs import MutLam
+from verimim.ir.world import World
 from verimim.phases.base import Program
 from verimim.smt.kernel_confirm import ShownFault, candidate_argcs, confirming_run
 from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
@@ -54,7 +55,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     device = program.device
     for site in launch_sites(program.host) if device is not None else []:  # no device: no launch
         t0 = time.perf_counter()
-        kernel = device.externals.get(site.kernel)
+        kernel = cast(World, device).externals.get(site.kernel)  # launch sites only with a device
         entry: dict[str, Any] = {"name": site.kernel, "launch": _loc_json(site.loc), "races": "unknown",
                                  "divergence": "unknown", "time_s": 0.0, "detail": "", "counterexample": None}
         if not isinstance(kernel, MutLam) or kernel.body is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from verimim.ir.defs import App, Axiom, Def, Lit, MutLam
 from verimim.ir.world import World
@@ -31,7 +32,7 @@ class Mismatch:
 
 
 def _short(d: Def) -> str:
-    text = d.name if isinstance(d, MutLam) else show(d)
+    text = cast(str, d.name) if isinstance(d, MutLam) else show(d)  # World.mut_lam names every mutable
     return text if len(text) < 160 else text[:157] + "..."
 
 

@@ -48,10 +48,11 @@ import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 import z3
 from verimim.smt import bounds, bv
+from verimim.smt import z3_typed as z3t
 from verimim.smt.symbolic import Explorer, Path, SymbolicError, SymInt, term_ids
 
 from verimim.ir.defs import App, Axiom, Def
@@ -106,7 +107,7 @@ class Case:
     @property
     def work_width(self) -> int:
         """The width the specification computes exact results in (`bv.Idx.wide`, or Nat's)."""
-        widths = [bv.NAT_BITS if t == "Nat" else bv.Idx(t).wide for t in self.types if t != "Ptr"]
+        widths = [bv.NAT_BITS if t == "Nat" else bv.Idx(cast(int, t)).wide for t in self.types if t != "Ptr"]
         if self.family == "idx":
             widths.append(bv.NAT_BITS)
         return max(widths, default=1)
@@ -395,7 +396,7 @@ def _merged_comparisons(inp: _Inputs, case: Case, s: Def, m: Def) -> list[Applic
     if case.types[0] != 2 or inp.sample is not None:
         return []
     w, out = inp.world, []
-    families: list[tuple[str, TypeSpec, tuple[Def, ...]]] = \
+    families: Sequence[tuple[str, TypeSpec, tuple[Def, ...]]] = \
         [("icmp", t, (w.lit_nat(t),)) for t in idx_sizes()] + [("ncmp", "Nat", ())]
     for family, t, implicit in families:
         x, y = inp.param(f"c{t}x", t), inp.param(f"c{t}y", t)
@@ -594,8 +595,8 @@ def _sign_cases(inp: _Inputs, constraints: Sequence[z3.BoolRef]) -> list[list[z3
     both sides simplify to the same multiplier or divider terms, which Z3 then need not prove
     equivalent bit by bit (a 64-bit multiplier equivalence it cannot do in minutes becomes
     milliseconds). The interval facts of the SymInts in the formula are added too."""
-    goal = z3.And(*constraints)
-    goal = z3.simplify(z3.And(goal, *inp.explorer.range_facts(goal)))  # one normal form for the atoms
+    goal = z3t.And(*constraints)
+    goal = z3t.simplify(z3t.And(goal, *inp.explorer.range_facts(goal)))  # one normal form for the atoms
     ids = term_ids(goal)
     atoms = [z3.simplify(inp.sign_atom(n)) for n in sorted(inp.signed) if inp.variables[n].get_id() in ids]
     if len(atoms) > MAX_SIGN_ATOMS:
@@ -614,7 +615,7 @@ def solve(inp: _Inputs, constraints: Sequence[z3.BoolRef], timeout_ms: int) -> _
     for QUICK_TIMEOUT_MS, then (for the hard ones: signed multiplication and division) each
     sign case on its Boolean abstraction (`bounds.refutes`) and, if that does not refute it,
     Z3 with the full time-out."""
-    goal = z3.simplify(z3.And(*constraints))
+    goal = z3t.simplify(z3t.And(*constraints))
     if z3.is_false(goal):
         return _Outcome("proved")
     r, witness = _check(inp, [goal], min(QUICK_TIMEOUT_MS, timeout_ms))
@@ -641,7 +642,7 @@ def _check(inp: _Inputs, constraints: Sequence[z3.BoolRef], timeout_ms: int) -> 
     if r != z3.sat:
         return r, None
     m = s.model()
-    return r, {n: m.eval(v, model_completion=True).as_long() for n, v in inp.variables.items()}
+    return r, {n: cast(z3.BitVecNumRef, m.eval(v, model_completion=True)).as_long() for n, v in inp.variables.items()}
 
 
 def _abstraction_refutes(inp: _Inputs, constraints: Sequence[z3.BoolRef]) -> bool:
@@ -691,8 +692,8 @@ def _unchanged(out: Def, head: Def, args: Sequence[Def]) -> bool:
 def violation(before: bv.Encoded, after: bv.Encoded) -> z3.BoolRef:
     """after does not stand for before: a defined value changed or became undefined
     (refinement), or an undefined application became defined (UB not kept)."""
-    changed = z3.Or(after.ub, z3.Not(bv.same_value(after.value, before.value)))
-    return z3.Or(z3.And(z3.Not(before.ub), changed), z3.And(before.ub, z3.Not(after.ub)))
+    changed = z3t.Or(after.ub, z3t.Not(bv.same_value(after.value, before.value)))
+    return z3t.Or(z3t.And(z3t.Not(before.ub), changed), z3t.And(before.ub, z3t.Not(after.ub)))
 
 
 @dataclass(frozen=True)
@@ -792,7 +793,7 @@ def _collect(inp: _Inputs, annex: str, app: Application, into: _Collected) -> No
         if _unchanged(p.outcome, head, app.args):
             if app.all_literal:
                 try:
-                    into.complete.append(_Obligation(app.label, z3.And(p.condition(), z3.Not(before().ub)),
+                    into.complete.append(_Obligation(app.label, z3t.And(p.condition(), z3t.Not(before().ub)),
                                                      "defined, but left unfolded"))
                 except bv.NoSemantics:
                     pass  # no meaning to compare with (bit2 on Idx 3): completeness is not judged
@@ -803,7 +804,7 @@ def _collect(inp: _Inputs, annex: str, app: Application, into: _Collected) -> No
         except bv.NoSemantics as e:
             into.unknown.append(Query(app.label, "sound", "unknown", 0.0, detail=f"cannot encode: {e}"))
             continue
-        into.sound.append(_Obligation(app.label, z3.And(p.condition(), violation(b, a)),
+        into.sound.append(_Obligation(app.label, z3t.And(p.condition(), violation(b, a)),
                                       f"rewrites to `{show(p.outcome)}`", b, a))
 
 
@@ -826,7 +827,7 @@ def _query(inp: _Inputs, kind: str, obligations: list[_Obligation], timeout_ms: 
     # Many easy obligations (every pair of comparisons, say) are one easy disjunction, which
     # needs more than the quick budget of one: it grows with their number.
     budget = QUICK_TIMEOUT_MS + QUICK_MS_PER_OBLIGATION * len(obligations)
-    r, _ = _check(inp, [z3.simplify(z3.And(*everything))], min(budget, timeout_ms))
+    r, _ = _check(inp, [z3t.simplify(z3t.And(*everything))], min(budget, timeout_ms))
     if r == z3.unsat or (r == z3.unknown and _abstraction_refutes_each_sign(inp, everything)):
         return query("proved")
     unknown = ""

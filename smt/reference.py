@@ -14,7 +14,7 @@ what it compares with"):
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, cast
 
 import z3
 
@@ -86,10 +86,10 @@ def kernels(world: World) -> dict[str, MutLam]:
     out: dict[str, MutLam] = {}
     for app in apps_of(world, "gpu.launch", 3):
         if isinstance(app.arg, MutLam):
-            out[app.arg.name] = app.arg
+            out[cast(str, app.arg.name)] = app.arg  # World.mut_lam names every mutable
     for m in world.externals.values():
         if _takes_device_tokens(world, m):
-            out[m.name] = m
+            out[cast(str, m.name)] = m
     return out
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any
+from typing import Any, cast
 
 import z3
 
@@ -435,7 +435,8 @@ def _after(w: World, ref: Ref, cont: MutLam, out: DevBuf, devs: list[DevBuf]) ->
     auto_deinit, the result buffer)."""
     k = w.var(cont)
     k0, k1, k4 = (w.extract_n(k, 3, i) for i in range(3))
-    deinits = [d for d in walk(w, [cont.body]) if isinstance(d, App) and app_parts(d, "gpu.auto_deinit", 1)
+    body = cast(Def, cont.body)  # the caller refuted a continuation without one
+    deinits = [d for d in walk(w, [body]) if isinstance(d, App) and app_parts(d, "gpu.auto_deinit", 1)
                and isinstance(d.arg, Tuple) and d.arg.ops[2] is k4]  # type: ignore[union-attr]
     if len(deinits) != 1:
         raise Refuted(f"the launch's continuation ends the GPU session {len(deinits)} times, not once")

@@ -29,6 +29,7 @@ What the phase must achieve, stated from the memory model (SEMANTICS.md: arrays 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import z3
 from verimim.phases.base import PhaseResult, Program, walk
@@ -36,6 +37,7 @@ from verimim.smt.match import Matcher, Mismatch, Pairs, app_parts
 from verimim.smt.names import Namer
 from verimim.smt.solver import Outcome, SpecContext, verdict_unsat_means_proved
 from verimim.smt import reference
+from verimim.smt import z3_typed as z3t
 from verimim.smt.differential import compare
 from verimim.smt.specs import spec
 
@@ -790,7 +792,7 @@ class Terms:
         if lay is not None:
             return z3.IntVal(lay[0])
         if isinstance(t, Arr) and t.body.bvd == 0:
-            return self.new(t.shape) * self.array_size(t.body)
+            return cast(z3.ArithRef, self.new(t.shape) * self.array_size(t.body))
         return reference.size_term(t, self.namer)
 
 
@@ -806,19 +808,19 @@ def _index_formula(ob: IndexObligation, m: LoweringMatcher, terms: Terms,
             first = next(i for i, ref in enumerate(ob.comps) if ref[0] is d and ref[1] == path)
             xs.append(z3.Int(f"{tag}.idx{first}"))
     dims = [terms.old(d) for d in ob.dims]
-    inside = z3.And(*[z3.And(0 <= x, x < n) for x, n in zip(xs, dims)], *[n >= 0 for n in dims])
+    inside = z3t.And(*[z3t.And(0 <= x, x < n) for x, n in zip(xs, dims)], *[n >= 0 for n in dims])
     linear: z3.ArithRef = z3.IntVal(0)
     for x, n in zip(xs, dims):
-        linear = linear * n + x
+        linear = cast(z3.ArithRef, linear * n + x)
     want = linear * reference.size_term(ob.elem, terms.namer)
     got: z3.ArithRef = z3.IntVal(0)
     in_range = []
     for k, (n, elem, i) in enumerate(ob.leas):
         part = m.index_of(ob, k)
         term = terms.new(i) if part is None else xs[part]
-        got = got + term * terms.array_size(elem)
+        got = cast(z3.ArithRef, got + term * terms.array_size(elem))
         in_range.append(z3.And(0 <= term, term < terms.new(n)))
-    ok = z3.And(want == got, *in_range)
+    ok = z3t.And(want == got, *in_range)
     return inside, ok, {"index": xs, "offset before": want, "offset after": got}
 
 
@@ -835,7 +837,7 @@ def _z3_obligations(res: PhaseResult, ctx: SpecContext, matchers: list[LoweringM
             for n in dims:
                 want = want * n
             got = terms.size(so.size)
-            checks.append((so.op, z3.And(*[n >= 0 for n in dims]), want == got,
+            checks.append((so.op, z3t.And(*[n >= 0 for n in dims]), cast(z3.BoolRef, want == got),
                            {"bytes wanted": want, "bytes allocated": got}))
     if not checks:
         return None
@@ -862,7 +864,7 @@ def _eval(model: z3.ModelRef, v: object) -> object:
     if isinstance(v, list):
         return [_eval(model, x) for x in v]
     r = model.eval(v, model_completion=True)  # type: ignore[arg-type]
-    return r.as_long() if z3.is_int_value(r) else str(r)
+    return r.as_long() if z3t.is_int_value(r) else str(r)
 
 
 # ============================================================================ the specification

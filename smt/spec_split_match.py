@@ -25,6 +25,7 @@ kernels).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from verimim.ir.defs import App, Arr, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes
@@ -147,7 +148,7 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
         return "no device World", {}
     lifted = res.claim(Split).lifted_captures
     kernels = {k.gid: k for k in reference.kernels(old).values()}  # launched, or external kernels
-    kernel_names = {k.name for k in kernels.values()}
+    kernel_names = {cast(str, k.name) for k in kernels.values()}  # World.mut_lam names every mutable
     extra = set(host.externals) - set(old.externals)
     if not set(old.externals) <= set(host.externals) or not extra <= kernel_names:
         return (f"the host's externals are {sorted(host.externals)}, the input's {sorted(old.externals)} "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import cast
 
 import z3
 
@@ -22,6 +23,7 @@ from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, apps_of, walk
 from verimim.phases.witness import CleanupPrefix, Split
 from verimim.smt import reference
+from verimim.smt import z3_typed as z3t
 from verimim.printer import show
 from verimim.smt.match import Matcher, Pairs, app_parts, lit
 from verimim.smt.names import Namer
@@ -117,7 +119,7 @@ def spec_addr_spaces(res: PhaseResult, ctx: SpecContext) -> Outcome:
             if pair is None:
                 continue
             a = _space_term(pair[1], fresh)
-            ops.append((d, z3.Or(*[a == k for k in FORBIDDEN[d.head.annex]])))
+            ops.append((d, z3t.Or(*[a == k for k in FORBIDDEN[d.head.annex]])))
     return _checker_verdict(res, ctx, ops, [v >= 0 for v in fresh.values()])
 
 
@@ -141,7 +143,7 @@ def spec_mem_checks(res: PhaseResult, ctx: SpecContext) -> Outcome:
             for x in walk(world, [main.pi]):
                 if isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == "mem.M":
                     n = _space_term(x.arg, fresh)
-                    ops.append((main, n != 0))
+                    ops.append((main, cast(z3.BoolRef, n != 0)))
     constraints = [v >= 0 for v in fresh.values()]
     return _checker_verdict(res, ctx, ops, constraints)
 
@@ -188,7 +190,7 @@ def _rewrite_spec(res: PhaseResult, ctx: SpecContext, rule_for: Callable[[list[z
 
 def _size_condition(size: Def, t: Def, namer: Namer) -> z3.BoolRef:
     """`size = core.trait.size t`."""
-    return _size_term(size, namer) == reference.size_term(t, namer)
+    return cast(z3.BoolRef, _size_term(size, namer) == reference.size_term(t, namer))
 
 
 @spec("mem.alloc2malloc_repl")
@@ -477,7 +479,8 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
             for k in range(n):
                 s.add(CO[k] == co[k], CN[k] == cn[k])
             i, j = z3.Ints(f"i_{pi} j_{pi}")
-            conds.append(z3.And(0 <= i, i < j, j < n, (CO[j] > CO[i]) != (CN[j] > CN[i])))
+            conds.append(z3.And(0 <= i, i < j, j < n,
+                                (cast(z3.ArithRef, CO[j]) > CO[i]) != (cast(z3.ArithRef, CN[j]) > CN[i])))
             checked += 1
         # No divergence introduced: paths that reached the same number of barriers still do.
         for a in range(len(counts_old)):

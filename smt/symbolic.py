@@ -30,9 +30,11 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 import z3
+
+from verimim.smt import z3_typed as z3t
 
 T = TypeVar("T")
 
@@ -60,7 +62,7 @@ def _ext(bv: z3.BitVecRef, width: int) -> z3.BitVecRef:
 def _narrow(x: SymInt, width: int) -> z3.BitVecRef:
     """x at `width` bits, which hold its interval (exact: dropped bits are sign copies)."""
     if x.width > width:
-        return z3.Extract(width - 1, 0, x.bv)
+        return z3t.Extract(width - 1, 0, x.bv)
     return _ext(x.bv, width)
 
 
@@ -94,7 +96,7 @@ class Path(Generic[T]):
     error: BaseException | None = None
 
     def condition(self) -> z3.BoolRef:
-        return z3.And(*self.conditions) if self.conditions else z3.BoolVal(True)
+        return z3t.And(*self.conditions) if self.conditions else z3.BoolVal(True)
 
 
 KEPT_MODELS = 3  # assignments of feasible paths tried before the solver (Explorer._sat)
@@ -162,7 +164,7 @@ class Explorer:
         search finds hard, such as "a product of two negative numbers is positive", which the
         SymInt intervals know and core_ops relied on when it skipped a comparison."""
         ids = term_ids(formula)
-        return [z3.And(bv >= lo, bv <= hi) for i, (bv, lo, hi) in self._ranges.items() if i in ids]
+        return [z3t.And(bv >= lo, bv <= hi) for i, (bv, lo, hi) in self._ranges.items() if i in ids]
 
     # -------------------------------------------------------------- exploration
 
@@ -197,7 +199,7 @@ class Explorer:
                 raise SymbolicError("a path whose condition is unsatisfiable")
             taken, other_open = (True, can_false) if can_true else (False, False)
         self._trail.append(_Decision(taken, other_open))
-        self._pc.append(cond if taken else z3.Not(cond))
+        self._pc.append(cond if taken else z3t.Not(cond))
         return taken
 
     def _possible(self, cond: z3.BoolRef) -> tuple[bool, bool]:
@@ -213,7 +215,7 @@ class Explorer:
                 return True, False
             if p.eq(neg) or (z3.is_not(p) and (p.arg(0).eq(cond) or p.arg(0).eq(c))):
                 return False, True
-        return self._sat(cond), self._sat(z3.Not(cond))
+        return self._sat(cond), self._sat(z3t.Not(cond))
 
     def _sat(self, extra: z3.BoolRef) -> bool:
         """Satisfiable with the path so far, if Z3 may be asked (`timeout_ms` > 0); a time-out
@@ -221,7 +223,7 @@ class Explorer:
         obligation)."""
         if self.timeout_ms <= 0:
             return True
-        goal = z3.And(*self.assumptions, *self._pc, extra)
+        goal = z3t.And(*self.assumptions, *self._pc, extra)
         facts = self.range_facts(goal)
         if self._models:
             query = z3.And(goal, *facts)
@@ -264,19 +266,19 @@ class SymBool:
 
     def __eq__(self, other: object) -> SymBool:  # type: ignore[override]
         o = self._lift(other)
-        return NotImplemented if o is None else SymBool(self.expr == o, self.ctx)
+        return NotImplemented if o is None else SymBool(cast(z3.BoolRef, self.expr == o), self.ctx)
 
     def __ne__(self, other: object) -> SymBool:  # type: ignore[override]
         o = self._lift(other)
-        return NotImplemented if o is None else SymBool(z3.Not(self.expr == o), self.ctx)
+        return NotImplemented if o is None else SymBool(z3t.Not(self.expr == o), self.ctx)
 
     def __and__(self, other: object) -> SymBool:
         o = self._lift(other)
-        return NotImplemented if o is None else SymBool(z3.And(self.expr, o), self.ctx)
+        return NotImplemented if o is None else SymBool(z3t.And(self.expr, o), self.ctx)
 
     def __or__(self, other: object) -> SymBool:
         o = self._lift(other)
-        return NotImplemented if o is None else SymBool(z3.Or(self.expr, o), self.ctx)
+        return NotImplemented if o is None else SymBool(z3t.Or(self.expr, o), self.ctx)
 
     __rand__, __ror__ = __and__, __or__
     __hash__ = object.__hash__
@@ -326,7 +328,7 @@ class SymInt:
             return lo
         w = max(signed_width(lo, hi), self.ctx.min_width if widen else 1)
         if expr.size() > w:
-            expr = z3.Extract(w - 1, 0, expr)
+            expr = z3t.Extract(w - 1, 0, expr)
         elif expr.size() < w:
             expr = z3.SignExt(w - expr.size(), expr)
         return SymInt(expr, lo, hi, self.ctx)
@@ -387,13 +389,13 @@ class SymInt:
         hi = max(-self.lo, self.hi)
         w = self._common(self, result=(0, hi))
         x = _ext(self.bv, w)
-        return self._make(z3.If(x < 0, -x, x), 0, hi)
+        return self._make(z3t.If(x < 0, -x, x), 0, hi)
 
     # -------------------------------------------------------------- division (Python's: floor)
 
     def _nonzero_divisor(self, d: SymInt) -> None:
         """Python raises on a zero divisor: where it may be zero, the zero side raises."""
-        if d.lo <= 0 <= d.hi and bool(SymBool(d.bv == 0, self.ctx)):
+        if d.lo <= 0 <= d.hi and bool(SymBool(cast(z3.BoolRef, d.bv == 0), self.ctx)):
             raise ZeroDivisionError("integer division or modulo by zero (symbolic)")
 
     def __floordiv__(self, other: object) -> SymInt | int:
@@ -425,7 +427,7 @@ class SymInt:
             return self._make(z3.UDiv(_ext(self.bv, w), _ext(d.bv, w)), lo, hi)
         x, y = _ext(self.bv, w + 1), _ext(d.bv, w + 1)  # + 1: no INT_MIN / -1 overflow
         t, r = x / y, z3.SRem(x, y)  # truncating; floor differs when the signs differ
-        return self._make(z3.If(z3.And(r != 0, (r < 0) != (y < 0)), t - 1, t), lo, hi)
+        return self._make(z3t.If(z3t.And(r != 0, (r < 0) != (y < 0)), t - 1, t), lo, hi)
 
     def _mod(self, d: SymInt) -> SymInt | int:
         self._nonzero_divisor(d)
@@ -582,8 +584,8 @@ class SymInt:
         """The value as a `width`-bit unsigned bit-vector, and the condition that it fits
         (0 ≤ value < 2^width); where it does not fit the bit-vector is meaningless."""
         x = _ext(self.bv, max(self.width, width + 2))  # + 2: 2^width is a positive constant there
-        low = z3.Extract(width - 1, 0, x)
+        low = z3t.Extract(width - 1, 0, x)
         if self.lo >= 0 and self.hi < (1 << width):
             return low, z3.BoolVal(True)
-        return low, z3.And(x >= 0, x < (1 << width))
+        return low, z3t.And(x >= 0, x < (1 << width))
 

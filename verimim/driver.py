@@ -127,7 +127,7 @@ STATUSES = ("proved", "bounded", "validated", "unknown", "refuted", "skipped", "
 
 def status_summary(phases: list[dict[str, Any]]) -> dict[str, int]:
     """How many phases reached each status (spec/CLI.md's statuses, every one present)."""
-    counts = dict.fromkeys(STATUSES, 0)
+    counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
     for p in phases:
         counts[p["status"]] = counts.get(p["status"], 0) + 1
     return counts

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from typing import cast
 
 from verimim.ir.analysis import apps_with_head, free_muts, scan_mut as _scan, vars_of
 from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Pi, Sigma, Var
@@ -111,7 +112,7 @@ class Dumper:
             parts = []
             binder_names = []
             for j, f in enumerate(t.ops):
-                base = names[j] if j < len(names) and names[j] and names[j] != "_" else f"x{j}"
+                base = cast(str, names[j]) if j < len(names) and names[j] and names[j] != "_" else f"x{j}"
                 nm = self.unique(base)
                 binder_names.append(nm)
                 self.named[w.extract_n(value, n, j).gid] = nm

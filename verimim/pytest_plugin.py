@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -184,7 +184,7 @@ def _diagnostics_text(report: driver.Report) -> str:
     return "\n".join(lines)
 
 
-def _fail(what: str, expected: str, found: str, report: driver.Report | None = None) -> None:
+def _fail(what: str, expected: str, found: str, report: driver.Report | None = None) -> NoReturn:
     msg = f"{what}\n  expected: {expected}\n  found:    {found}"
     if report is not None:
         msg += "\ndiagnostics:\n" + _diagnostics_text(report)

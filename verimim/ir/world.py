@@ -625,7 +625,7 @@ class World:
         assert r is not None
         return self.arr(r, self.idx(self.extract(self.shift(shape, 1), self.bvar(0))))
 
-    def arity(self, t: Def) -> Def | None:
+    def arity(self, t: Def) -> Def:
         """The number of elements of values of type `t` (a literal or symbolic Nat)."""
         if isinstance(t, Sigma):
             return self.lit_nat(len(t.ops))

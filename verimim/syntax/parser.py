@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from verimim.diagnostics import Loc, ParseError
 from verimim.syntax import ast
@@ -316,7 +316,7 @@ class Parser:
         if tok.kind == NAME and tok.percent:
             # Upstream's `let %p.n = e;`: an annex; the pattern binds the last part locally.
             self.next()
-            percent_name = tok.value  # type: ignore[assignment]
+            percent_name = cast(tuple[str, ...], tok.value)  # NAME: the dotted parts
             type_ = self.parse_arrow() if self.accept(":") else None
             pattern: ast.Pattern = ast.PVar(self.loc(tok), percent_name[-1], type_)
             anx = True

@@ -24,7 +24,8 @@ from verimim.diagnostics import Diagnostic, Loc, Related
 from verimim.ir.defs import MutLam
 from verimim.ir.world import World
 from verimim.phases.base import Program
-from verimim.smt.kernel_confirm import ShownFault, candidate_argcs, confirming_run
+from verimim.interp.observe import Observation
+from verimim.smt.kernel_confirm import DEFAULT_ARGCS, ShownFault, candidate_argcs, confirming_run
 from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
@@ -133,6 +134,14 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
         races, benign = check_races(kp, launch, ctx, label)
     div, div_argc, div_shown = _confirmed(div, "E-BARRIER-DIVERGENCE", kp, launch, program, notes)
     races, race_argc, race_shown = _confirmed(races, "E-RACE", kp, launch, program, notes)
+    if bounded or "unknown" in (div.status, races.status):
+        # No proof for every input (loops cut, or undecided): a run may still show the fault, past
+        # the bound (a race in iteration 37 of 40) or where Z3 gave up; it is then an error.
+        runs: dict[int, Observation] = {}
+        div, div_argc, div_shown = _shown_past_proof(div, "E-BARRIER-DIVERGENCE", bool(bounded), kp, program,
+                                                     notes, runs, (div, div_argc, div_shown))
+        races, race_argc, race_shown = _shown_past_proof(races, "E-RACE", bool(bounded), kp, program, notes, runs,
+                                                         (races, race_argc, race_shown))
     entry["divergence"] = _status(div, bounded)
     entry["races"] = _status(races, bounded)
     if bounded and summary is not None and not _bound_note(summary):
@@ -254,6 +263,25 @@ def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: 
     runs = ", ".join(str(n) for n in tried)
     return Verdict("unknown", f"a {what} is possible for some memory contents or arguments the verifier "
                    f"does not track, and no run shows it (argc = {runs}): not refuted, not proved"), None, None
+
+
+def _shown_past_proof(v: Verdict, code: str, bounded: bool, kp: KernelPaths, program: Program, notes: list[str],
+                      runs: dict[int, Observation],
+                      confirmed: tuple[Verdict, int | None, ShownFault | None]
+                      ) -> tuple[Verdict, int | None, ShownFault | None]:
+    """A verdict that proves nothing for every input (`proved` only up to a loop bound, or
+    `unknown`) against the runs `verimim run FILE` and `verimim run FILE a` make: a run that
+    stops with the code inside this kernel shows the fault, which is then refuted with that run.
+    Else the verdict stands (`confirmed`, as _confirmed left it)."""
+    if not ((v.status == "proved" and bounded) or v.status == "unknown"):
+        return confirmed
+    shown = confirming_run(program, code, kp, DEFAULT_ARGCS, runs)
+    if shown is None:
+        return confirmed
+    what = "race" if code == "E-RACE" else "barrier divergence"
+    why = "past the loop bound of the proof" if v.status == "proved" else "where the proof was not decided"
+    notes.append(f"a {what} {why}: a run with argc = {shown.argc} shows it")
+    return Verdict("refuted", f"a run with argc = {shown.argc} shows a {what} {why}"), shown.argc, shown
 
 
 def _shown_cex(shown: ShownFault, site: LaunchSite, file: str) -> tuple[dict[str, Any], Diagnostic]:

@@ -123,8 +123,21 @@ def test_loop_race_in_the_last_iteration(tmp_path: Path) -> None:
     path = kp.write(tmp_path, "last", kp.program(kp.LAST_ITERATION_RACE))
     entries, _ = verify(path)
     assert entries[0]["races"] == "refuted"
-    # With an unrolling bound below the trip count the race is not reached: the verdict says
-    # `bounded` with the bound, never `proved`.
+    # With an unrolling bound below the trip count the paths do not reach the race: the proof
+    # says `bounded`, never `proved`; a run of the program shows the race past the bound, and
+    # that makes it an error, with the run.
+    entries, diags = verify(path, loop_bound=3)
+    assert entries[0]["races"] == "refuted" and "past the loop bound" in entries[0]["detail"]
+    assert entries[0]["counterexample"]["shown_by_run"]["code"] == "E-RACE" and "E-RACE" in codes(diags)
+
+
+def test_bounded_when_no_run_shows_a_fault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without a run that shows it (as for a race only some other input has), the verdict is
+    # `bounded` with its bound, and no error.
+    import verimim.smt.kernel_verify as kv
+
+    monkeypatch.setattr(kv, "confirming_run", lambda *a, **k: None)
+    path = kp.write(tmp_path, "last", kp.program(kp.LAST_ITERATION_RACE))
     entries, diags = verify(path, loop_bound=3)
     assert entries[0]["races"] == "bounded"
     assert "unrolled up to 3" in entries[0]["detail"] and "E-RACE" not in codes(diags)
@@ -155,12 +168,18 @@ def test_unmodelled_operation_is_unknown_and_named(tmp_path: Path) -> None:
 
 
 def test_solver_time_out_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = kp.write(tmp_path, "nobar", kp.program(kp.READ_NEIGHBOUR))
+    path = kp.write(tmp_path, "own", kp.program(kp.OWN_CELL))
     monkeypatch.setattr(SpecContext, "check", lambda self, s, label: z3.unknown)
     entries, diags = verify(path)
-    # One path without barriers: divergence needs no query; the race query gets no answer.
+    # One path without barriers: divergence needs no query; the race query gets no answer, and
+    # no run shows a race (there is none).
     assert (entries[0]["races"], entries[0]["divergence"]) == ("unknown", "proved")
     assert "no answer" in entries[0]["detail"] and not [d for d in diags if d.severity == "error"]
+    # Where a run shows one, an undecided race is an error all the same.
+    path = kp.write(tmp_path, "nobar", kp.program(kp.READ_NEIGHBOUR))
+    entries, diags = verify(path)
+    assert entries[0]["races"] == "refuted" and "where the proof was not decided" in entries[0]["detail"]
+    assert "E-RACE" in codes(diags)
 
 
 # ------------------------------------------------------------------ check's JSON and exit code

@@ -127,7 +127,7 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs) -> Launch:
                 tied = False
                 return
             k = objects.setdefault(alloc.gid, FIRST_HOST_OBJ + len(objects))
-            launch.objects[k] = f"the allocation at {alloc.loc}" if alloc.loc else "a host allocation"
+            launch.objects[k] = f"the allocation at {alloc.loc}" if alloc.loc else "an allocation the host made"
             launch.constraints += [cast(z3.BoolRef, value.obj == z3.BitVecVal(k, OBJ_BITS)),
                                    cast(z3.BoolRef, value.off == 0)]
             return

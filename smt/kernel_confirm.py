@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from verimim.diagnostics import Loc, VerimimError
 from verimim.frontend.loader import in_program
-from verimim.ir.defs import App, Def, MutLam
+from verimim.ir.defs import App
+from verimim.ir.world import World
+from verimim.phases.base import Program, walk
 from verimim.interp.observe import Observation, observe
-from verimim.phases.base import Program
 from verimim.smt.kernel_model import KernelPaths
 from verimim.smt.kernel_queries import MAX_ARGC_FOR_RUN
 
@@ -29,25 +30,14 @@ CONFIRM_FUEL = 2_000_000  # steps of each confirming run (as a differential spec
 DEFAULT_ARGCS = (1, 2)  # what `verimim run prog` and `verimim run prog a` give main
 
 
-def kernel_locs(kp: KernelPaths) -> set[tuple[int | None, int | None]]:
+def kernel_locs(kp: KernelPaths, device: World) -> set[tuple[int | None, int | None]]:
     """Where a run's fault inside this kernel can be: its accesses and barriers on the paths
     explored, and every operation of its code (the kernel's body, the continuations and
     functions it reaches), for a fault past the loop bound, on a path never explored."""
     sites = [a.site for p in kp.paths for a in p.accesses] + [b.site for p in kp.paths for b in p.barriers]
     out = {_key(s.loc) for s in sites if s.loc is not None}
-    seen: set[int] = set()
-    todo: list[Def] = [kp.kernel]
-    while todo:
-        d = todo.pop()
-        if d.gid in seen:
-            continue
-        seen.add(d.gid)
-        if isinstance(d, App) and d.loc is not None and in_program(d.loc):  # (not a plugin's type)
-            out.add(_key(d.loc))
-        todo.extend(d.ops)
-        if isinstance(d, MutLam) and d.body is not None:
-            todo.append(d.body)
-    return out
+    return out | {_key(d.loc) for d in walk(device, [kp.kernel])
+                  if isinstance(d, App) and d.loc is not None and in_program(d.loc)}  # (not a plugin's type)
 
 
 def _key(loc: Loc) -> tuple[int | None, int | None]:
@@ -71,7 +61,7 @@ def confirming_run(program: Program, code: str, kp: KernelPaths, argcs: Iterable
                    runs: dict[int, Observation] | None = None) -> ShownFault | None:
     """The first run (by argc, schedule 0) of the program that stops with `code` in this
     kernel, else None. `runs`: the runs made so far, by argc (one run answers every code)."""
-    locs = kernel_locs(kp)
+    locs = kernel_locs(kp, program.device or program.host)
     runs = {} if runs is None else runs
     for argc in argcs:
         if argc not in runs:

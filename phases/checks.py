@@ -46,7 +46,9 @@ class CheckAddrSpaces(Phase):
                     a = address_space_of(app)
                     if isinstance(a, Lit) and a.value not in bad:
                         continue
-                    space = str(a.value) if isinstance(a, Lit) else f"`{show(a)}` (not a literal)"
+                    # a symbolic space is reported with a value of it that violates (PHASES.md)
+                    space = (str(a.value) if isinstance(a, Lit) else
+                             f"`{show(a)}`, which is not a literal and may be {min(bad)}")
                     res.diagnostics.append(Diagnostic(
                         "E-ADDR-SPACE", f"{words} {space}: `{show(app)}`", app.loc))
         return res

@@ -58,7 +58,12 @@ class _Leaves(dict):  # type: ignore[type-arg]
         return isinstance(d, Def) and not self.structural(d)
 
     def __missing__(self, d: Def) -> z3.ExprRef:
-        t = bv.int_type(self.world.type_of(d))  # NoSemantics for a non-integer operand
+        ty = self.world.type_of(d)
+        if isinstance(ty, App) and isinstance(ty.head, Axiom) and ty.head.annex == "mem.M":
+            # a memory token (core.div's first operand): only equality matters (smt.bv)
+            m = self[d] = z3.Const(f"m{len(self)}", bv.MEM)
+            return m
+        t = bv.int_type(ty)  # NoSemantics for any other operand that is no integer
         bits = bv.NAT_BITS if t is None else t.width
         v = z3.BitVec(f"x{len(self)}", bits)
         if t is not None and not t.pow2:

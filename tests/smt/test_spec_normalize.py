@@ -107,3 +107,33 @@ def test_layout_folds_are_compared_with_llvm() -> None:
     _one_fold(world, before, world.lit_nat(5))
     out, at = prove_folds(world, SpecContext())
     assert out.status == "refuted" and at is before and "LLVM" in out.detail, out.detail
+
+
+DIVIDING = """plugin core;
+plugin mem;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, q) = core.div.sdiv (m0, (core.wrap.sub 0 (0I32, 20I32), 8I32));
+    return (m0, core.wrap.add 0 (core.wrap.mul 0 (q, 100I32), argc));
+"""
+
+
+def test_a_division_fold_is_proved_with_its_memory_token() -> None:
+    # core.div takes and gives the memory token: an operand of the Mem sort, not an integer.
+    # Its folds were `unknown` ("not an integer type: mem.M 0"), so a program that divides
+    # never had core.normalize proved.
+    world, _ = load_text(DIVIDING)
+    assert any(a.head.annex == "core.div.sdiv" for a, _ in world.folds.values())  # type: ignore[union-attr]
+    out, _ = prove_folds(world, SpecContext())
+    assert out.status == "proved", out.detail
+
+
+def test_a_wrong_division_fold_is_refuted() -> None:
+    world, _ = load_text(DIVIDING)
+    before, after = next((a, r) for a, r in world.folds.values() if a.head.annex == "core.div.sdiv")  # type: ignore[union-attr]
+    mem, q = after.ops
+    wrong = world.tuple([mem, world.lit(world.type_of(q), (q.value + 1) % 2 ** 32)])  # -2 + 1
+    _one_fold(world, before, wrong)
+    out, at = prove_folds(world, SpecContext())
+    assert out.status == "refuted" and at is before, out.detail

@@ -338,10 +338,15 @@ def _divergence_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSit
     other = q if first is p else p
     w_first, w_other = (wis[0], wis[1]) if first is p else (wis[1], wis[0])
     bar = first.barriers[0] if first.barriers else None
-    n1, n2 = len(first.barriers), len(other.barriers)
+    def barriers(x: Any) -> str:
+        """A work-item's barriers: how many, and where (two sequences of one length differ in a place)."""
+        places = ", ".join(f"{b.loc.line}:{b.loc.col}" if b.loc else "?" for b in x.barriers[:4])
+        more = ", …" if len(x.barriers) > 4 else ""
+        return f"{len(x.barriers)} barrier{'' if len(x.barriers) == 1 else 's'}" + (f" at {places}{more}" if places else "")
+
     msg = (f"barrier divergence in kernel `{site.kernel}`: work-items {w_first['item']} and {w_other['item']} of "
-           f"group {w_first['group']} reach different barriers (work-item {w_first['item']}: {n1}, "
-           f"work-item {w_other['item']}: {n2})")
+           f"group {w_first['group']} reach different barriers (work-item {w_first['item']}: {barriers(first)}; "
+           f"work-item {w_other['item']}: {barriers(other)})")
     obar = other.barriers[0] if other.barriers else None
     related = (Related(f"work-item {w_other['item']} " + ("waits here" if obar else "returns here without reaching it"),
                        obar.loc if obar else other.end), Related("launched here", site.loc))

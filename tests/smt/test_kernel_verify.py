@@ -723,3 +723,12 @@ def test_a_pipeline_that_does_not_split_does_not_switch_the_race_checks_off(tmp_
     assert [e["races"] for e in report.data["kernels"]] == ["refuted"]
     assert "E-RACE" in {d.code for d in report.diagnostics} and not report.ok
     assert "E-RACE" in {d.code for d in driver.run(path, [], []).diagnostics}
+
+
+@needs_shared
+def test_a_stream_race_between_launches_names_both_launches() -> None:
+    # One kernel statement runs on two streams: "a kernel access conflicts with a kernel access"
+    # named neither launch (both accesses are the same statement).
+    res = driver.run(str(KERNELS / "streams_two_race.mim"), [], [])
+    (d,) = [d for d in res.diagnostics if d.code == "E-RACE"]
+    assert d.message.count("the kernel launched at ") == 2, d.message

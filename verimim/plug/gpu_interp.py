@@ -275,9 +275,12 @@ class LaunchState:
         if block.space != 1:
             return
         m = self.machine
+        # which launch: the same kernel statement may run on two streams at once
+        at = self.node.loc if self.node is not None else None
+        who = f"an access of the kernel launched at {at.line}:{at.col}" if at is not None and at.line else "a kernel access"
         if state(m).pending:
-            conflict(m, block, off, off + size, write, self.stream, loc, "a kernel access")
-        record(m, self.stream, block, off, off + size, write, loc, "a kernel access")
+            conflict(m, block, off, off + size, write, self.stream, loc, who)
+        record(m, self.stream, block, off, off + size, write, loc, who)
 
 
 class LaunchTooLarge(RuntimeFault):

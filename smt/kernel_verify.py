@@ -138,10 +138,10 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
         # No proof for every input (loops cut, or undecided): a run may still show the fault, past
         # the bound (a race in iteration 37 of 40) or where Z3 gave up; it is then an error.
         runs: dict[int, Observation] = {}
-        div, div_argc, div_shown = _shown_past_proof(div, "E-BARRIER-DIVERGENCE", bool(bounded), kp, program,
-                                                     notes, runs, (div, div_argc, div_shown))
-        races, race_argc, race_shown = _shown_past_proof(races, "E-RACE", bool(bounded), kp, program, notes, runs,
-                                                         (races, race_argc, race_shown))
+        div, div_argc, div_shown = _shown_past_proof((div, div_argc, div_shown), "E-BARRIER-DIVERGENCE",
+                                                     bool(bounded), kp, program, notes, runs)
+        races, race_argc, race_shown = _shown_past_proof((races, race_argc, race_shown), "E-RACE",
+                                                         bool(bounded), kp, program, notes, runs)
     entry["divergence"] = _status(div, bounded)
     entry["races"] = _status(races, bounded)
     if bounded and summary is not None and not _bound_note(summary):
@@ -265,14 +265,14 @@ def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: 
                    f"does not track, and no run shows it (argc = {runs}): not refuted, not proved"), None, None
 
 
-def _shown_past_proof(v: Verdict, code: str, bounded: bool, kp: KernelPaths, program: Program, notes: list[str],
-                      runs: dict[int, Observation],
-                      confirmed: tuple[Verdict, int | None, ShownFault | None]
+def _shown_past_proof(confirmed: tuple[Verdict, int | None, ShownFault | None], code: str, bounded: bool,
+                      kp: KernelPaths, program: Program, notes: list[str], runs: dict[int, Observation]
                       ) -> tuple[Verdict, int | None, ShownFault | None]:
     """A verdict that proves nothing for every input (`proved` only up to a loop bound, or
     `unknown`) against the runs `verimim run FILE` and `verimim run FILE a` make: a run that
     stops with the code inside this kernel shows the fault, which is then refuted with that run.
-    Else the verdict stands (`confirmed`, as _confirmed left it)."""
+    Else the verdict stands (`confirmed`: the verdict, argc and run as _confirmed left them)."""
+    v = confirmed[0]
     if not ((v.status == "proved" and bounded) or v.status == "unknown"):
         return confirmed
     shown = confirming_run(program, code, kp, DEFAULT_ARGCS, runs)

@@ -26,6 +26,7 @@ import z3
 
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, Pack, Tuple
 from verimim.ir.world import World
+from verimim.phases.base import is_app_of
 from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt.normalizer_proofs import violation
@@ -59,7 +60,7 @@ class _Leaves(dict):  # type: ignore[type-arg]
 
     def __missing__(self, d: Def) -> z3.ExprRef:
         ty = self.world.type_of(d)
-        if isinstance(ty, App) and isinstance(ty.head, Axiom) and ty.head.annex == "mem.M":
+        if is_app_of(ty, "mem.M"):
             # a memory token (core.div's first operand): only equality matters (smt.bv)
             m = self[d] = z3.Const(f"m{len(self)}", bv.MEM)
             return m

@@ -136,9 +136,9 @@ class Memory:
         b = p.block
         lo, hi = p.offset, p.offset + size
         init = b.init[lo:hi]
-        unwritten = [] if all(init) else [k for k, i in enumerate(init) if not i and (mask is None or mask[k])]
-        if unwritten:
-            first = lo + unwritten[0]
+        first = None if all(init) else next((lo + k for k, i in enumerate(init) if not i and (mask is None or mask[k])),
+                                            None)
+        if first is not None:
             raise RuntimeFault("E-UNINIT", f"loading byte {first} of the {b.describe()}, which was "
                                f"never written", loc, (Related("allocated here", b.loc),))
         return bytes(b.data[lo:hi])

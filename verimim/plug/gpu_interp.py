@@ -264,6 +264,13 @@ class LaunchState:
     static_slots: dict[tuple[int, int, int], Block] = field(default_factory=dict)
     node: App | None = None
     deferred: RuntimeFault | None = None
+    # how a pending access of this launch is named (one kernel statement may run on two streams)
+    access_name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        at = self.node.loc if self.node is not None else None
+        self.access_name = (f"an access of the kernel launched at {at.line}:{at.col}" if at is not None and at.line
+                            else "a kernel access")
 
     def defer(self, fault: RuntimeFault) -> None:
         if self.deferred is None:
@@ -275,12 +282,9 @@ class LaunchState:
         if block.space != 1:
             return
         m = self.machine
-        # which launch: the same kernel statement may run on two streams at once
-        at = self.node.loc if self.node is not None else None
-        who = f"an access of the kernel launched at {at.line}:{at.col}" if at is not None and at.line else "a kernel access"
         if state(m).pending:
-            conflict(m, block, off, off + size, write, self.stream, loc, who)
-        record(m, self.stream, block, off, off + size, write, loc, who)
+            conflict(m, block, off, off + size, write, self.stream, loc, self.access_name)
+        record(m, self.stream, block, off, off + size, write, loc, self.access_name)
 
 
 class LaunchTooLarge(RuntimeFault):

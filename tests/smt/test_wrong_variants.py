@@ -262,6 +262,52 @@ def test_an_operation_that_may_run_between_two_barriers_leaves_it_to_the_paths()
     assert out is not None and out.status == "proved", out
 
 
+
+class _DropFirstSyncLogged(Rewriter):
+    """Drops the first barrier of the text only (and says so)."""
+
+    def __init__(self, old: World, res: PhaseResult, line: int) -> None:
+        super().__init__(old)
+        self.res, self.line = res, line
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        if full_app(old, "gpu.sync_work_items", 1) and old.loc is not None and old.loc.line == self.line:
+            self.res.rewrote(old, ops[1])
+            return ops[1]
+        return None
+
+
+def test_dropping_a_barrier_on_one_side_of_a_branch_is_refuted_as_divergence() -> None:
+    # Both sides reach one barrier, and no memory operation follows either: separation of
+    # operations is unchanged when one side loses its barrier, but the two paths, which reached
+    # the same number of barriers, no longer do. Only the divergence clause can refute it.
+    text = _kernel_program("""
+    let m1 = mem.store (m1, data, 1I32);
+    (left, right)#(core.icmp.e (group_id, 0_1)) (m1, m3)
+    where
+        con left (m1: gpu.GlobalM, m3: gpu.SharedM) =
+            let (m1, m3) = gpu.sync_work_items (m1, m3);
+            return (m1, m3, m4, m5);
+        con right (m1: gpu.GlobalM, m3: gpu.SharedM) =
+            let (m1, m3) = gpu.sync_work_items (m1, m3);
+            return (m1, m3, m4, m5);
+    end;
+""")
+    world, _ = run_with_big_stack(lambda: load_text(text, "<branch>"))
+    prog = Program(world)
+    got, detail, _ = verdict(apply(RemoveDoubleSyncs(), prog))
+    assert got == "proved", detail
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "gpu.sync_work_items" in t)
+
+    class DropLeftSync(RemoveDoubleSyncs):
+        def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+            return _DropFirstSyncLogged(world, res, line)
+
+    status, detail, cex = verdict(apply(DropLeftSync(), prog))
+    assert status == "refuted" and "divergence" in detail, detail
+    assert cex["kernel"] == "kernel"
+
+
 # ----------------------------------------------------------------------------- split_apply
 
 class _KeepKernelOnHost(SplitApply):
@@ -492,3 +538,12 @@ def test_remove_double_syncs_proves_removed_barriers_directly() -> None:
     entry = next(p for p in run.phases if p["name"] == "gpu.remove_double_syncs")
     assert entry["status"] == "proved" and entry["detail"].startswith("2 barrier(s) removed"), entry
     assert entry["time_s"] < 1.0, entry
+
+
+def test_remove_double_syncs_spec_answers_on_many_paths_within_the_fuzz_time_out() -> None:
+    # 247 paths through three kernels: every pair of memory operations of every path as one
+    # quantified array query ran out of 2 s (`unknown`); neighbouring pairs decide the same.
+    prog = program_before(PROGRAMS / "fuzz_found" / "many_barrier_paths.mim", "gpu.remove_double_syncs")
+    res = apply(RemoveDoubleSyncs(), prog, "device")
+    out = run_with_big_stack(lambda: check_spec(res, SpecContext(timeout_ms=2_000)))
+    assert out.status == "bounded" and "247 path(s)" in out.detail, out.detail

@@ -221,3 +221,23 @@ def test_a_nested_bracket_pattern_still_binds() -> None:
     body = "lam h [[a: Nat, b: Nat], c: Nat]: Nat = %core.nat.add (a, c);\n" + MAIN_CON + \
         "    return (mem, %core.bitcast I32 (h ((2, 3), 4)));\n"
     assert run(body) == 6
+
+
+def test_a_shipped_plugin_named_with_percent_is_loaded_as_upstream_does() -> None:
+    # Upstream's driver loads `opt`, which imports `direct` (and gpu, …): `%direct.cps2ds`
+    # resolves without `plugin direct;`.
+    body = MAIN + """    con twice [m: %mem.M 0, yield: Cn [%mem.M 0, I32]] = yield (m, core.wrap.add 0 (argc, argc));
+    let (mem, a) = %direct.cps2ds (%mem.M 0, [%mem.M 0, I32]) twice (mem);
+    return (mem, a);
+"""
+    w, _ = load(body)
+    assert "direct.cps2ds_dep" in w.annexes
+    assert run(body, "x") == 4
+    # Only `%` names (upstream's spelling) load a plugin; verimim's plain spelling asks for the line.
+    e = fails(body.replace("%direct.cps2ds", "direct.cps2ds"))
+    assert e.code == "E-NAME" and "is `plugin direct;` missing?" in e.message
+    # verimim's own plugins are never loaded implicitly, and a `%` in a comment loads nothing.
+    e = fails(MAIN + "    let b = %buffer.Buf;\n    return (mem, 0I32);\n")
+    assert e.code == "E-NAME"
+    w, _ = load("// 100% %gpu.init in a comment\n" + MAIN + "    return (mem, 0I32);\n")
+    assert not any(name.startswith("gpu.") for name in w.annexes)

@@ -35,6 +35,9 @@ def test_corpus_compiles_and_host_only_programs_run_natively(path: Path) -> None
     except VerimimError as e:
         if e.code == "E-UNSUPPORTED" and "buffer" in str(e) and "buffer." in path.read_text():
             pytest.xfail("buffers reach the host backend only through `buffer.lower_ptr`")
+        if e.code == "E-UNSUPPORTED" and "direct.cps2ds" in str(e):
+            pytest.xfail("a direct-style call of a CPS function needs upstream's `direct.cps2ds` phase, "
+                         "which verimim does not have; the interpreter runs it")
         raise
     ir = prog.host.llvm_ir
     assert "define i32 @\"verimim_main\"" in ir

@@ -7,6 +7,7 @@ a name that is not a plain identifier, or a file that is not found there, is `E-
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import re
@@ -31,6 +32,11 @@ def in_program(loc: Loc | None) -> bool:
     (a diagnostic about the program should point there, not at a declaration in core.mim)."""
     return loc is not None and bool(loc.line) and Path(loc.file).parent != PLUGIN_DIR
 _IDENT = re.compile(r"[_a-zA-Z][_0-9a-zA-Z]*\Z")
+
+# The shipped plugins a program may name with `%` without a `plugin` line, as upstream, whose
+# driver loads `compile` and, at its default optimisation level, `opt`, which imports the others
+# (`buffer` and `btensor` are verimim's own: a program loads them). Loaded only where named.
+IMPLICIT_PLUGINS = frozenset({"compile", "core", "mem", "gpu", "direct"})
 
 # Elaboration recurses along the structure of terms; deep programs need a deep Python stack
 # (the CLI runs the frontend on a thread with a large C stack, see verimim.driver).
@@ -99,7 +105,7 @@ class Loader:
             register(self.world)
 
     def elaborate(self, text: str, path: str, plugin: str | None) -> Unit:
-        module = _parse_import(text, path) if plugin is not None else parse_module(text, path)
+        module = _parse_import(text, path) if plugin is not None else with_implicit_imports(parse_module(text, path), text)
         if plugin is None and module.imports and not self.units and self.world.num_nodes == 2:
             adopt_imports(self, module.imports)
         for imp in module.imports:
@@ -131,6 +137,30 @@ class Loader:
         except (OSError, UnicodeDecodeError) as e:
             raise UsageError(f"cannot read `{path}`: {getattr(e, 'strerror', None) or e}") from None
         return self.elaborate(text, path, plugin=None)
+
+
+def with_implicit_imports(module: ast.Module, text: str) -> ast.Module:
+    """The module with a `plugin P;` added for each plugin of IMPLICIT_PLUGINS that it names with
+    `%` (`%direct.cps2ds`) and does not load itself, in the order first named."""
+    if "%" not in text:
+        return module  # the common case, without walking the syntax tree
+    loaded = {imp.name for imp in module.imports}
+    added: list[ast.Import] = []
+    stack: list[object] = list(reversed(module.decls))
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.Name):
+            p = x.parts[0]
+            if x.percent and len(x.parts) > 1 and p in IMPLICIT_PLUGINS and p not in loaded:
+                loaded.add(p)
+                added.append(ast.Import(x.loc, "plugin", p))
+        elif isinstance(x, (tuple, list)):
+            stack.extend(reversed(x))
+        elif dataclasses.is_dataclass(x) and not isinstance(x, Loc):
+            stack.extend(reversed([getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc"]))
+    if not added:
+        return module
+    return dataclasses.replace(module, imports=module.imports + tuple(added))
 
 
 @dataclass

@@ -108,10 +108,10 @@ def _standard() -> _Registry:
         return _STANDARD
     with _STANDARD_LOCK:
         if _STANDARD is None:
-            from verimim.plug import btensor_interp, buffer_interp, core_interp, gpu_interp, mem_interp
+            from verimim.plug import btensor_interp, buffer_interp, core_interp, direct_interp, gpu_interp, mem_interp
 
             reg = _Registry()
-            for mod in (core_interp, mem_interp, gpu_interp, buffer_interp, btensor_interp):
+            for mod in (core_interp, mem_interp, gpu_interp, buffer_interp, btensor_interp, direct_interp):
                 mod.register(reg)  # type: ignore[arg-type]  # registering needs only these two methods
             _STANDARD = reg
     return _STANDARD

@@ -61,12 +61,19 @@ class Ptr:
         return f"<ptr {self.block.label}+{self.offset}>"
 
 
+def _literal_space(ptr_type: App) -> int:
+    """The address space of `mem.Ptr (T, s)` where s is a literal, else 0."""
+    args = ptr_type.arg.ops if len(ptr_type.arg.ops) == 2 else ()
+    return args[1].value if args and isinstance(args[1], Lit) else 0
+
+
 class Memory:
     def __init__(self, target: Target = X86_64) -> None:
         self.target = target
         self.blocks: dict[int, Block] = {}
         self._layouts: dict[int, Layout | None] = {}
         self._masks: dict[int, bytes | None] = {}
+        self._null: dict[int, Block] = {}
 
     # ------------------------------------------------------------------ blocks
 
@@ -81,8 +88,18 @@ class Memory:
         self.blocks[b.id] = b
         return b
 
+    def null_block(self, space: int) -> Block:
+        """The block a null pointer of an address space points into: id 0 (so the pointer is
+        stored as address 0), no bytes (every access through it is E-OOB), never in `blocks`."""
+        hit = self._null.get(space)
+        if hit is None:
+            hit = self._null[space] = Block(space, 0, "null", None, "NULL", id=0)
+        return hit
+
     def free(self, p: Ptr, loc: Loc | None) -> None:
         b = p.block
+        if b.kind == "null":
+            return  # C's free(NULL) does nothing
         if not b.live:
             raise RuntimeFault("E-DOUBLE-FREE", f"{b.describe()} is freed twice", loc,
                                (Related("freed first here", b.freed_at), Related("allocated here", b.loc)))
@@ -116,6 +133,8 @@ class Memory:
 
     def check(self, p: Ptr, size: int, loc: Loc | None, what: str) -> None:
         b = p.block
+        if b.kind == "null":
+            raise RuntimeFault("E-OOB", f"{what} through a null pointer", loc)
         if not b.live:
             raise RuntimeFault("E-USE-AFTER-FREE", f"{what} the {b.describe()} after it was freed", loc,
                                (Related("freed here", b.freed_at), Related("allocated here", b.loc)))
@@ -209,6 +228,8 @@ class Memory:
         if isinstance(t, App) and isinstance(t.head, Axiom):
             if t.head.annex in ("mem.Ptr", "buffer.Buf"):
                 addr = int.from_bytes(data[off:off + 8], "little")
+                if addr == 0:
+                    return Ptr(self.null_block(_literal_space(t)), 0)  # loading NULL (argv[argc]) is defined
                 b = self.blocks.get(addr >> ADDR_SHIFT)
                 if b is None:
                     raise RuntimeFault("E-OOB", f"the loaded pointer {addr:#x} points to no allocation", loc)

@@ -193,6 +193,8 @@ def lea(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         # Ts of arity one: the pointer itself (`«1; T»` is T).
         return p
     new = Ptr(p.block, p.offset + off)
+    if p.block.kind == "null":
+        raise RuntimeFault("E-OOB", f"`mem.lea` to element {i} of a null pointer", loc)
     if not p.block.live:
         return new  # the access through it reports the use after free
     if new.offset < 0 or new.offset + size > p.block.size:

@@ -74,6 +74,10 @@ def test_rec_types_plain_recursive_and_unsupported() -> None:
     assert w.type_of(v["pl"]) is v["PiPeline"] and v["PiPeline"] in w.rec_defs
     e = fails("rec S = Nat;")
     assert e.code == "E-TYPE" and "unsupported expression" in e.message and (e.loc.line, e.loc.col) == at("rec S = Nat;", "Nat")
+    # upstream's RecDecl::bind_decl takes a λ, a Π or a Σ only: not an array or a union type
+    for src, found in (("rec A = «2; Nat»;", "an array type"), ("rec U = Nat ∪ Bool;", "a union type")):
+        e = fails(src)
+        assert e.code == "E-TYPE" and f"found {found}" in e.message, e.message
 
 
 def test_mutual_recursion_in_and_groups() -> None:

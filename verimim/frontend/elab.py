@@ -1103,9 +1103,10 @@ class Elaborator:
             self.declare_lam(lam, scope)
             self._remember(d, self.decl_lazies[id(lam)][0])
             return
-        if not isinstance(value, (ast.Pi, ast.Sigma, ast.Arr, ast.Cn, ast.Fn, ast.Union_)):
-            raise TypeError_("unsupported expression in `rec`: it defines a function, a Pi, a sigma "
-                             f"or an array type, found {self.describe_syntax(value)}", value.loc)
+        if not isinstance(value, (ast.Pi, ast.Sigma, ast.Cn, ast.Fn)):
+            # upstream's RecDecl::bind_decl: a λ, a Π (`Cn`, `Fn`, an arrow) or a Σ, nothing else
+            raise TypeError_("unsupported expression in `rec`: it defines a function, a Pi or a "
+                             f"sigma type, found {self.describe_syntax(value)}", value.loc)
         if not mentions_name(value, d.name):
             let = ast.DeclLet(d.loc, d.doc, ast.PVar(d.loc, d.name, d.type), value,
                               d.percent_name is not None, d.percent_name)
@@ -1141,7 +1142,11 @@ class Elaborator:
             return f"`{e.text}`"
         if isinstance(e, ast.Builtin):
             return f"`{e.name}`"
-        return f"a {type(e).__name__.rstrip('_').lower()} expression"
+        named = {ast.Arr: "an array type", ast.Union_: "a union type"}.get(type(e))
+        if named is not None:
+            return named
+        word = type(e).__name__.rstrip('_').lower()
+        return f"{'an' if word[0] in 'aeiou' else 'a'} {word} expression"
 
     def declare_rule(self, d: ast.DeclRule, scope: Scope) -> None:
         """`rule N p : lhs (when g)? => rhs`: type-checked (both sides of one type, the guard a

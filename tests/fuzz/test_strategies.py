@@ -222,3 +222,50 @@ def test_an_unknown_kernel_verdict_beside_a_race_is_asked_again_with_more_time(
         assert v.ok, (v.kind, v.message)
     else:
         assert (v.kind, v.phase) == ("missed-defect", "kernels"), (v.kind, v.message)
+
+
+def test_a_phase_output_that_copies_its_input_is_not_run_again() -> None:
+    from tests.conftest import PROGRAMS
+    from verimim.driver import load
+    from verimim.fuzz.strategies import FUZZ_FUEL, _copies_its_input
+    from verimim.interp.observe import Observations, observe
+    from verimim.ir.defs import Lit
+    from verimim.phases.base import PhaseResult, Program
+    from verimim.phases.rewriter import Rewriter
+    from verimim.phases.runner import run_pipeline
+
+    class BumpLiterals(Rewriter):  # a different program of the same shape
+        def rewrite_imm(self, old, ops):  # type: ignore[no-untyped-def]
+            if isinstance(old, Lit) and old.value == 7:
+                return self.new.lit(ops[0], 8)
+            return None
+
+    def go() -> None:
+        world, _ = load(str(PROGRAMS / "valid" / "shared_reduce_barrier.mim"), [])
+        argv = ["prog.mim"]
+        outputs = Observations(argv, fuel=FUZZ_FUEL, seed=0)
+        run = run_pipeline(world, verify=False)
+        by_name = {r.label: r for r in run.results if r.skipped is None}
+        # nothing observed yet: nothing to reuse
+        assert not _copies_its_input(by_name["compile.cleanup"], outputs)
+        outputs.record(world, None, observe(world, argv, fuel=FUZZ_FUEL, seed=0))
+        copies = []
+        for r in run.results:
+            if r.skipped is None and outputs.known(r.before.host, r.before.device):
+                copy = _copies_its_input(r, outputs)
+                if r.name in ("gpu.split_apply", "mem.alloc2malloc_repl"):
+                    assert not copy, r.label  # they change the program
+                if copy:
+                    copies.append(r.label)
+                    outputs.same_as(r.after.host, r.after.device, r.before.host, r.before.device)
+                    fresh = observe(r.after.host, argv, device=r.after.device, fuel=FUZZ_FUEL, seed=0)
+                    assert outputs.of(r.after.host, r.after.device) == fresh, r.label
+                else:
+                    outputs.of(r.after.host, r.after.device)
+        assert outputs.known(run.program.host, run.program.device)
+        assert "compile.cleanup" in copies, copies  # nothing to clean up in this program
+        # a copy with one literal changed is no copy
+        changed = PhaseResult("bump", Program(world), Program(BumpLiterals(world).run()))
+        assert not _copies_its_input(changed, outputs)
+
+    run_with_big_stack(go)

@@ -171,6 +171,19 @@ class Observations:
         self.options = options
         self._seen: dict[tuple[int, int], tuple[World, World | None, Observation]] = {}
 
+    def record(self, host: World, device: World | None, obs: Observation) -> None:
+        """What the caller observed of this program itself, with these options and argv."""
+        self._seen[(id(host), id(device))] = (host, device, obs)
+
+    def known(self, host: World, device: World | None = None) -> bool:
+        return (id(host), id(device)) in self._seen
+
+    def same_as(self, host: World, device: World | None, like_host: World, like_device: World | None) -> None:
+        """Record that a program shows what an observed one showed: the caller has matched the
+        two node for node (a phase whose output is a copy of its input), and a run depends on
+        the nodes alone."""
+        self._seen[(id(host), id(device))] = (host, device, self._seen[(id(like_host), id(like_device))][2])
+
     def of(self, host: World, device: World | None = None) -> Observation:
         key = (id(host), id(device))
         hit = self._seen.get(key)

@@ -64,3 +64,26 @@ def test_what_one_side_did_not_observe_never_differs_and_clock_output_is_not_com
     assert differences(clock, Observation(("ok", 1), b"12:01", (b"\x01",), ())) == []
     assert differences(ref, Observation(("ok", 2), b"bye", (b"\x02",), ("W-LEAK",)),
                        ("result", "heap")) == ["result", "heap"]
+
+
+def _pointer_to(target: str) -> str:
+    # cells: two I32 blocks; `cell` holds a pointer to one of them (`target`)
+    return program(f"""    let (m0, a) = mem.alloc (I32, 0) m0;
+    let (m0, b) = mem.alloc (I32, 0) m0;
+    let (m0, cell) = mem.alloc (mem.Ptr0 I32, 0) m0;
+    let m0 = mem.store (m0, cell, {target});
+    let m0 = mem.free (m0, a);
+    let m0 = mem.free (m0, b);
+    let m0 = mem.free (m0, cell);
+    return (m0, 0I32);
+""")
+
+
+def test_a_stored_pointer_is_compared_by_what_it_points_to() -> None:
+    # Each run numbers its blocks anew (the raw bytes of a pointer differ run to run): two runs
+    # of one program show the same heap, and pointers to different blocks still differ.
+    w, _ = load_text(_pointer_to("a"), "<ptr>")
+    one, two = observe(w, ["p"]), observe(w, ["p"])
+    assert one.heap == two.heap and differences(one, two) == []
+    w_b, _ = load_text(_pointer_to("b"), "<ptr>")
+    assert differences(one, observe(w_b, ["p"]), ("heap",)) == ["heap"]

@@ -170,6 +170,9 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
         if not isinstance(body, App):
             raise unsupported(f"the body of `{m.name}`, which does not end in a jump", m.loc)
         self.scope = scope
+        # what two or more of the continuations this activation makes use: computed here, once
+        # (verimim.ir.schedule.Scopes.shared_needs, as the interpreter does)
+        self._compute(self.scopes.shared_needs(m, self._is_leaf))
         callee, arg = body.callee, body.arg
         if isinstance(callee, Extract) and not isinstance(callee.index, Lit):
             # a branch: the selected continuation is a switch, not a value (else jump_roots' order)

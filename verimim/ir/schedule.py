@@ -202,6 +202,7 @@ class Scopes:
         self._names_graph = st.names_graph
         self._reached = st.reaches
         self._sched: dict[int, dict[int, Def]] = {}
+        self._shared: dict[int, list[Def]] = {}
         self._avail: dict[int, dict[int, Def]] = {}
 
     def refs(self, m: MutLam) -> frozenset[MutLam]:
@@ -484,7 +485,62 @@ class Scopes:
                         for n in sorted(self.nested(x), key=lambda n: n.gid) for y in self.free_muts_of(n)]
             roots = [y for y in in_lams + siblings
                      if y.gid not in out and y is not k and y.gid not in avail and self.creator(y) is k]
+        for x in self.shared_needs(k, is_leaf):
+            if x.gid not in avail:
+                out.setdefault(x.gid, x)
         self._sched[k.gid] = out
+        return out
+
+    def shared_needs(self, k: MutLam, is_leaf: Callable[[Def], bool]) -> list[Def]:
+        """Nodes that two or more of the continuations k's activation creates take from outside,
+        in the order found: k computes them, once, and each captures them. One node is one
+        value (a `mem.slot` bound before a branch and stored to in both arms is one block,
+        which the join after them reads); computed by each continuation that uses it, it would
+        be one block per continuation. This is upstream's placement in the common dominator of
+        the uses. The interpreter (through `sched`) and the code generators compute them."""
+        hit = self._shared.get(k.gid)
+        if hit is not None:
+            return hit
+        inner = self.nested(k) - {k}
+        children = sorted((y for y in inner if y.body is not None and self.creator(y) is k),
+                          key=lambda y: y.gid)
+        users: dict[int, int] = {}
+        nodes: dict[int, Def] = {}
+        if len(children) >= 2:
+            for y in children:
+                for x in self._taken_from_outside(y, is_leaf):
+                    users[x.gid] = users.get(x.gid, 0) + 1
+                    nodes[x.gid] = x
+        out = [nodes[g] for g, n in users.items() if n >= 2 and self.deps(nodes[g]).isdisjoint(inner)]
+        self._shared[k.gid] = out
+        return out
+
+    def _taken_from_outside(self, y: MutLam, is_leaf: Callable[[Def], bool]) -> list[Def]:
+        """The values the bodies of y (and of what its activations make) demand that do not
+        depend on y's activation: what y computes itself, or captures, from outside. From the
+        jumps' callees and arguments (a body is its own, never a value another one takes);
+        an operation's head applied to only some of its arguments (`mem.load @(I32, 0)`) and
+        a node that holds a continuation are looked into, not taken: neither is a value a
+        code generator computes."""
+        local = self.nested(y)
+        out: list[Def] = []
+        seen: set[int] = set()
+        stack: list[tuple[Def, bool]] = [(r, False) for m in local if m.body is not None for r in jump_roots(m.body)]
+        while stack:
+            x, head = stack.pop()
+            if x.gid in seen:
+                continue
+            seen.add(x.gid)
+            if isinstance(x, (Var, MutLam)) or (not isinstance(x, Lam) and is_leaf(x)):
+                continue
+            if isinstance(x, App):
+                stack.append((x.callee, True))
+                stack.append((x.arg, False))
+            else:
+                stack.extend((op, False) for op in x.ops)
+            if head or isinstance(x, Lam) or self.is_local(y, x) or any(isinstance(op, MutLam) for op in x.ops):
+                continue
+            out.append(x)
         return out
 
     def free_muts_of(self, c: MutLam) -> list[MutLam]:

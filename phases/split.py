@@ -19,6 +19,7 @@ from verimim.phases.kernel_captures import Lifted, LiftedKernel, find_lifts, hos
 from verimim.phases.repl import kernels_of
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.witness import Split
+from verimim.plug.gpu_host_ops import HOST_OPERATIONS, in_kernel_message
 
 
 class _HostSide(Rewriter):
@@ -86,6 +87,11 @@ class SplitApply(Phase):
             nk.external = True
             dev.new.externals[name] = nk
         dev.finish()
+        for annex, depth in HOST_OPERATIONS.items():
+            for app in apps_of(dev.new, annex, depth):
+                res.diagnostics.append(Diagnostic("E-UNSUPPORTED", in_kernel_message(annex), app.loc))
+        if res.rejected:
+            return res
         res.after = Program(host, dev.new)
         # the kernels' names are str: World.mut_lam names every mutable
         res.witness = Split(kernels=[cast(str, k.name) for k in kernels], host_nodes=sum(1 for _ in walk(host)),

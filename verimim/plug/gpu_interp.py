@@ -15,7 +15,7 @@ A launch runs each group's work-items as threads that switch only at barriers
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from verimim.diagnostics import Loc, Related
 from verimim.interp.compile import SUSPEND
@@ -23,6 +23,7 @@ from verimim.interp.memory import Block, Ptr
 from verimim.interp.races import RaceTracker
 from verimim.interp.values import Closure, KernelReturn, RuntimeFault, Stream, Token, Value
 from verimim.ir.defs import App
+from verimim.plug.gpu_host_ops import HOST_OPERATIONS, in_kernel_message
 from verimim.plug.mem_interp import _label, access, check_space, loc_of
 
 if TYPE_CHECKING:
@@ -393,8 +394,19 @@ def at_exit(m: Machine, main: object) -> None:
                            "`gpu.deinit`)", st.opened_at)
 
 
+def _on_the_host(annex: str, fn: Any) -> Any:
+    def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
+        if th.device:
+            raise RuntimeFault("E-UNSUPPORTED", in_kernel_message(annex), loc_of(node))
+        return fn(m, th, args, node)
+    return run
+
+
 def register(m: Machine) -> None:
-    r = m.register
+    def r(annex: str, arity: int, fn: Any) -> None:
+        # a host operation stops a work-item (a launch in a kernel says so itself)
+        guarded = annex in HOST_OPERATIONS and annex != "gpu.launch"
+        m.register(annex, arity, _on_the_host(annex, fn) if guarded else fn)
     r("gpu.init", 1, init)
     r("gpu.auto_init", 1, init)
     r("gpu.deinit", 1, deinit)

@@ -263,3 +263,18 @@ def test_immediate_dominators_agree_with_networkx_on_any_graph(graph: tuple[int,
     want = {k: v for k, v in nx.immediate_dominators(g, 0).items() if k != 0}  # 3.6 leaves out the root
     got = immediate_dominators(succ, 0)
     assert got.pop(0) == 0 and got == want
+
+
+@pytest.mark.parametrize("name", ["valid/slot_bound_before_branch_host.mim",
+                                  "valid/local_slot_bound_before_item_branch.mim",
+                                  "fuzz_found/shared_need_inside_a_lambda.mim"])
+def test_nodes_shared_by_continuations_keep_every_phase_and_target_in_agreement(name: str) -> None:
+    # A node two continuations take from outside is computed by their creator once (one slot,
+    # one block); never one inside an immutable λ's body, which only that λ can compute.
+    from tests.conftest import PROGRAMS
+    from verimim import driver
+
+    path = PROGRAMS / name
+    args = ["x"] if "slot" in name else []
+    report = driver.diff(str(path), [], args, use_gpu=False)
+    assert not [d for d in report.diagnostics if d.severity == "error"], [d.message for d in report.diagnostics]

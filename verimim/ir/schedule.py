@@ -538,8 +538,8 @@ class Scopes:
                 stack.append((x.arg, False))
             else:
                 stack.extend((op, False) for op in x.ops)
-            if head or isinstance(x, Lam) or self.is_local(y, x) or any(isinstance(op, MutLam) for op in x.ops):
-                continue
+            if head or isinstance(x, Lam) or x.bvd != 0 or self.is_local(y, x) or any(isinstance(op, MutLam) for op in x.ops):
+                continue  # (x.bvd: inside an immutable λ's body, open: only that λ can compute it)
             out.append(x)
         return out
 

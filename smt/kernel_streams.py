@@ -195,8 +195,14 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         return (a[1], new_obj(1, d, "the device allocation"))
 
     def gpu_alloc_asyn(ev: Evaluator, d: App, a: list[Any]) -> Any:
-        live(ev, a[1][1])
-        return (a[1][0], new_obj(1, d, "the device allocation"))
+        m1, s = a[1]
+        live(ev, s)
+        p = new_obj(1, d, "the device allocation")
+        if not _is_default(s):  # pending on its stream, as a `gpu.free.asyn` is
+            st.uses_streams = True
+            whole = (Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), UNBOUNDED, True)
+            st.pending.append(CopyOp(d, "the allocation by `gpu.alloc.asyn`", s, (whole,)))
+        return (m1, p)
 
     def gpu_free_block(ev: Evaluator, d: App, a: list[Any]) -> Any:
         complete_all()

@@ -185,9 +185,13 @@ def alloc_block(m: Machine, th: Thread, args: list[Value], node: App | None) -> 
 def alloc_asyn(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     need_session(m, node, "gpu.alloc.asyn")
     t, (m1, s) = args
-    need_stream(m, s, node, "gpu.alloc.asyn")
+    h = need_stream(m, s, node, "gpu.alloc.asyn")
     size = m.memory.layout(t, loc_of(node)).size
-    return (m1, Ptr(m.memory.alloc(1, size, "heap", loc_of(node), _label(node, "gpu.alloc")), 0))
+    block = m.memory.alloc(1, size, "heap", loc_of(node), _label(node, "gpu.alloc"))
+    # stream-ordered, as cuMemAllocAsync: work on another stream (or the host) may use the
+    # block only after a sync, as it may not use one `gpu.free.asyn` frees (SEMANTICS.md)
+    record(m, h, block, 0, size, True, loc_of(node), "the allocation by `gpu.alloc.asyn`")
+    return (m1, Ptr(block, 0))
 
 
 def free_block(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:

@@ -39,14 +39,14 @@ class Lifted:
 def captures(world: World, scopes: Scopes, k: MutLam) -> list[Def] | str:
     """The host nodes k's bodies use (maximal ones), or why k cannot be made closed."""
     if scopes.deps(k.pi):
-        return f"the type of kernel `{k.name}` depends on host values"
+        return "its type depends on host values"
     out: list[Def] = []
     for x in scopes.outside(k):
         if isinstance(x, MutLam):
-            return f"the host continuation `{x.name}`"
+            return f"it captures the host continuation `{x.name}`"
         why = _not_data(world, x)
         if why:
-            return f"`{show(x)}` ({why})"
+            return f"it captures `{show(x)}` ({why})"
         out.append(x)
     return sorted(out, key=lambda d: d.gid)
 
@@ -163,7 +163,7 @@ def find_lifts(world: World, scopes: Scopes, kernels: list[MutLam],
             continue
         caps = captures(world, scopes, k)
         if isinstance(caps, str):
-            return lifts, f"it captures {caps}", k
+            return lifts, caps, k
         sites = [a for a in launches if a.arg is k]
         ns = {launch_arity(world, a) for a in sites}
         n = ns.pop() if len(ns) == 1 else None

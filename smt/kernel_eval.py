@@ -29,7 +29,7 @@ import z3
 from verimim.diagnostics import Loc
 from verimim.ir.defs import App, Arr, Axiom, Bot, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Param, Sigma, Top, Tuple, Var
 from verimim.ir.schedule import Scopes, schedule
-from verimim.layout import NVPTX64, layout_of
+from verimim.layout import NVPTX64, layout_of, ptr_space
 from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt import z3_typed as z3t
@@ -544,14 +544,6 @@ class Evaluator:
                 return elems[k]
         self.assume(cast(z3.BoolRef, idx == len(elems) - 1))
         return elems[-1]
-
-
-def ptr_space(t: Def) -> int | None:
-    """The address space of a pointer type `mem.Ptr (T, a)` with a literal a, else None."""
-    if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr" \
-            and isinstance(t.arg, Tuple) and len(t.arg.ops) == 2 and isinstance(t.arg.ops[1], Lit):
-        return t.arg.ops[1].value
-    return None
 
 
 def _is_type_level(d: Def) -> bool:

@@ -460,8 +460,8 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
             return Outcome("refuted", f"kernel `{name}`: {len(p_old)} paths before, {len(p_new)} after")
         s = ctx.solver()
         conds = []
-        counts_old, counts_new = [], []
-        counts_before: list[int] = []
+        counts_old: list[int] = []  # barriers each path reaches, before and after
+        counts_new: list[int] = []
         for pi, (eo, en) in enumerate(zip(p_old, p_new)):
             mo = [e for e in eo if _key(e)[0] != "gpu.sync_work_items"]
             mn = [e for e in en if _key(e)[0] != "gpu.sync_work_items"]
@@ -470,9 +470,8 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
                                {"before": [str(e.loc) for e in mo], "after": [str(e.loc) for e in mn]})
             co = _barrier_counts(eo)
             cn = _barrier_counts(en)
-            counts_before.append(sum(1 for e in eo if _key(e)[0] == "gpu.sync_work_items"))
-            counts_old.append(z3.IntVal(counts_before[-1]))
-            counts_new.append(z3.IntVal(sum(1 for e in en if _key(e)[0] == "gpu.sync_work_items")))
+            counts_old.append(len(eo) - len(mo))
+            counts_new.append(len(en) - len(mn))
             if len(co) < 2:
                 continue
             # Counts of barriers before each operation never decrease along a path, so a barrier
@@ -489,10 +488,11 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
         # them at least, so the question is the same and its size linear (every pair was a
         # tenth of a fuzzed program's check at 256 paths).
         first_of_class: dict[int, int] = {}
-        for a, before_count in enumerate(counts_before):
+        for a, before_count in enumerate(counts_old):
             r = first_of_class.setdefault(before_count, a)
             if r != a:
-                conds.append(z3.And(counts_old[a] == counts_old[r], counts_new[a] != counts_new[r]))
+                conds.append(z3.And(z3.IntVal(counts_old[a]) == counts_old[r],
+                                    z3.IntVal(counts_new[a]) != counts_new[r]))
         s.add(z3.Or(*conds) if conds else z3.BoolVal(False))
         status, model = verdict_unsat_means_proved(ctx, s, f"remove_double_syncs: kernel {name}")
         if status == "refuted":

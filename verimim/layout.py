@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Sigma
+from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Sigma, Tuple
 
 
 @dataclass(frozen=True)
@@ -115,3 +115,11 @@ def field_offsets(t: Sigma, target: Target) -> list[int] | None:
         offsets.append(offset)
         offset += lay.size
     return offsets
+
+
+def ptr_space(t: Def) -> int | None:
+    """The address space of a pointer type `mem.Ptr (T, a)` with a literal a, else None."""
+    if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr" \
+            and isinstance(t.arg, Tuple) and len(t.arg.ops) == 2 and isinstance(t.arg.ops[1], Lit):
+        return t.arg.ops[1].value
+    return None

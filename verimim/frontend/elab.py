@@ -8,7 +8,6 @@ solved by first-order unification; a hole left open at the end of a statement is
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from collections.abc import Callable, Sequence
 
@@ -72,10 +71,7 @@ def needs_mutable(node: object) -> bool:
             return True  # a nested mutable (continuation, recursive `lam`) captures our parameters
         if isinstance(x, (ast.DeclRec, ast.DeclRecVal)):
             return True
-        if isinstance(x, (tuple, list)):
-            stack.extend(x)
-        elif dataclasses.is_dataclass(x) and not isinstance(x, Loc):
-            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc")
+        stack.extend(ast.children(x))
     return False
 
 
@@ -118,16 +114,7 @@ def _abstract_var(w: World, d: Def, m: MutLam, scopes: Scopes) -> Def:
 
 
 def mentions_name(node: object, name: str) -> bool:
-    stack = [node]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.Name) and x.parts == (name,):
-            return True
-        if isinstance(x, (tuple, list)):
-            stack.extend(x)
-        elif dataclasses.is_dataclass(x) and not isinstance(x, Loc):
-            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc")
-    return False
+    return any(isinstance(x, ast.Name) and x.parts == (name,) for x in ast.nodes(node))
 
 
 def differing_component(expected: Def, found: Def, sub_e: Def, sub_f: Def) -> str:

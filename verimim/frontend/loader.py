@@ -146,18 +146,12 @@ def with_implicit_imports(module: ast.Module, text: str) -> ast.Module:
         return module  # the common case, without walking the syntax tree
     loaded = {imp.name for imp in module.imports}
     added: list[ast.Import] = []
-    stack: list[object] = list(reversed(module.decls))
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.Name):
+    for x in ast.nodes(module.decls):
+        if isinstance(x, ast.Name) and x.percent and len(x.parts) > 1:
             p = x.parts[0]
-            if x.percent and len(x.parts) > 1 and p in IMPLICIT_PLUGINS and p not in loaded:
+            if p in IMPLICIT_PLUGINS and p not in loaded:
                 loaded.add(p)
                 added.append(ast.Import(x.loc, "plugin", p))
-        elif isinstance(x, (tuple, list)):
-            stack.extend(reversed(x))
-        elif dataclasses.is_dataclass(x) and not isinstance(x, Loc):
-            stack.extend(reversed([getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc"]))
     if not added:
         return module
     return dataclasses.replace(module, imports=module.imports + tuple(added))

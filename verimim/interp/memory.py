@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from verimim.diagnostics import Loc, Related
 from verimim.interp.values import RuntimeFault, Stream, Token, Value
 from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Sigma
-from verimim.layout import Layout, Target, X86_64, field_offsets, layout_of, value_mask
+from verimim.layout import Layout, Target, X86_64, field_offsets, layout_of, ptr_space, value_mask
 from verimim.printer import show
 
 ADDR_SHIFT = 40
@@ -59,12 +59,6 @@ class Ptr:
 
     def __repr__(self) -> str:
         return f"<ptr {self.block.label}+{self.offset}>"
-
-
-def _literal_space(ptr_type: App) -> int:
-    """The address space of `mem.Ptr (T, s)` where s is a literal, else 0."""
-    args = ptr_type.arg.ops if len(ptr_type.arg.ops) == 2 else ()
-    return args[1].value if args and isinstance(args[1], Lit) else 0
 
 
 class Memory:
@@ -229,7 +223,7 @@ class Memory:
             if t.head.annex in ("mem.Ptr", "buffer.Buf"):
                 addr = int.from_bytes(data[off:off + 8], "little")
                 if addr == 0:
-                    return Ptr(self.null_block(_literal_space(t)), 0)  # loading NULL (argv[argc]) is defined
+                    return Ptr(self.null_block(ptr_space(t) or 0), 0)  # loading NULL (argv[argc]) is defined
                 b = self.blocks.get(addr >> ADDR_SHIFT)
                 if b is None:
                     raise RuntimeFault("E-OOB", f"the loaded pointer {addr:#x} points to no allocation", loc)

@@ -130,7 +130,8 @@ def observe(host: World, argv: list[str], *, device: World | None = None, fuel: 
 def _seen(m: Machine, result: tuple[str, Any], effects: tuple[tuple[str, int], ...] | None,
           message: str, fault: BaseException | None) -> Observation:
     clock = m.state.get("c.clock_blocks", set())  # what C's `time` wrote differs run to run
-    heap = tuple(sorted(_with_pointers_named(m, b.data) for b in m.memory.blocks.values()
+    names: dict[int, tuple[int, int, int]] = {}  # block ranks, made at the first stored pointer
+    heap = tuple(sorted(_with_pointers_named(m, b.data, names) for b in m.memory.blocks.values()
                         if b.space == 0 and b.kind == "heap" and b.id not in clock))
     why = m.state.get("c.nondeterministic", "")
     return Observation(result, bytes(m.stdout), heap, tuple(sorted(w.code for w in m.warnings)), effects,
@@ -142,23 +143,24 @@ _NAMED_POINTER = struct.Struct("<BBHI")  # address space, kind, rank among its b
 _KINDS = ("heap", "stack", "static", "shared", "dynshared", "argv")
 
 
-def _with_pointers_named(m: Machine, data: bytearray) -> bytes:
+def _with_pointers_named(m: Machine, data: bytearray, rank: dict[int, tuple[int, int, int]]) -> bytes:
     """A heap block's bytes with every stored pointer (an 8-byte word `block id << 40 | offset`
     naming a block of this run) written as what it points to: the block's address space and
     kind, its rank among the blocks of that space and kind in allocation order, and the
     offset. Block ids are the interpreter's own and differ from run to run (and a phase may
     allocate device blocks in between), so the raw bytes of a pointer would make two runs of
-    one program differ."""
+    one program differ. `rank` is filled at the first block that holds a pointer, once per
+    observation."""
     n = len(data) - len(data) % 8
     if not any(data[i + 5] or data[i + 6] or data[i + 7] for i in range(0, n, 8)):
         return bytes(data)  # no word reaches 2^40: no pointer (the common case, checked fast)
     blocks = m.memory.blocks
-    rank: dict[int, tuple[int, int, int]] = {}
-    seen: Counter[tuple[int, str]] = Counter()
-    for bid in sorted(blocks):
-        b = blocks[bid]
-        rank[bid] = (b.space, _KINDS.index(b.kind) if b.kind in _KINDS else 255, seen[(b.space, b.kind)])
-        seen[(b.space, b.kind)] += 1
+    if not rank:
+        seen: Counter[tuple[int, str]] = Counter()
+        for bid in sorted(blocks):
+            b = blocks[bid]
+            rank[bid] = (b.space, _KINDS.index(b.kind) if b.kind in _KINDS else 255, seen[(b.space, b.kind)])
+            seen[(b.space, b.kind)] += 1
     out = bytearray(data)
     for i in range(0, n, 8):
         (word,) = _POINTER_WORD.unpack_from(data, i)
@@ -217,7 +219,7 @@ class Observations:
         """Record that a program shows what an observed one showed: the caller has matched the
         two node for node (a phase whose output is a copy of its input), and a run depends on
         the nodes alone."""
-        self._seen[(id(host), id(device))] = (host, device, self._seen[(id(like_host), id(like_device))][2])
+        self.record(host, device, self._seen[(id(like_host), id(like_device))][2])
 
     def of(self, host: World, device: World | None = None) -> Observation:
         key = (id(host), id(device))

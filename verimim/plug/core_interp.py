@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from verimim.interp.values import RuntimeFault, Value, bottom_used
 from verimim.ir.defs import App, Axiom, Def, IdxT, Lit, NatT, Top
-from verimim.layout import X86_64, layout_of
+from verimim.layout import X86_64, layout_of, ptr_space
 from verimim.plug import core_ops as ops
 from verimim.plug.core import BIT2_TAGS, MODE_NSW, MODE_NUW
 from verimim.printer import show
@@ -97,13 +97,8 @@ def bitcast(m: Machine, th: Thread, args: list[Value], node: App | None) -> Valu
 
 def _same_space_ptrs(a: Def, b: Def) -> bool:
     """Both `mem.Ptr (T, s)` types of one literal address space s."""
-    def space(t: Def) -> int | None:
-        if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr" and len(t.arg.ops) == 2:
-            s = t.arg.ops[1]
-            return s.value if isinstance(s, Lit) else None
-        return None
-    sa = space(a)
-    return sa is not None and sa == space(b)
+    sa = ptr_space(a)
+    return sa is not None and sa == ptr_space(b)
 
 
 def _conv(sign: bool) -> Callable[..., Value]:

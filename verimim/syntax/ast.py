@@ -8,6 +8,8 @@ and upstream's `%`-prefix on annex names. Everything with meaning (currying, `fu
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal as TLiteral, Union
 
@@ -432,3 +434,21 @@ class Module:
 
 
 Node = Union[Expr, Pattern, Decl, Module]
+
+
+def children(x: object) -> list[object]:
+    """A syntax node's fields (its position left out), or a tuple's items, in source order."""
+    if isinstance(x, (tuple, list)):
+        return list(x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, Loc):
+        return [getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc"]
+    return []
+
+
+def nodes(root: object) -> Iterator[object]:
+    """Every syntax node below root (itself included), in source order."""
+    stack = [root]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(children(x)))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from verimim.ir.analysis import free_muts, scan_mut
-from verimim.ir.defs import App, Def, Lam, MutLam, Var
+from verimim.ir.defs import App, Def, Extract, Lam, MutLam, Pack, Tuple, Var
 
 if TYPE_CHECKING:
     from verimim.ir.world import World
@@ -538,7 +538,7 @@ class Scopes:
                 stack.append((x.arg, False))
             else:
                 stack.extend((op, False) for op in x.ops)
-            if head or isinstance(x, Lam) or x.bvd != 0 or self.is_local(y, x) or any(isinstance(op, MutLam) for op in x.ops):
+            if head or isinstance(x, Lam) or x.bvd != 0 or self.is_local(y, x) or _holds_continuation(x):
                 continue  # (x.bvd: inside an immutable λ's body, open: only that λ can compute it)
             out.append(x)
         return out
@@ -596,3 +596,19 @@ class Scopes:
                 continue
             stack.extend(x.ops)
         return out
+
+
+def _holds_continuation(x: Def) -> bool:
+    """Whether x is built from a mutable by tuples, extracts and packs: a continuation chosen
+    (`(finish, return)#c`), not data. A code generator jumps through it; as a value, a choice
+    between continuations of different shapes is nothing it can compute."""
+    stack, seen = [x], set()
+    while stack:
+        d = stack.pop()
+        for op in d.ops:
+            if isinstance(op, MutLam):
+                return True
+            if isinstance(op, (Tuple, Extract, Pack)) and op.gid not in seen:
+                seen.add(op.gid)
+                stack.append(op)
+    return False

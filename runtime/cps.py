@@ -184,6 +184,18 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
         self._compute(jump_roots(body))
         self._goto(self._val(callee), self._val(arg), body.loc)
 
+    def _slot_memory(self, size: int, align: int) -> Any:
+        """Inside a mutable that takes its continuations at run time (a genuine recursion,
+        verimim.runtime.cps_dyn) one compiled instance serves every activation, live at once: a
+        slot there is a heap block of its own per execution (like the records, never freed), not
+        the instance's one `alloca`."""
+        s: Scope | None = self.scope
+        while s is not None:
+            if isinstance(s, _HScope) and s.owner is not None and s.owner.gid in self.dyn_muts:
+                return self._record(size)  # malloc aligns to 16 bytes, as the alloca asks
+            s = s.parent
+        return super()._slot_memory(size, align)
+
     def _goto(self, cv: Any, av: Any, loc: Loc | None) -> None:
         if isinstance(cv, Ret):
             self._return(av, loc)

@@ -777,6 +777,17 @@ class BodyCompiler:
             return d.ops
         raise unsupported(f"the implicit arguments `{show_short(d)}`", loc)
 
+    def _slot_memory(self, size: int, align: int) -> Any:
+        """A stack block of one activation: an `alloca` in the entry block, one per slot operation
+        per compiled instance (every instance is one activation at a time)."""
+        entry = self.fn.entry_basic_block
+        ab = self.ir.IRBuilder(entry)
+        ab.position_at_start(entry)
+        mem = ab.alloca(self.ir.ArrayType(self.ctx.i8, size))
+        mem.align = align  # pyright: ignore[reportAttributeAccessIssue] (None in llvmlite's __init__)
+        mem.type = self.ir.PointerType()  # an opaque pointer (llvmlite types it)
+        return mem
+
     def _mem(self, annex: str, args: list[Def], d: App) -> Any:
         loc = d.loc
         ctx = self.ctx
@@ -812,12 +823,7 @@ class BodyCompiler:
                 g = ctx.static_slot((d.gid, slot_id), max(size, 1), align, self.name)
                 return (None, P(g, align, 3))
             if space in (0, 5):
-                entry = self.fn.entry_basic_block
-                ab = self.ir.IRBuilder(entry)
-                ab.position_at_start(entry)
-                mem = ab.alloca(self.ir.ArrayType(ctx.i8, max(size, 1)))
-                mem.align = align  # pyright: ignore[reportAttributeAccessIssue] (None in llvmlite's __init__)
-                mem.type = self.ir.PointerType()  # an opaque pointer (llvmlite types it)
+                mem = self._slot_memory(max(size, 1), align)
                 if space == 5:
                     ptr = self.builder.addrspacecast(mem, self.ir.PointerType(addrspace=5))
                 else:

@@ -49,6 +49,8 @@ class Code:
     premade: list[tuple[int, MutLam]]
     root: Def | None = None  # the body (for the location of the jump)
     slots: dict[int, int] | None = None  # node id → frame slot (what a lambda made here reads)
+    # A function's body: where its return continuation is in the argument (Machine._call)
+    ret_at: int | None = None
 
 
 class Compiler:
@@ -98,6 +100,9 @@ class Compiler:
         w = self.world
         jump = w.is_cn(mut.pi) or _is_bot(w, mut.body)
         hit = self.codes[mut.gid] = self.compile(mut.body, jump=jump, owner=mut)
+        dom = mut.pi.dom
+        if jump and isinstance(dom, Sigma) and len(dom.ops) >= 2 and w.is_cn(dom.ops[-1]):
+            hit.ret_at = len(dom.ops) - 1
         return hit
 
     # ------------------------------------------------------------------ classification

@@ -59,6 +59,23 @@ class Thread:
     done: bool = False
     end: Def | None = None  # the jump by which it finished (a work-item's `return`)
     machine: Any = None  # the Machine running it (set by Machine.run_thread): what instructions call
+    # The activations of functions (mutables whose last parameter is a continuation: `fun`,
+    # `con f (…, return: Cn …)`) not yet returned, innermost last, and how many have each return
+    # continuation (by id: an activation holds its continuation alive).
+    calls: list[Activation] = field(default_factory=list)
+    returns: dict[int, int] = field(default_factory=dict)
+
+
+class Activation:
+    """A function's run from its call to the jump to its return continuation: the stack blocks
+    (`mem.slot`) made meanwhile live until then (SEMANTICS.md)."""
+
+    __slots__ = ("ret", "name", "blocks")
+
+    def __init__(self, ret: Value, name: str) -> None:
+        self.ret = ret
+        self.name = name
+        self.blocks: list[Any] = []
 
 
 def _scopes_of(world: World) -> Scopes:
@@ -239,9 +256,13 @@ class Machine:
 
     def enter(self, th: Thread, callee: Value, arg: Value) -> bool:
         """Jump to `callee` with `arg`; False when the thread has finished."""
+        if th.returns and id(callee) in th.returns:
+            self._return_to(th, callee)
         if isinstance(callee, Closure):
             mut = self.resolve(callee.mut)
             code = self.code_of(mut)
+            if code.ret_at is not None and isinstance(arg, tuple):
+                self._call(th, arg[code.ret_at], mut)
             env = dict(callee.env)
             env[-mut.gid] = arg
             env[mut.gid] = callee  # a continuation may jump to itself
@@ -282,6 +303,31 @@ class Machine:
             th.next = (k, fn(self, th, list(callee.args) + [value], site))
             return True
         raise RuntimeFault("E-INTERNAL", f"jump to a non-continuation {callee!r}", None)
+
+    def _call(self, th: Thread, ret: Value, mut: MutLam) -> None:
+        """A function starts. A tail call (its return continuation is the caller's) continues the
+        caller's activation: the callee returns where the caller does, and a loop written as
+        tail recursion keeps one activation."""
+        calls = th.calls
+        if calls and calls[-1].ret is ret:
+            return
+        calls.append(Activation(ret, mut.name or "λ"))
+        th.returns[id(ret)] = th.returns.get(id(ret), 0) + 1
+
+    def _return_to(self, th: Thread, ret: Value) -> None:
+        """A jump to the return continuation of a running function: that activation, and every
+        one started after it (which can no longer return), end with their stack blocks."""
+        where = getattr(th.jump, "loc", None)
+        key, returns, calls = id(ret), th.returns, th.calls
+        while key in returns:
+            act = calls.pop()
+            k = id(act.ret)
+            if returns[k] == 1:
+                del returns[k]
+            else:
+                returns[k] -= 1
+            for b in act.blocks:
+                self.memory.end(b, where, f"its function `{act.name}` returned")
 
     # ------------------------------------------------------------------ values
 

@@ -39,6 +39,10 @@ class Block:
     live: bool = True
     freed_at: Loc | None = None
     id: int = field(default_factory=lambda: next(_block_ids))
+    # Who may access it: a launch's shared block (launch, group), a local block (launch, group,
+    # item); None: anyone its address space allows (mem_interp.access checks it).
+    owner: tuple[int, ...] | None = None
+    ended: str | None = None  # why a block that is not freed stopped living ("`f` returned")
 
     def __post_init__(self) -> None:
         self.data = bytearray(self.size)
@@ -94,18 +98,27 @@ class Memory:
         b = p.block
         if b.kind == "null":
             return  # C's free(NULL) does nothing
-        if not b.live:
-            raise RuntimeFault("E-DOUBLE-FREE", f"{b.describe()} is freed twice", loc,
-                               (Related("freed first here", b.freed_at), Related("allocated here", b.loc)))
         if b.kind != "heap":
             raise RuntimeFault("E-BAD-FREE", f"freeing the {b.describe()}: only heap blocks "
                                f"(mem.malloc/mem.alloc/gpu.alloc) can be freed", loc,
                                (Related("allocated here", b.loc),))
+        if not b.live:
+            raise RuntimeFault("E-DOUBLE-FREE", f"{b.describe()} is freed twice", loc,
+                               (Related("freed first here", b.freed_at), Related("allocated here", b.loc)))
         if p.offset != 0:
             raise RuntimeFault("E-BAD-FREE", f"freeing an interior pointer (offset {p.offset}) of "
                                f"the {b.describe()}", loc, (Related("allocated here", b.loc),))
         b.live = False
         b.freed_at = loc
+
+    def end(self, b: Block, loc: Loc | None, reason: str) -> None:
+        """A block that is not freed stops living: a slot when its function returns, a launch's
+        shared and local blocks when the launch is over. Its bytes go (an access is
+        E-USE-AFTER-FREE, checked before any byte is read)."""
+        b.live = False
+        b.freed_at = loc
+        b.ended = reason
+        b.data = b.init = bytearray()
 
     def live_heap(self) -> list[Block]:
         return [b for b in self.blocks.values() if b.live and b.kind == "heap"]
@@ -130,6 +143,9 @@ class Memory:
         if b.kind == "null":
             raise RuntimeFault("E-OOB", f"{what} through a null pointer", loc)
         if not b.live:
+            if b.ended is not None:
+                raise RuntimeFault("E-USE-AFTER-FREE", f"{what} the {b.describe()} after it ended: {b.ended}",
+                                   loc, (Related("it ended here", b.freed_at), Related("allocated here", b.loc)))
             raise RuntimeFault("E-USE-AFTER-FREE", f"{what} the {b.describe()} after it was freed", loc,
                                (Related("freed here", b.freed_at), Related("allocated here", b.loc)))
         if p.offset < 0 or p.offset + size > b.size:

@@ -61,6 +61,11 @@ class Call:
         """The byte at offset i of ptr's block, which a C function reads: inside the block and
         written."""
         b = ptr.block
+        if not b.live or b.kind == "null":
+            try:
+                self.m.memory.check(Ptr(b, i), 1, self.loc, f"{what}: reading")
+            except RuntimeFault as e:
+                raise RuntimeFault(e.code, f"`{self.name}`: {e.message}", self.loc, e.related) from None
         if i >= b.size:
             raise self.fault("E-OOB", f"{what}: reading byte {i} of the {b.describe()}, past its end: "
                              f"the string has no terminating NUL inside its allocation")

@@ -268,6 +268,9 @@ class LaunchState:
     epochs: dict[int, int] = field(default_factory=dict)
     static_slots: dict[tuple[int, int, int], Block] = field(default_factory=dict)
     node: App | None = None
+    serial: int = 0  # which launch of the program (owners of its shared and local blocks)
+    # its shared blocks and its work-items' local ones: they end with it
+    blocks: list[Block] = field(default_factory=list)
     deferred: RuntimeFault | None = None
     # how a pending access of this launch is named (one kernel statement may run on two streams)
     access_name: str = field(init=False)
@@ -323,7 +326,7 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
         complete_all(m)
     st = state(m)
     st.launches += 1
-    ls = LaunchState(m, h, node=node)
+    ls = LaunchState(m, h, node=node, serial=st.launches)
     groups = list(range(n_groups))
     if m.seed:
         m.rng.shuffle(groups)
@@ -332,7 +335,10 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
         smem: Value = ()
         if dyn_flag:
             size = m.memory.layout(mt, loc).size
-            smem = Ptr(m.memory.alloc(3, size, "dynshared", loc, f"dynamic shared memory of group {g}"), 0)
+            block = m.memory.alloc(3, size, "dynshared", loc, f"dynamic shared memory of group {g}")
+            block.owner = (ls.serial, g)
+            ls.blocks.append(block)
+            smem = Ptr(block, 0)
         threads = []
         for i in range(n_items):
             t = MThread(f"group {g} item {i}", device=True, group=g, item=i, launch=ls)
@@ -346,6 +352,9 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
             raise
     if ls.deferred is not None:
         raise ls.deferred
+    for b in ls.blocks:
+        if b.live:
+            m.memory.end(b, loc, "the launch that made it is over")
     if ls.tracker.benign is not None:
         msg, bloc, related = ls.tracker.benign
         m.warn("W-BENIGN-RACE", msg, bloc, related)

@@ -39,6 +39,30 @@ def check_space(th: Thread, p: Ptr, node: App | None, what: str) -> None:
         raise RuntimeFault("E-ADDR-SPACE", f"kernel code {what} host memory (address space 0)", loc_of(node))
 
 
+def check_owner(th: Thread, p: Ptr, node: App | None, what: str) -> None:
+    """Shared memory belongs to one group of one launch, local memory to one work-item
+    (SEMANTICS.md, Address spaces): another's pointer, published through memory, is not a way in."""
+    b, launch = p.block, th.launch
+    serial = launch.serial if launch is not None else -1
+    mine = (serial, th.group) if b.space == 3 else (serial, th.group, th.item)
+    if b.owner == mine:
+        return
+    whose = _owner_name(b.owner, b.space)
+    if b.owner is not None and b.owner[0] != serial:
+        whose += " of another launch"
+    raise RuntimeFault("E-ADDR-SPACE", f"work-item {th.item} of group {th.group} {what} the {b.describe()}, which "
+                       f"belongs to {whose}: {SPACE_NAMES.get(b.space, b.space)} memory is private to it",
+                       loc_of(node), (Related("allocated here", b.loc),))
+
+
+def _owner_name(owner: tuple[int, ...] | None, space: int) -> str:
+    if owner is None:
+        return "no work-item"
+    if space == 3:
+        return f"group {owner[1]}"
+    return f"work-item {owner[2]} of group {owner[1]}"
+
+
 def access(m: Machine, th: Thread, p: Ptr, size: int, data: bytes | None, node: App | None) -> None:
     """Checks shared by every load and store (data: the bytes written, None for a read)."""
     what = "reads" if data is None else "writes"
@@ -46,6 +70,8 @@ def access(m: Machine, th: Thread, p: Ptr, size: int, data: bytes | None, node: 
     if data is not None and th.device and p.block.space == 4:
         raise RuntimeFault("E-ADDR-SPACE", "a kernel stores into constant memory (address space 4)", loc_of(node))
     m.memory.check(p, size, loc_of(node), "reading" if data is None else "writing")
+    if p.block.owner is not None and th.device:
+        check_owner(th, p, node, what)
     if th.device and th.launch is not None and p.block.space in (1, 3):
         launch = th.launch
         launch.tracker.access(p.block.id, p.block.label, p.offset, data, size,
@@ -103,15 +129,23 @@ def malloc(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
 
 
 def _slot(m: Machine, th: Thread, t: Def, space: int, size: int, slot_id: int, node: App | None) -> Ptr:
-    if th.device and space == 3 and th.launch is not None:
-        # A static shared slot: one block per group, per slot operation and id.
+    launch = th.launch if th.device else None
+    if launch is not None and space == 3:
+        # A static shared slot: one block per group, per slot operation and id, for the launch.
         key = (th.group, node.gid if node is not None else 0, slot_id)
-        block = th.launch.static_slots.get(key)
+        block = launch.static_slots.get(key)
         if block is None:
             block = m.memory.alloc(3, size, "static", loc_of(node), _label(node, "shared slot"))
-            th.launch.static_slots[key] = block
+            block.owner = (launch.serial, th.group)
+            launch.static_slots[key] = block
+            launch.blocks.append(block)
         return Ptr(block, 0)
     block = m.memory.alloc(space, size, "stack", loc_of(node), _label(node, "slot"))
+    if th.calls:
+        th.calls[-1].blocks.append(block)  # it lives until its function returns
+    if launch is not None and space == 5:
+        block.owner = (launch.serial, th.group, th.item)
+        launch.blocks.append(block)
     return Ptr(block, 0)
 
 

@@ -5,6 +5,7 @@
 #   (compiled host code + kernels) and with `--target gpu --host interp`;
 # - `verimim diff` (interpreter before/after every phase + GPU) on the corpus and the examples;
 # - the conformance rows of EXAMPLES_DIR with `--target gpu`; the bandwidth and launch benchmarks.
+# SKIP_BENCH=1 leaves out the benchmarks, FUZZ_BUDGET=0 the fuzzing (FUZZ_SEED: its seed).
 # Wheels in .whl/ (click, rich, pytest, ...) are installed into /tmp/site when present.
 set -u
 cd "$(dirname "$0")/.."
@@ -54,13 +55,17 @@ if [ -f "$EX/EXPECTED.tsv" ] && [ -f "$EX/conformance" ]; then
   python3 "$EX/conformance" "$EX" --verimim "$V" --only run --run-args "--target gpu" 2>&1 | tail -15
 fi
 
+if [ -z "${SKIP_BENCH:-}" ]; then
 echo "== benchmarks"
 python3 benchmarks/bandwidth.py 2>&1 | tail -12
 python3 benchmarks/launch.py 2>&1 | tail -8
+fi
 
+[ "${FUZZ_BUDGET:-300}" = 0 ] || {
 echo "== fuzzing on the GPU (no z3 here: phases unverified, still differential)"
-python3 -m verimim.cli fuzz --target gpu --no-verify --budget "${FUZZ_BUDGET:-300}" --seed 1 --json --out "$OUT/fuzz" > "$OUT/fuzz.json" 2>/dev/null
+python3 -m verimim.cli fuzz --target gpu --no-verify --budget "${FUZZ_BUDGET:-300}" --seed "${FUZZ_SEED:-1}" --json --out "$OUT/fuzz" > "$OUT/fuzz.json" 2>/dev/null
 python3 -c "import json; d=json.load(open('$OUT/fuzz.json')); print(d['programs'], 'programs,', d['per_second'], '/s,', len(d['failures']), 'failures'); [print(f['kind'], f['message'][:300]) for f in d['failures'][:5]]"
+}
 fi
 
 # A campaign on Dask with --target gpu: one worker per GPU of CUDA_VISIBLE_DEVICES (fuzz/cluster.py);

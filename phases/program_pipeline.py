@@ -99,7 +99,14 @@ def _steps(world: World, d: Def, what: str) -> list[Step]:
             return [PrefixCleanup(_string(args[-1], what))]
         if head == "compile.named":
             name = _string(args[-1], what)
-            return step_of_name(name) if world.find_annex(name) is not None or _registered(name) else []
+            if world.find_annex(name) is not None or _registered(name):
+                return step_of_name(name)
+            plugin = name.split(".")[0]
+            if any(a.startswith(plugin + ".") for a in world.annexes):
+                # elided only when its plugin is not loaded: a name the loaded plugin lacks is a typo
+                raise VerimimError("E-NAME", f"{what}: `compile.named \"{name}\"` names no phase of the loaded "
+                                   f"plugin `{plugin}`", d.loc)
+            return []
         if head == "compile.cond":
             plugin = _string(args[-2], what)
             loaded = any(a.startswith(plugin + ".") for a in world.annexes)

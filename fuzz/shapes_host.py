@@ -127,3 +127,43 @@ def printf_call(host: Any, value: Def) -> Def:
     b.features["c.cfun"] += 1
     b.features["c.printf"] += 1
     return n
+
+
+def recursive_call(host: Any, value: Def) -> Def:
+    """A genuinely recursive host `fun depth (m0: M0, n: I32): [M0, I32]` called with n = argc +
+    a literal: each level keeps `n·c + k` in its own `mem.slot` across the (non-tail) recursive
+    call and adds it to the call's result once it returns; n = 0 returns a literal. A slot
+    lives until its function returns (one block per activation), which compiled code must give
+    every level (one `alloca` for all levels gave 4! = 1). Ends the current block, continues in
+    the call's return continuation; returns `value` plus the call's result. (`depth` captures
+    nothing: a top-level function, as upstream's are.)"""
+    b, w, draw = host.b, host.b.w, host.draw
+    I32, M0 = b.I32, b.M0
+
+    def lit(v: int) -> Def:
+        return w.lit_idx(2 ** 32, v)
+
+    ret_t = w.cn(w.sigma([M0, I32]))
+    f = w.mut_lam(w.cn(w.sigma([w.sigma([M0, I32]), ret_t])), "depth", "fun")
+    f.param_names = ("dm", "dn")  # not main's `m0`: printed first, it would rename that
+    v = w.var(f)
+    args, ret = b.x(v, 2, 0), b.x(v, 2, 1)
+    m0, n = b.x(args, 2, 0), b.x(args, 2, 1)
+    c, k = draw(st.integers(1, 9), label="depth factor"), draw(st.integers(0, 9), label="depth offset")
+    m0, keep = b.slot(I32, 0, m0, 0)
+    m0 = b.store(I32, 0, m0, keep, b.wrap("add", 32, 0, b.wrap("mul", 32, 0, n, lit(c)), lit(k)))
+    base, (bm0,) = b.con("depth_base", [("dm", M0)])
+    deeper, (dm0,) = b.con("depth_recurse", [("dm", M0)])
+    after, (am0, r) = b.con("depth_after", [("dm", M0), ("r", I32)])
+    f.body = b.branch(b.icmp("e", 32, n, lit(0)), deeper, base, m0)
+    base.body = w.app(ret, b.tup(bm0, lit(draw(st.integers(0, 99), label="depth base"))))
+    deeper.body = w.app(f, b.tup(b.tup(dm0, b.wrap("sub", 32, 0, n, lit(1))), after))
+    am0, kept = b.load(I32, 0, am0, keep)
+    after.body = w.app(ret, b.tup(am0, b.wrap("add", 32, 0, r, kept)))
+
+    n0 = b.wrap("add", 32, 0, host.argc, lit(draw(st.integers(0, 3), label="depth")))
+    k_main, (m0, res) = b.con("after_depth", [("m0", M0), ("r", I32)])
+    host.cur.body = w.app(f, b.tup(b.tup(host.s["m0"], n0), k_main))
+    host.cur, host.s["m0"] = k_main, m0
+    b.features["fun.recursive"] += 1
+    return b.wrap("add", 32, 0, value, res)

@@ -69,7 +69,7 @@ def test_supported_shapes_pass_the_oracle() -> None:
     # the first others up to 12, so that the shapes checked do not depend on which examples a
     # Hypothesis version draws.
     wanted = ("branch.cont_param", "main.con", "branch.lam_target", "kernel.curried", "cont.curried")
-    progs = _collect(programs(max_kernels=1, max_ops=4,
+    progs = _collect(programs(max_kernels=1, max_ops=4, host_recursion=False,
                               streams=False, with_streams=False, buffers=False), 60)
     picked = [next(p for p in progs if shape in p.features_used) for shape in wanted
               if any(shape in p.features_used for p in progs)]
@@ -80,6 +80,18 @@ def test_supported_shapes_pass_the_oracle() -> None:
         assert v.ok, f"{v.kind}: {v.message}\n{p.text}"
         seen |= p.features_used
     assert set(wanted) <= seen, f"not generated in 60 programs: {sorted(set(wanted) - seen)}"
+
+
+def test_recursive_host_functions_are_generated_with_a_slot_per_level_and_pass_the_oracle() -> None:
+    progs = [p for p in _collect(programs(max_kernels=1, max_ops=2, streams=False, with_streams=False,
+                                          buffers=False, btensor=False), 60) if "fun.recursive" in p.features_used]
+    assert progs, "no recursive host function in 60 programs"
+    header = re.compile(r"^fun depth \(dm: mem\.M 0, dn: I32\): \[mem\.M 0, I32\] =\n\s+let \w+ = mem\.slot", re.M)
+    for p in progs[:3]:
+        assert header.search(p.text), p.text
+        assert canonical(p.text) == p.text
+        v = check_generated(p, verify=False, schedules=1)
+        assert v.ok, f"{v.kind}: {v.message}\n{p.text}"
 
 
 def test_generated_shapes_pass_the_oracle_with_streams_and_specifications() -> None:

@@ -87,3 +87,32 @@ def test_a_stored_pointer_is_compared_by_what_it_points_to() -> None:
     assert one.heap == two.heap and differences(one, two) == []
     w_b, _ = load_text(_pointer_to("b"), "<ptr>")
     assert differences(one, observe(w_b, ["p"]), ("heap",)) == ["heap"]
+
+
+def test_an_integer_with_a_pointers_bits_is_a_number_and_the_shadow_follows_copies() -> None:
+    # Only words a pointer was stored into are named (the block's pointer shadow): an I64 whose
+    # high bits happen to be a live block's id stayed raw in one run and was renamed in another
+    # (a false E-DIFF on `0x10000000005I64` in a heap block). Copies carry the shadow; an
+    # overwrite, even of one byte, ends it.
+    from verimim.interp.machine import Machine
+    from verimim.interp.memory import ADDR_SHIFT, Ptr
+    from verimim.interp.observe import _with_pointers_named
+
+    w, _ = load_text(program("    return (m0, 0I32);\n"), "<shadow>")
+    m = Machine(w)
+    mem = m.memory
+    target = mem.alloc(0, 4, "heap", None, "target")
+    cell = mem.alloc(0, 16, "heap", None, "cell")
+    look_alike = ((target.id << ADDR_SHIFT) | 2).to_bytes(8, "little")
+    mem.write_bytes(Ptr(cell, 0), look_alike, None)  # a number
+    ptr_t = w.app(w.annexes["mem.Ptr"], w.tuple([w.idx_n(2 ** 32), w.lit_nat(0)]))
+    data, marks = mem.encode_marked(ptr_t, Ptr(target, 2), None)
+    assert data == look_alike and marks == (0,)
+    mem.write_bytes(Ptr(cell, 8), data, None, marks)  # a pointer, with the same bytes
+    named = _with_pointers_named(m, cell, {})
+    assert named[:8] == look_alike and named[8:] != look_alike
+    copy = mem.alloc(0, 16, "heap", None, "copy")
+    mem.copy(Ptr(copy, 0), Ptr(cell, 0), 16, None)
+    assert copy.pointers == {8}
+    mem.write_bytes(Ptr(copy, 12), b"\x00", None)
+    assert not copy.pointers

@@ -43,6 +43,9 @@ class Block:
     # item); None: anyone its address space allows (mem_interp.access checks it).
     owner: tuple[int, ...] | None = None
     ended: str | None = None  # why a block that is not freed stopped living ("`f` returned")
+    # where stored pointers start (a shadow, like `init`, that copies carry): an 8-byte integer
+    # there is an address, elsewhere a number, whatever its bits (verimim.interp.observe)
+    pointers: set[int] | None = None
 
     def __post_init__(self) -> None:
         self.data = bytearray(self.size)
@@ -172,30 +175,51 @@ class Memory:
                                f"never written", loc, (Related("allocated here", b.loc),))
         return bytes(b.data[lo:hi])
 
-    def write_bytes(self, p: Ptr, data: bytes, loc: Loc | None) -> None:
+    def write_bytes(self, p: Ptr, data: bytes, loc: Loc | None, pointers: tuple[int, ...] = ()) -> None:
+        """Write data at p; `pointers`: where in data a stored pointer starts (encode_marked)."""
         self.check(p, len(data), loc, "writing")
         b = p.block
         lo = p.offset
         b.data[lo:lo + len(data)] = data
         b.init[lo:lo + len(data)] = b"\x01" * len(data)
+        if b.pointers:
+            _unmark(b.pointers, lo, lo + len(data))
+        if pointers:
+            if b.pointers is None:
+                b.pointers = set()
+            b.pointers.update(lo + k for k in pointers)
 
     def copy(self, dst: Ptr, src: Ptr, size: int, loc: Loc | None) -> None:
-        """Copy bytes with their initialisation shadow (copying uninitialised bytes is fine)."""
+        """Copy bytes with their initialisation and pointer shadows (copying uninitialised
+        bytes is fine)."""
         self.check(src, size, loc, "copying from")
         self.check(dst, size, loc, "copying to")
         s, d = src.block, dst.block
         d.data[dst.offset:dst.offset + size] = s.data[src.offset:src.offset + size]
         d.init[dst.offset:dst.offset + size] = s.init[src.offset:src.offset + size]
+        moved = [k - src.offset for k in s.pointers if src.offset <= k <= src.offset + size - 8] if s.pointers else []
+        if d.pointers:
+            _unmark(d.pointers, dst.offset, dst.offset + size)
+        if moved:
+            if d.pointers is None:
+                d.pointers = set()
+            d.pointers.update(dst.offset + k for k in moved)
 
     # ------------------------------------------------------------------ encoding
 
     def encode(self, t: Def, v: Value, loc: Loc | None) -> bytes:
+        return self.encode_marked(t, v, loc)[0]
+
+    def encode_marked(self, t: Def, v: Value, loc: Loc | None) -> tuple[bytes, tuple[int, ...]]:
+        """v's bytes, and where in them a pointer starts (for write_bytes)."""
         lay = self.layout(t, loc)
         out = bytearray(lay.size)
-        self._encode_into(out, 0, t, v, loc)
-        return bytes(out)
+        pointers: list[int] = []
+        self._encode_into(out, 0, t, v, loc, pointers)
+        return bytes(out), tuple(pointers)
 
-    def _encode_into(self, out: bytearray, off: int, t: Def, v: Value, loc: Loc | None) -> None:
+    def _encode_into(self, out: bytearray, off: int, t: Def, v: Value, loc: Loc | None,
+                     pointers: list[int]) -> None:
         if isinstance(t, (IdxT, NatT)):
             n = self.layout(t, loc).size
             out[off:off + n] = (int(v) % (1 << (8 * n))).to_bytes(n, "little")
@@ -207,6 +231,8 @@ class Memory:
             if t.head.annex in ("mem.Ptr", "buffer.Buf"):
                 addr = (v.block.id << ADDR_SHIFT) + v.offset if isinstance(v, Ptr) else 0
                 out[off:off + 8] = addr.to_bytes(8, "little")
+                if addr:
+                    pointers.append(off)
                 return
             if t.head.annex == "mem.M":
                 return
@@ -214,13 +240,13 @@ class Memory:
             offs = field_offsets(t, self.target)
             assert offs is not None
             for f, o, x in zip(t.ops, offs, v):
-                self._encode_into(out, off + o, f, x, loc)
+                self._encode_into(out, off + o, f, x, loc, pointers)
             return
         if isinstance(t, Arr) and isinstance(t.shape, Lit):
             elem = t.body
             esz = self.layout(elem, loc).size
             for i in range(t.shape.value):
-                self._encode_into(out, off + i * esz, elem, v[i], loc)
+                self._encode_into(out, off + i * esz, elem, v[i], loc, pointers)
             return
         raise RuntimeFault("E-UNSUPPORTED", f"cannot store a value of type `{show(t)}`", loc)
 
@@ -255,3 +281,11 @@ class Memory:
             esz = self.layout(t.body, loc).size
             return tuple(self.decode(t.body, data, loc, off + i * esz) for i in range(t.shape.value))
         raise RuntimeFault("E-UNSUPPORTED", f"cannot load a value of type `{show(t)}`", loc)
+
+
+def _unmark(pointers: set[int], lo: int, hi: int) -> None:
+    """Bytes lo..hi-1 were overwritten: no stored pointer overlapping them is one any more."""
+    if hi - lo < 64:
+        pointers.difference_update(range(lo - 7, hi))
+    else:
+        pointers.difference_update([k for k in pointers if lo - 7 <= k < hi])

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from verimim.diagnostics import VerimimError
-from verimim.interp.memory import ADDR_SHIFT
+from verimim.interp.memory import ADDR_SHIFT, Block
 from verimim.interp.values import RuntimeFault, Token
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def _seen(m: Machine, result: tuple[str, Any], effects: tuple[tuple[str, int], .
           message: str, fault: BaseException | None) -> Observation:
     clock = m.state.get("c.clock_blocks", set())  # what C's `time` wrote differs run to run
     names: dict[int, tuple[int, int, int]] = {}  # block ranks, made at the first stored pointer
-    heap = tuple(sorted(_with_pointers_named(m, b.data, names) for b in m.memory.blocks.values()
+    heap = tuple(sorted(_with_pointers_named(m, b, names) for b in m.memory.blocks.values()
                         if b.space == 0 and b.kind == "heap" and b.id not in clock))
     why = m.state.get("c.nondeterministic", "")
     return Observation(result, bytes(m.stdout), heap, tuple(sorted(w.code for w in m.warnings)), effects,
@@ -143,32 +143,31 @@ _NAMED_POINTER = struct.Struct("<BBHI")  # address space, kind, rank among its b
 _KINDS = ("heap", "stack", "static", "shared", "dynshared", "argv")
 
 
-def _with_pointers_named(m: Machine, data: bytearray, rank: dict[int, tuple[int, int, int]]) -> bytes:
-    """A heap block's bytes with every stored pointer (an 8-byte word `block id << 40 | offset`
-    naming a block of this run) written as what it points to: the block's address space and
-    kind, its rank among the blocks of that space and kind in allocation order, and the
-    offset. Block ids are the interpreter's own and differ from run to run (and a phase may
-    allocate device blocks in between), so the raw bytes of a pointer would make two runs of
-    one program differ. `rank` is filled at the first block that holds a pointer, once per
-    observation."""
-    n = len(data) - len(data) % 8
-    if not any(data[i + 5] or data[i + 6] or data[i + 7] for i in range(0, n, 8)):
-        return bytes(data)  # no word reaches 2^40: no pointer (the common case, checked fast)
+def _with_pointers_named(m: Machine, b: Block, rank: dict[int, tuple[int, int, int]]) -> bytes:
+    """A heap block's bytes with every stored pointer (where the block's pointer shadow says one
+    starts: an 8-byte word `block id << 40 | offset`) written as what it points to: the block's
+    address space and kind, its rank among the blocks of that space and kind in allocation
+    order, and the offset. Block ids are the interpreter's own and differ from run to run (and
+    a phase may allocate device blocks in between), so the raw bytes of a pointer would make
+    two runs of one program differ; an integer is left as it is, whatever its bits. `rank` is
+    filled at the first block that holds a pointer, once per observation."""
+    data = b.data
+    if not b.pointers:
+        return bytes(data)
     blocks = m.memory.blocks
     if not rank:
         seen: Counter[tuple[int, str]] = Counter()
         for bid in sorted(blocks):
-            b = blocks[bid]
-            rank[bid] = (b.space, _KINDS.index(b.kind) if b.kind in _KINDS else 255, seen[(b.space, b.kind)])
-            seen[(b.space, b.kind)] += 1
+            x = blocks[bid]
+            rank[bid] = (x.space, _KINDS.index(x.kind) if x.kind in _KINDS else 255, seen[(x.space, x.kind)])
+            seen[(x.space, x.kind)] += 1
     out = bytearray(data)
-    for i in range(0, n, 8):
+    for i in b.pointers:
         (word,) = _POINTER_WORD.unpack_from(data, i)
         hit = rank.get(word >> ADDR_SHIFT)
-        offset = word & ((1 << ADDR_SHIFT) - 1)
-        if hit is not None and offset <= blocks[word >> ADDR_SHIFT].size:
+        if hit is not None:
             space, kind, k = hit
-            _NAMED_POINTER.pack_into(out, i, space % 256, kind, k % 65536, offset % 2**32)
+            _NAMED_POINTER.pack_into(out, i, space % 256, kind, k % 65536, (word & ((1 << ADDR_SHIFT) - 1)) % 2**32)
     return bytes(out)
 
 

@@ -75,9 +75,9 @@ def read(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
 def write(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     rst, (mem, buf, idx, val) = args
     p, t, size = _element(m, th, rst, buf, idx, node)
-    data = m.memory.encode(t, val, loc_of(node))
+    data, pointers = m.memory.encode_marked(t, val, loc_of(node))
     access(m, th, p, size, data, node)
-    m.memory.write_bytes(p, data, loc_of(node))
+    m.memory.write_bytes(p, data, loc_of(node), pointers)
     return (mem, buf)
 
 
@@ -85,19 +85,20 @@ def init(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (r, s, t), (mem, val) = args
     mem, buf = alloc(m, th, [(r, s, t), mem], node)
     at = array_type(m, dims(r, s), t)
-    data = m.memory.encode(at, val, loc_of(node))
+    data, pointers = m.memory.encode_marked(at, val, loc_of(node))
     access(m, th, buf, len(data), data, node)
-    m.memory.write_bytes(buf, data, loc_of(node))
+    m.memory.write_bytes(buf, data, loc_of(node), pointers)
     return (mem, buf)
 
 
 def lit(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (r, s, t), (mem, v) = args
     mem, buf = alloc(m, th, [(r, s, t), mem], node)
-    one = m.memory.encode(t, v, loc_of(node))
-    data = one * prod(dims(r, s))
+    one, marks = m.memory.encode_marked(t, v, loc_of(node))
+    n = prod(dims(r, s))
+    data = one * n
     access(m, th, buf, len(data), data, node)
-    m.memory.write_bytes(buf, data, loc_of(node))
+    m.memory.write_bytes(buf, data, loc_of(node), tuple(j * len(one) + k for j in range(n) for k in marks))
     return (mem, buf)
 
 

@@ -101,9 +101,9 @@ def load(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
 
 def store(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (t, _a), (mem, p, v) = args
-    data = m.memory.encode(t, v, loc_of(node))
+    data, pointers = m.memory.encode_marked(t, v, loc_of(node))
     access(m, th, p, len(data), data, node)
-    m.memory.write_bytes(p, data, loc_of(node))
+    m.memory.write_bytes(p, data, loc_of(node), pointers)
     return mem
 
 
@@ -250,7 +250,7 @@ def make_argv(m: Machine, args: list[str]) -> Ptr:
     from verimim.interp.memory import ADDR_SHIFT
 
     for k, b in enumerate(ptrs):
-        m.memory.write_bytes(Ptr(arr, 8 * k), (b.id << ADDR_SHIFT).to_bytes(8, "little"), None)
+        m.memory.write_bytes(Ptr(arr, 8 * k), (b.id << ADDR_SHIFT).to_bytes(8, "little"), None, (0,))
     m.memory.write_bytes(Ptr(arr, 8 * len(args)), bytes(8), None)
     return Ptr(arr, 0)
 

@@ -11,7 +11,7 @@ every pair of memory operations on every (bounded) path of each kernel;
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Set as AbstractSet
 from typing import cast
 
 import z3
@@ -538,15 +538,28 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
         return Outcome("refuted", "no device World after split_apply")
     old = res.before.host
     kernels = {_mut_key(k) for k in reference.kernels(old).values()}
+    key_of = {id(w): _split_keys(w, kernels, _ambiguous(old)) for w in (old, host, dev)}
     # One Boolean per mutable of each side: is it on the device?
     side_of: dict[str, list[str]] = {}
     for label, w in (("host", host), ("device", dev)):
+        keys = key_of[id(w)]
         for d in walk(w):
             if isinstance(d, MutLam) and d.annex is None:
-                side_of.setdefault(_mut_key(d), []).append(label if d.body is not None else label + "-decl")
+                side_of.setdefault(keys(d), []).append(label if d.body is not None else label + "-decl")
+    reach = _mut_graph(old, key_of[id(old)])
+    # A helper that host code and a kernel both call needs its code on both sides: two copies
+    # (which the node-for-node match below shows are the input's code); every other mutable
+    # lives on one side.
+    shared = _reached(reach, [n for n in reach if n not in kernels and n in _roots(old, key_of[id(old)])],
+                      stop=kernels) & _reached(reach, list(kernels))
+    for n in shared:
+        if sorted(side_of.get(n, [])) != ["device", "host"]:
+            return Outcome("refuted", f"`{n}`, called by host code and by a kernel, is not on both sides "
+                           f"(it is on: {', '.join(side_of.get(n, [])) or 'neither'})", {"sides": side_of})
+    side_of = {n: sides for n, sides in side_of.items() if n not in shared}
+    reach = {n: ts - shared for n, ts in reach.items() if n not in shared}
     s = ctx.solver()
     dv = {n: z3.Bool(f"device[{n}]") for n in side_of}
-    reach = _mut_graph(old)
     for n, sides in side_of.items():
         on_dev = "device" in sides
         on_host = "host" in sides
@@ -625,15 +638,74 @@ def _mut_key(m: MutLam) -> str:
     return f"{m.name or '?'}@{m.loc.line}:{m.loc.col}" if m.loc else (m.name or "?")
 
 
-def _mut_graph(world: World) -> dict[str, set[str]]:
+def _mut_graph(world: World, key: Callable[[MutLam], str]) -> dict[str, set[str]]:
     from verimim.ir.analysis import scan_mut
 
     out: dict[str, set[str]] = {}
     for d in walk(world):
         if isinstance(d, MutLam) and d.annex is None:
-            out.setdefault(_mut_key(d), set()).update(
-                _mut_key(m) for m in scan_mut(d)[1] if m.annex is None)
+            out.setdefault(key(d), set()).update(key(m) for m in scan_mut(d)[1] if m.annex is None)
     return out
+
+
+def _roots(world: World, key: Callable[[MutLam], str]) -> set[str]:
+    """The program's entry points (its externals)."""
+    return {key(m) for m in world.externals.values() if isinstance(m, MutLam)}
+
+
+def _reached(graph: dict[str, set[str]], roots: list[str], stop: AbstractSet[str] = frozenset()) -> set[str]:
+    """What the roots reach in the mutable graph, not going into `stop` (the kernels, for host
+    code: a launch names its kernel, it does not run it on the host)."""
+    out = set(roots)
+    stack = list(roots)
+    while stack:
+        for t in graph.get(stack.pop(), ()):
+            if t not in out and t not in stop:
+                out.add(t)
+                stack.append(t)
+    return out
+
+
+def _ambiguous(world: World) -> set[str]:
+    """Names and positions that two mutables with bodies share: copies of one source function
+    (a helper specialised once for the host's call and once for a kernel's)."""
+    seen: dict[str, int] = {}
+    out: set[str] = set()
+    for d in walk(world):
+        if isinstance(d, MutLam) and d.annex is None and d.body is not None:
+            k = _mut_key(d)
+            if k in seen and seen[k] != d.gid:
+                out.add(k)
+            seen[k] = d.gid
+    return out
+
+
+def _split_keys(world: World, kernels: set[str], ambiguous: set[str]) -> Callable[[MutLam], str]:
+    """A mutable's identity across split_apply's Worlds: its name and position, and for copies
+    sharing those, which kernels reach it (none: a host copy), which is the same before the
+    split and on the side it goes to."""
+    from verimim.ir.analysis import scan_mut
+
+    reached: dict[int, set[str]] = {}
+    if ambiguous:
+        for k in walk(world):
+            if not (isinstance(k, MutLam) and k.body is not None and _mut_key(k) in kernels):
+                continue
+            stack, seen = [k], {k.gid}
+            while stack:
+                m = stack.pop()
+                reached.setdefault(m.gid, set()).add(_mut_key(k))
+                for y in scan_mut(m)[1]:
+                    if y.annex is None and y.gid not in seen:
+                        seen.add(y.gid)
+                        stack.append(y)
+
+    def key(m: MutLam) -> str:
+        base = _mut_key(m)
+        if base not in ambiguous:
+            return base
+        return f"{base} (reached from {', '.join(sorted(reached.get(m.gid, ()))) or 'the host'})"
+    return key
 
 
 def check_spec(res: PhaseResult, ctx: SpecContext) -> Outcome:

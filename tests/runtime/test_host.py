@@ -19,6 +19,7 @@ from verimim.interp.machine import Machine, find_main  # noqa: E402
 from verimim.runtime.hostrt import compile_program, jit, run_jitted  # noqa: E402
 
 from .conftest import ROOT, program_args  # noqa: E402
+from .known_limits import xfail_if_known_limit  # noqa: E402
 
 VALID = sorted((ROOT / "tests" / "programs" / "valid").glob("*.mim"))
 
@@ -33,11 +34,7 @@ def test_corpus_compiles_and_host_only_programs_run_natively(path: Path) -> None
     try:
         prog = compile_program(world)
     except VerimimError as e:
-        if e.code == "E-UNSUPPORTED" and "buffer" in str(e) and "buffer." in path.read_text():
-            pytest.xfail("buffers reach the host backend only through `buffer.lower_ptr`")
-        if e.code == "E-UNSUPPORTED" and "direct.cps2ds" in str(e):
-            pytest.xfail("a direct-style call of a CPS function needs upstream's `direct.cps2ds` phase, "
-                         "which verimim does not have; the interpreter runs it")
+        xfail_if_known_limit(e, path)
         raise
     ir = prog.host.llvm_ir
     assert "define i32 @\"verimim_main\"" in ir

@@ -1,0 +1,24 @@
+"""What the code generators refuse by design (E-UNSUPPORTED, named), for the corpus tests that
+compile every program: such a program is an expected failure with the reason, anything else
+they refuse fails the test."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from verimim.diagnostics import VerimimError
+
+
+def xfail_if_known_limit(e: VerimimError, path: Path) -> None:
+    if e.code != "E-UNSUPPORTED":
+        return
+    text = str(e)
+    if "buffer" in text and "buffer." in path.read_text():
+        pytest.xfail("buffers reach the host backend only through `buffer.lower_ptr`")
+    if "direct.cps2ds" in text:
+        pytest.xfail("a direct-style call of a CPS function needs upstream's `direct.cps2ds` phase, "
+                     "which verimim does not have; the interpreter runs it")
+    if "GPU backend cannot compile the recursion of" in text:
+        pytest.xfail("kernels are compiled a block per continuation instance: genuine recursion on the "
+                     "device is not (the host backend's run-time closures are host code)")

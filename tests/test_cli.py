@@ -215,3 +215,22 @@ def test_compile_checks_its_outputs_before_any_work(tmp_path: Path) -> None:
         assert p.returncode == 2, (out, p.stdout)
         assert why in json.loads(p.stdout)["diagnostics"][0]["message"]
     assert not (tmp_path / "out.ll").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "diff"])
+def test_a_negative_number_is_a_program_argument_and_a_misspelt_option_is_not(command: str, tmp_path: Path) -> None:
+    # argv[1] read by atoi: `-5` reaches the program (it was "No such option '-5'", exit 2)
+    src = tmp_path / "neg.mim"
+    src.write_text("plugin core;\nplugin mem;\n\nccon atoi [[mem.M 0, mem.Ptr («⊤:Nat; I8», 0)], Cn [mem.M 0, I32]];\n\n"
+                   "fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)\n"
+                   "              : [mem.M 0, I32] =\n"
+                   "    let (m0, s) = mem.load (m0, mem.lea (argv, 1_16));\n"
+                   "    ret (m0, v) = atoi $ (m0, s);\n"
+                   "    return (m0, core.wrap.mul 0 (v, 10I32));\n", encoding="utf-8")
+    r = verimim(command, str(src), "-5", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["result"] == -50
+    r = verimim(command, str(src), "-5", "--jsno")
+    assert r.returncode == 2 and "--jsno" in r.stdout + r.stderr
+    r = verimim(command, str(src), "--json", "--", "-7")
+    assert r.returncode == 0 and json.loads(r.stdout)["result"] == -70

@@ -238,7 +238,22 @@ def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]
     emit(report, as_json, debug)
 
 
-@cli.command(context_settings={"ignore_unknown_options": False})
+class ProgramCommand(click.Command):
+    """A command whose ARGS are the program's argv[1..]: a negative number (`-5`) is an argument,
+    as C programs take them; any other unknown `-x`/`--x` before a `--` is still a bad option
+    (exit 2), not a silent argument."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        explicit = args[args.index("--") + 1:] if "--" in args else []
+        rest = super().parse_args(ctx, args)
+        given = list(ctx.params.get("args", ()))
+        for a in given[:len(given) - len(explicit)]:
+            if a.startswith("-") and not re.fullmatch(r"-\d[\d.]*", a):
+                raise click.NoSuchOption(a, ctx=ctx)
+        return rest
+
+
+@cli.command(cls=ProgramCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("file", required=False)
 @click.argument("args", nargs=-1)
 @click.option("--target", type=click.Choice(["interp", "gpu"]), default=None,
@@ -271,7 +286,7 @@ def run(file: str | None, args: tuple[str, ...], target: str | None, fuel: int |
     emit(report, as_json, debug)
 
 
-@cli.command()
+@cli.command(cls=ProgramCommand, context_settings={"ignore_unknown_options": True})
 @click.argument("file", required=False)
 @click.argument("args", nargs=-1)
 @click.option("--fuel", type=click.IntRange(min=1), default=None, help="step budget of each run")

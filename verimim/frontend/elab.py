@@ -423,8 +423,21 @@ class Elaborator:
         if isinstance(e, ast.Block) or isinstance(e, ast.Where):
             return self.infer_block_like(e, scope, exp)
         v, t = self.infer(e, scope)
-        self.expect(e.loc, exp, t)
+        self.expect(e.loc, self._with_value(exp, w.zonk(v), t), t)
         return self._fit_unsafe_index(w.zonk(v), exp)
+
+    def _with_value(self, exp: Def, v: Def, t: Def) -> Def:
+        """A dependent sigma expected of the value v: its fields instantiated with v's own
+        (`[n: Nat, «n; I32»]` of `s = (2, (7I32, 9I32))` is `[Nat, «2; I32»]`), as upstream's
+        checker reduces it with the value (check.cpp, assignable). A tuple written in place is
+        checked field by field (check_tuple); a let-bound one, or any other value, here."""
+        w = self.world
+        t = w.zonk(t)
+        if not isinstance(exp, Sigma) or all(f.bvd == 0 for f in exp.ops):
+            return exp
+        if not isinstance(t, Sigma) or any(f.bvd != 0 for f in t.ops):
+            return exp  # a value of a dependent sigma itself: compared as it is
+        return w.sigma([w.shift(w.open(f, v), 1) for f in exp.ops])
 
     def _fit_unsafe_index(self, v: Def, exp: Def) -> Def:
         """A literal `n_⊤` (`core.idx_unsafe n`) where an `Idx s` is expected, n < s: the literal

@@ -121,6 +121,10 @@ class _Trace:
     barriers: list[Barrier] = field(default_factory=list)
     slots: dict[int, int] = field(default_factory=dict)
     local: CellMemory = field(default_factory=CellMemory)  # the work-item's private memory (space 5)
+    # the barriers the work-item has passed when an access runs: an access runs when it is
+    # demanded, as in the interpreter, which may be after barriers its own token never passed
+    # (a load whose token is dropped, its value used after the next barrier)
+    passed: int = 0
 
 
 def _space_of_type(t: Def) -> int | None:
@@ -186,7 +190,7 @@ def _ranges(inp: KernelInputs) -> list[z3.BoolRef]:
 def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: Any, loaded: Any = None) -> None:
     if p.space not in (1, 3):
         return  # local memory is private, constant memory read-only
-    epoch = tok.epoch if isinstance(tok, Tok) else 0
+    epoch = max(tok.epoch if isinstance(tok, Tok) else 0, tr.passed)
     pc = path_facts(ev.explorer, decisions_only=True)
     tr.accesses.append(Access(d, value is not None, p.space, p.obj, p.off, size_of(t, "an access"),
                               tuple(leaves(value)) if value is not None else (), epoch, p.label,
@@ -229,6 +233,7 @@ def _handlers(tr: _Trace) -> dict[str, Op]:
     def sync(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m1, m3 = a[0]
         epoch = max(x.epoch for x in (m1, m3) if isinstance(x, Tok)) + 1
+        tr.passed = max(tr.passed, epoch)
         tr.barriers.append(Barrier(ev.program_point(d)))
         return (Tok(1, epoch), Tok(3, epoch))
 

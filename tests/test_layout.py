@@ -23,3 +23,14 @@ def test_types_without_padding_have_no_mask() -> None:
     i32 = w.idx_n(2**32)
     for t in (i32, w.nat(), w.sigma([i32, i32]), w.arr(w.lit_nat(3), w.idx_n(2**8)), w.sigma([w.idx_n(2**8)] * 3)):
         assert value_mask(t, X86_64) is None
+
+
+def test_a_function_type_has_a_function_pointers_layout() -> None:
+    # upstream's normalize_trait: a Pi is lowered to a function pointer (size and align 8)
+    w = World()
+    i32 = w.idx_n(2 ** 32)
+    fn = w.pi(i32, i32)
+    assert layout_of(fn, X86_64) is not None and (layout_of(fn, X86_64).size, layout_of(fn, X86_64).align) == (8, 8)
+    cn = w.cn(w.sigma([i32, w.cn(i32)]))
+    lay = layout_of(w.sigma([i32, cn]), X86_64)
+    assert lay is not None and lay.size == 16

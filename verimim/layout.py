@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Sigma, Tuple
+from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Pi, Sigma, Tuple
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,10 @@ def layout_of(t: Def, target: Target) -> Layout | None:
         b = int_bytes(t.size.value)
         return Layout(b, b) if b else None
     if isinstance(t, Axiom) and t.annex == "gpu.Stream":
+        return Layout(target.pointer_size, target.pointer_size)
+    if isinstance(t, Pi):
+        # a function or continuation value is lowered to a function pointer (upstream's
+        # normalize_trait: `Pi` → 8)
         return Layout(target.pointer_size, target.pointer_size)
     if isinstance(t, App) and isinstance(t.head, Axiom):
         if t.head.annex in ("mem.Ptr", "buffer.Buf"):  # a buffer is a pointer to its array

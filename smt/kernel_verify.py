@@ -334,10 +334,13 @@ def _divergence_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSit
     cex: dict[str, Any] = {"work_items": wis, "kernel_args": _args(model, kp), "main_inputs": _main_inputs(model, launch),
                            "barriers": seqs}
     cex["run"] = run
-    first = p if p.barriers else q
+    # where the two sequences part: the first place they reach different barriers (or one stops)
+    k = next((j for j in range(max(len(p.barriers), len(q.barriers)))
+              if j >= len(p.barriers) or j >= len(q.barriers) or p.barriers[j].site is not q.barriers[j].site), 0)
+    first = p if k < len(p.barriers) else q
     other = q if first is p else p
     w_first, w_other = (wis[0], wis[1]) if first is p else (wis[1], wis[0])
-    bar = first.barriers[0] if first.barriers else None
+    bar = first.barriers[k] if k < len(first.barriers) else None
     def barriers(x: Any) -> str:
         """A work-item's barriers: how many, and where (two sequences of one length differ in a place)."""
         places = ", ".join(f"{b.loc.line}:{b.loc.col}" if b.loc else "?" for b in x.barriers[:4])
@@ -347,7 +350,7 @@ def _divergence_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSit
     msg = (f"barrier divergence in kernel `{site.kernel}`: work-items {w_first['item']} and {w_other['item']} of "
            f"group {w_first['group']} reach different barriers (work-item {w_first['item']}: {barriers(first)}; "
            f"work-item {w_other['item']}: {barriers(other)})")
-    obar = other.barriers[0] if other.barriers else None
+    obar = other.barriers[k] if k < len(other.barriers) else None
     related = (Related(f"work-item {w_other['item']} " + ("waits here" if obar else "returns here without reaching it"),
                        obar.loc if obar else other.end), Related("launched here", site.loc))
     loc = bar.loc if bar is not None else site.loc

@@ -44,6 +44,8 @@ def abi_layout(t: Def, target: str = "nvptx64") -> tuple[int, int] | None:
             return None if bits is None else ir.IntType(bits)
         if isinstance(d, Axiom) and d.annex == "gpu.Stream":
             return ir.IntType(8).as_pointer()
+        if isinstance(d, Pi):
+            return ir.IntType(8).as_pointer()  # a function (or continuation) is a function pointer
         if isinstance(d, App) and isinstance(d.head, Axiom):
             if d.head.annex in ("mem.Ptr", "buffer.Buf"):
                 return ir.IntType(8).as_pointer()

@@ -464,6 +464,16 @@ def test_divergence_points_at_the_return_the_other_item_takes() -> None:
     assert line[other.loc.col - 1:].startswith("return"), line
 
 
+def test_divergence_points_at_the_barrier_where_the_sequences_part() -> None:
+    # all work-items pass the first barrier; item 0 alone reaches a second: that one is the place
+    # (the first barrier was reported, "item 3 waits here" with it, where item 3 waits nowhere)
+    path = Path(__file__).parents[1] / "programs" / "runtime_errors" / "divergence_after_a_common_barrier.mim"
+    _, diags = verify(str(path))
+    d = next(d for d in diags if d.code == "E-BARRIER-DIVERGENCE")
+    assert d.loc is not None and (d.loc.line, d.loc.col) == (19, 28), d
+    assert "returns here" in d.related[0].message, d.related
+
+
 SAME_ADDRESS_BRANCH = """    let (m1, x) = mem.load (m1, mem.lea (out, 0_16));
     (skip, wait)#(core.icmp.e (x, 1I32)) (m1, m3)
     where

@@ -20,7 +20,8 @@ def types(w: World) -> list:
     ptr = w.app(w.annex("mem.Ptr"), w.tuple([i32, w.lit_nat(0)]))
     return [w.nat(), w.idx_n(2), w.idx_n(4), i8, i16, i32, i64, ptr,
             w.sigma([i8, i32]), w.sigma([i32, i8]), w.sigma([i8, w.sigma([i16, i64]), i8]),
-            w.arr(w.lit_nat(3), i16), w.arr(w.lit_nat(2), w.sigma([i32, i8])), w.sigma([ptr, i8])]
+            w.arr(w.lit_nat(3), i16), w.arr(w.lit_nat(2), w.sigma([i32, i8])), w.sigma([ptr, i8]),
+            w.pi(i32, i32), w.sigma([i8, w.cn(w.sigma([i32, w.cn(i32)]))])]  # functions: function pointers
 
 
 @pytest.mark.parametrize("target,name", [(X86_64, "x86_64"), (NVPTX64, "nvptx64")])

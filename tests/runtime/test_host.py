@@ -308,7 +308,7 @@ def test_index_of_unknown_length_compiles_as_a_nat() -> None:
      "    let m = mem.store (m, core.bitcast (mem.Ptr0 «⊤:Nat; I8») q, ⊥:«⊤:Nat; I8»);\n"
      "    let m = mem.free (m, q);\n    return (m, 0I32);", (5, 50)),
     # `core.trait.size` is made by mem.alloc2malloc_repl: the alloc it rewrote is the place
-    ("let (m, p) = mem.alloc (Cn [mem.M 0, I32], 0) m;\n    let m = mem.free (m, p);\n    return (m, 0I32);",
+    ("let (m, p) = mem.alloc («⊤:Nat; I32», 0) m;\n    let m = mem.free (m, p);\n    return (m, 0I32);",
      (4, 18)),
 ])
 def test_what_the_backend_cannot_compile_is_placed_in_the_program(body: str, at: tuple[int, int]) -> None:

@@ -11,8 +11,8 @@ every pair of memory operations on every (bounded) path of each kernel;
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Set as AbstractSet
-from typing import cast
+from collections.abc import Callable, Iterable, Set as AbstractSet
+from typing import TypeVar, cast
 
 import z3
 
@@ -550,8 +550,9 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     # A helper that host code and a kernel both call needs its code on both sides: two copies
     # (which the node-for-node match below shows are the input's code); every other mutable
     # lives on one side.
-    shared = _reached(reach, [n for n in reach if n not in kernels and n in _roots(old, key_of[id(old)])],
-                      stop=kernels) & _reached(reach, list(kernels))
+    host_roots = _roots(old, key_of[id(old)]) - kernels
+    shared = (_reached(host_roots, lambda n: reach.get(n, ()), stop=kernels)
+              & _reached(kernels, lambda n: reach.get(n, ())))
     for n in shared:
         if sorted(side_of.get(n, [])) != ["device", "host"]:
             return Outcome("refuted", f"`{n}`, called by host code and by a kernel, is not on both sides "
@@ -648,18 +649,21 @@ def _mut_graph(world: World, key: Callable[[MutLam], str]) -> dict[str, set[str]
     return out
 
 
+T = TypeVar("T")
+
+
 def _roots(world: World, key: Callable[[MutLam], str]) -> set[str]:
     """The program's entry points (its externals)."""
     return {key(m) for m in world.externals.values() if isinstance(m, MutLam)}
 
 
-def _reached(graph: dict[str, set[str]], roots: list[str], stop: AbstractSet[str] = frozenset()) -> set[str]:
-    """What the roots reach in the mutable graph, not going into `stop` (the kernels, for host
-    code: a launch names its kernel, it does not run it on the host)."""
+def _reached(roots: Iterable[T], succ: Callable[[T], Iterable[T]], stop: AbstractSet[T] = frozenset()) -> set[T]:
+    """What the roots reach through `succ`, not going into `stop` (the kernels, for host code: a
+    launch names its kernel, it does not run it on the host)."""
     out = set(roots)
-    stack = list(roots)
+    stack = list(out)
     while stack:
-        for t in graph.get(stack.pop(), ()):
+        for t in succ(stack.pop()):
             if t not in out and t not in stop:
                 out.add(t)
                 stack.append(t)
@@ -686,19 +690,15 @@ def _split_keys(world: World, kernels: set[str], ambiguous: set[str]) -> Callabl
     split and on the side it goes to."""
     from verimim.ir.analysis import scan_mut
 
+    def calls(m: MutLam) -> list[MutLam]:
+        return [y for y in scan_mut(m)[1] if y.annex is None]
+
     reached: dict[int, set[str]] = {}
     if ambiguous:
         for k in walk(world):
-            if not (isinstance(k, MutLam) and k.body is not None and _mut_key(k) in kernels):
-                continue
-            stack, seen = [k], {k.gid}
-            while stack:
-                m = stack.pop()
-                reached.setdefault(m.gid, set()).add(_mut_key(k))
-                for y in scan_mut(m)[1]:
-                    if y.annex is None and y.gid not in seen:
-                        seen.add(y.gid)
-                        stack.append(y)
+            if isinstance(k, MutLam) and k.body is not None and _mut_key(k) in kernels:
+                for m in _reached([k], calls):
+                    reached.setdefault(m.gid, set()).add(_mut_key(k))
 
     def key(m: MutLam) -> str:
         base = _mut_key(m)

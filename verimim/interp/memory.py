@@ -9,6 +9,7 @@ Every access is checked: a freed block (`E-USE-AFTER-FREE`), bytes outside the b
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from verimim.diagnostics import Loc, Related
@@ -182,12 +183,7 @@ class Memory:
         lo = p.offset
         b.data[lo:lo + len(data)] = data
         b.init[lo:lo + len(data)] = b"\x01" * len(data)
-        if b.pointers:
-            _unmark(b.pointers, lo, lo + len(data))
-        if pointers:
-            if b.pointers is None:
-                b.pointers = set()
-            b.pointers.update(lo + k for k in pointers)
+        _remark(b, lo, lo + len(data), pointers)
 
     def copy(self, dst: Ptr, src: Ptr, size: int, loc: Loc | None) -> None:
         """Copy bytes with their initialisation and pointer shadows (copying uninitialised
@@ -198,12 +194,7 @@ class Memory:
         d.data[dst.offset:dst.offset + size] = s.data[src.offset:src.offset + size]
         d.init[dst.offset:dst.offset + size] = s.init[src.offset:src.offset + size]
         moved = [k - src.offset for k in s.pointers if src.offset <= k <= src.offset + size - 8] if s.pointers else []
-        if d.pointers:
-            _unmark(d.pointers, dst.offset, dst.offset + size)
-        if moved:
-            if d.pointers is None:
-                d.pointers = set()
-            d.pointers.update(dst.offset + k for k in moved)
+        _remark(d, dst.offset, dst.offset + size, moved)
 
     # ------------------------------------------------------------------ encoding
 
@@ -283,9 +274,15 @@ class Memory:
         raise RuntimeFault("E-UNSUPPORTED", f"cannot load a value of type `{show(t)}`", loc)
 
 
-def _unmark(pointers: set[int], lo: int, hi: int) -> None:
-    """Bytes lo..hi-1 were overwritten: no stored pointer overlapping them is one any more."""
-    if hi - lo < 64:
-        pointers.difference_update(range(lo - 7, hi))
-    else:
-        pointers.difference_update([k for k in pointers if lo - 7 <= k < hi])
+def _remark(b: Block, lo: int, hi: int, starts: Sequence[int]) -> None:
+    """Bytes lo..hi-1 of b were overwritten: no stored pointer overlapping them is one any more,
+    and a pointer now starts at lo + k for each k of `starts`."""
+    if b.pointers:
+        if hi - lo < 64:
+            b.pointers.difference_update(range(lo - 7, hi))
+        else:
+            b.pointers.difference_update([k for k in b.pointers if lo - 7 <= k < hi])
+    if starts:
+        if b.pointers is None:
+            b.pointers = set()
+        b.pointers.update(lo + k for k in starts)

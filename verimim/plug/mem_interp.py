@@ -41,26 +41,20 @@ def check_space(th: Thread, p: Ptr, node: App | None, what: str) -> None:
 
 def check_owner(th: Thread, p: Ptr, node: App | None, what: str) -> None:
     """Shared memory belongs to one group of one launch, local memory to one work-item
-    (SEMANTICS.md, Address spaces): another's pointer, published through memory, is not a way in."""
+    (SEMANTICS.md, Address spaces): another's pointer, published through memory, is not a way in.
+    Called for a block with an owner."""
     b, launch = p.block, th.launch
+    assert b.owner is not None
     serial = launch.serial if launch is not None else -1
     mine = (serial, th.group) if b.space == 3 else (serial, th.group, th.item)
     if b.owner == mine:
         return
-    whose = _owner_name(b.owner, b.space)
-    if b.owner is not None and b.owner[0] != serial:
+    whose = f"group {b.owner[1]}" if b.space == 3 else f"work-item {b.owner[2]} of group {b.owner[1]}"
+    if b.owner[0] != serial:
         whose += " of another launch"
     raise RuntimeFault("E-ADDR-SPACE", f"work-item {th.item} of group {th.group} {what} the {b.describe()}, which "
                        f"belongs to {whose}: {SPACE_NAMES.get(b.space, b.space)} memory is private to it",
                        loc_of(node), (Related("allocated here", b.loc),))
-
-
-def _owner_name(owner: tuple[int, ...] | None, space: int) -> str:
-    if owner is None:
-        return "no work-item"
-    if space == 3:
-        return f"group {owner[1]}"
-    return f"work-item {owner[2]} of group {owner[1]}"
 
 
 def access(m: Machine, th: Thread, p: Ptr, size: int, data: bytes | None, node: App | None) -> None:

@@ -519,8 +519,9 @@ def _host_run(host: World, ctx: Any, loop_bound: int) -> HostRun | str:
 
 def _pair_key(c: Candidate) -> tuple[Any, Any]:
     """A candidate's pair of operations by their source locations (the same in every World a
-    phase makes), else by node."""
-    return tuple((op.site.loc.line, op.site.loc.col) if op.site.loc and op.site.loc.line else op.site.gid
+    phase makes) and what they are (the operations a seed helper issues share its call's
+    position: `gpu.alloc_copy.asyn` allocates and copies), else by node."""
+    return tuple((op.site.loc.line, op.site.loc.col, _describe(op)) if op.site.loc and op.site.loc.line else op.site.gid
                  for op in (c.new, c.pending))  # type: ignore[return-value]
 
 

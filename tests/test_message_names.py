@@ -96,3 +96,16 @@ def test_race_on_one_statement_says_so_instead_of_repeating_it() -> None:
     d = next(d for d in rep.diagnostics if d.code == "E-RACE")
     # both work-items run the one store of the kernel
     assert d.related[0].loc == d.loc and "this same statement" in d.related[0].message, d.related
+
+
+def test_a_note_about_work_inside_a_seed_helper_points_at_the_helper_call() -> None:
+    """`gpu.alloc_copy.asyn` is an `anx lam`: the allocation it issues is made by β-reduction
+    and had no position, so the race's note named it without one (run and check alike)."""
+    path = Path(__file__).resolve().parent / "programs" / "runtime_errors" / "race_with_an_allocation_inside_alloc_copy.mim"
+    call = next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                if "gpu.alloc_copy.asyn (" in line)
+    for rep in (driver.run(str(path), [], []), driver.check(str(path), [])):
+        races = [d for d in rep.diagnostics if d.code == "E-RACE" and d.severity == "error"]
+        assert races, [d.render() for d in rep.diagnostics]
+        notes = [r for d in races for r in d.related if "gpu.alloc.asyn" in r.message]
+        assert notes and all(r.loc is not None and r.loc.line == call for r in notes), [d.render() for d in races]

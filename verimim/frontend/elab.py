@@ -16,6 +16,7 @@ from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
     App, Arr, Bot, Def, Extract, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ, Var,
+    gid_mark,
 )
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import IRError, RuleDef, World
@@ -402,9 +403,12 @@ class Elaborator:
         method = getattr(self, "infer_" + type(e).__name__, None)
         if method is None:
             raise TypeError_(f"cannot elaborate a {type(e).__name__} here", e.loc)
+        start = gid_mark()
         v = method(e, scope)
         if v.loc is None:
             v.loc = e.loc  # the first source position of a (hash-consed) node: for run-time errors
+        if v.gid > start and e.loc is not None:
+            _locate_new(v, start, e.loc)
         return v, self.type_of(v, e.loc)
 
     def check(self, e: ast.Expr, expected: Def, scope: Scope) -> Def:
@@ -1510,3 +1514,18 @@ class Elaborator:
         while self.deferred:
             job = self.deferred.pop(0)
             job()
+
+
+def _locate_new(root: Def, start: int, loc: Loc) -> None:
+    """Give `loc` to the nodes below root made since `start` that have no position: what
+    β-reducing a plugin's `anx lam` (`gpu.alloc_copy.asyn`) or a normalizer made for this
+    expression. A diagnostic about one of them (a stream race with the `gpu.alloc.asyn` inside
+    the helper) then points at the call, not nowhere. Nodes that have a position stop the walk:
+    an inner expression placed them and what they are made of."""
+    stack = list(root.ops)
+    while stack:
+        x = stack.pop()
+        if x.gid <= start or x.loc is not None or x.mutable:
+            continue
+        x.loc = loc
+        stack.extend(x.ops)

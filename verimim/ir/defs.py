@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 _gid = itertools.count()
 
 
+def gid_mark() -> int:
+    """A fresh id: every node made after this call has a larger `gid` (what a caller made)."""
+    return next(_gid)
+
+
 class Def:
     """Base of all nodes. `ops` are the operands; `binder_ops` names the operand positions that
     lie under this node's binder (one more enclosing binder for BVar indices)."""

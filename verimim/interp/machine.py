@@ -245,7 +245,7 @@ class Machine:
                 if r is SUSPEND:
                     th.pc = pc
                     return "barrier"
-            self.steps += n
+            self.steps += n + 1  # the jump is a step too: a loop whose body is only a jump still ends
             if self.steps > self.fuel:
                 # Located at the jump that ends this body: in a runaway loop, the loop's back edge.
                 raise FuelExhausted(self.fuel, getattr(code.root, "loc", None))

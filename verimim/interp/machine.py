@@ -392,6 +392,12 @@ class Machine:
             raise bottom_used("the index of an extract (a branch, when it selects a continuation)", node.loc)
         if t is None:
             return None  # an element of ⊥ is ⊥
+        if isinstance(i, tuple):
+            # a multi-index (`a#i` with i of type `«j: r; Idx s#j»`): one element per component,
+            # as the World folds `a#(i, j)` to `a#i#j`
+            for c in i:
+                t = self.extract_value(t, c, node)
+            return t
         if isinstance(t, tuple):
             return t[i]
         if isinstance(t, Def):

@@ -315,6 +315,17 @@ class World:
     # ------------------------------------------------------------------ eliminations
 
     def extract(self, tup: Def, index: Def) -> Def:
+        if isinstance(index, Tuple):
+            # A multi-index (upstream's `World::extract`): `a#(i, j)` is `a#i#j`, as a shape
+            # `«(r, c); T»` is the array `«r; «c; T»»`.
+            for i in index.ops:
+                tup = self.extract(tup, i)
+            return tup
+        if isinstance(index, Pack) and isinstance(index.shape, Lit) and index.shape.value <= EXPAND_LIMIT:
+            n = index.shape.value
+            for j in range(n):
+                tup = self.extract(tup, self.open(index.body, self.lit_idx(n, j)))
+            return tup
         if isinstance(index, Lit) and isinstance(index.ops[0], IdxT):
             size = index.ops[0].size
             if isinstance(size, Lit) and size.value == 1:

@@ -50,6 +50,16 @@ def one(text: str) -> Token:
         ("4_4", 0, None, 4),
         ("7_4", 3, None, 4),
         ("5₃", 2, None, 3),
+        # signed literals (upstream's lexer, langref `sign dec+`): the 64-bit two's-complement
+        # pattern, `strtoll` for a Nat and `strtoull` for a width
+        ("-1", 2**64 - 1, None, None),
+        ("+7", 7, None, None),
+        ("-0", 0, None, None),
+        ("-0x10", 2**64 - 16, None, None),
+        ("-1I64", 2**64 - 1, 64, None),
+        ("+3I32", 3, 32, None),
+        ("-0I8", 0, 8, None),
+        ("-99999999999999999999", 2**63, None, None),  # strtoll saturates at -2^63
     ],
 )
 def test_number_literals(text: str, value: int, bits: int | None, size: int | None) -> None:
@@ -225,6 +235,10 @@ def test_doc_keeps_more_than_one_space() -> None:
         ("12₃a", 1, 4, "invalid character 'a'"),
         ("% x", 1, 1, "annex name after '%'"),
         ("1" * 1001, 1, 1, "too long"),
+        ("x -1I32", 1, 3, "only I64 takes a negative one"),
+        ("-3_4", 1, 1, "a signed literal is not an index literal"),
+        ("-3₄", 1, 1, "a signed literal is not an index literal"),
+        ("- 3", 1, 1, "unexpected character '-'"),
     ],
 )
 def test_lexical_errors(text: str, line: int, col: int, fragment: str) -> None:

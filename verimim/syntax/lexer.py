@@ -212,7 +212,7 @@ class Lexer:
             return self.lex_name(percent=False)
         if c == "%":
             return self.lex_percent_name()
-        if "0" <= c <= "9":
+        if "0" <= c <= "9" or (c in "+-" and "0" <= self.peek(1) <= "9"):
             return self.lex_number()
         if c == "'":
             return self.lex_char()
@@ -262,11 +262,23 @@ class Lexer:
 
     def lex_number(self) -> None:
         start, line, col = self.pos, self.line, self.col
+        sign = self.peek() if self.peek() in "+-" else ""
+        if sign:
+            self.advance()
         value = self.scan_magnitude(line, col)
-        self.refuse_float(start, line, col)
+        self.refuse_float(start + len(sign), line, col)
         bits, size = self.scan_suffix(line, col)
         if _is_ident_char(self.peek()) or _is_subscript(self.peek()):
             raise self.error(f"invalid character {self.peek()!r} in number literal")
+        if sign and size is not None:
+            raise self.error(f"a signed literal is not an index literal: `{self.text[start:self.pos]}` "
+                             f"(an `Idx n` literal has no sign)", line, col)
+        if sign:
+            value = _signed_pattern(sign, value, bits)
+            if bits is not None and value >= 1 << bits:
+                raise self.error(f"literal `{self.text[start:self.pos]}` does not fit in I{bits}: a signed literal "
+                                 f"is a 64-bit two's-complement pattern ({value}), as upstream reads it; "
+                                 f"only I64 takes a negative one", line, col)
         self.check_fits(value, bits, line, col)
         if size is not None:
             # `n_m` is n modulo m, as upstream's lexer reads it (World::lit_idx_mod): `3_3` is `0_3`
@@ -394,6 +406,20 @@ class Lexer:
             chars.append(self.scan_char_item('"', line, col, "string literal"))
         self.advance()
         self.emit(STR, start, line, col, "".join(chars).encode("utf-8"))
+
+
+def _signed_pattern(sign: str, magnitude: int, bits: int | None) -> int:
+    """A signed literal's value as upstream's lexer makes it: its two's-complement 64-bit
+    pattern. `-1I64` is 2^64 - 1 (`strtoull`, saturating at 2^64 - 1); a `Nat` literal `-1` is
+    2^64 - 1 too (`strtoll`, saturating at ±2^63), so `-1:I64` is the I64 -1. Where the pattern
+    does not fit a narrower type (`-1I32`, `-1:I32`), that is an error, as upstream's."""
+    if bits is not None:  # strtoull
+        if magnitude >= 1 << 64:
+            return (1 << 64) - 1
+        return -magnitude % (1 << 64) if sign == "-" else magnitude
+    v = -magnitude if sign == "-" else magnitude  # strtoll
+    v = max(-(1 << 63), min(v, (1 << 63) - 1))
+    return v % (1 << 64)
 
 
 def tokenize(text: str, file: str = "<input>") -> list[Token]:

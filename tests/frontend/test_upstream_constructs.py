@@ -8,7 +8,7 @@ from verimim.diagnostics import VerimimError
 from verimim.frontend.loader import load_text
 from verimim.frontend.scope import Lazy
 from verimim.interp.machine import Machine, find_main
-from verimim.ir.defs import Axiom, Def, Join, MutLam, Pi
+from verimim.ir.defs import App, Axiom, Def, Join, Lam, MutLam, Pi
 from verimim.ir.world import World
 from verimim.printer import show
 
@@ -245,3 +245,26 @@ def test_a_shipped_plugin_named_with_percent_is_loaded_as_upstream_does() -> Non
     assert e.code == "E-NAME"
     w, _ = load("// 100% %gpu.init in a comment\n" + MAIN + "    return (mem, 0I32);\n")
     assert not any(name.startswith("gpu.") for name in w.annexes)
+
+
+PE_DECLS = """
+lam is_even (i: Nat): Bool = (is_odd (core.nat.sub (i, 1)), tt)#(core.ncmp.e (i, 0))
+and
+lam is_odd (i: Nat): Bool = (is_even (core.nat.sub (i, 1)), ff)#(core.ncmp.e (i, 0));
+lam keep (i: Nat) @ff : Bool = (keep (core.nat.sub (i, 1)), tt)#(core.ncmp.e (i, 0));
+"""
+
+
+def test_a_recursive_lam_call_is_unfolded_where_it_is_built_as_upstream() -> None:
+    """lit/rec.mim: `is_even 4` is `tt` in the World (upstream's World::app reduces a `lam`
+    whose filter is `tt`); a `@ff` filter keeps the call, and so does a recursion on a run-time
+    value, whose unfolding does not end."""
+    w, v = load(PE_DECLS + "let four = is_even 4;\nlet seven = is_odd 7;\nlet kept = keep 2;\n"
+                "lam dyn (n: Nat): Bool = is_even n;\n")
+    assert show(v["four"]) == "tt" and show(v["seven"]) == "tt"
+    kept = v["kept"]
+    assert isinstance(kept, App) and kept.callee.name == "keep", show(kept)
+    dyn = v["dyn"]
+    assert isinstance(dyn, (MutLam, Lam)) and dyn.body is not None
+    body = dyn.body
+    assert isinstance(body, App) and isinstance(body.callee, MutLam) and body.callee.name == "is_even", show(body)

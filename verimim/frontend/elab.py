@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from verimim.diagnostics import Loc, NameError_, ParseError, Related, TypeError_, VerimimError
 from verimim.frontend.scope import Lazy, Scope
+from verimim.frontend.typelevel import unfold_fully
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
     App, Arr, Bot, Def, Extract, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ, Var,
@@ -35,6 +36,10 @@ RULE_PREFIX = "rule."
 RULE_TYPE = "Rule"
 
 BUILTIN_SIZES = {"Bool": 2, "I1": 2, "I8": 2**8, "I16": 2**16, "I32": 2**32, "I64": 2**64}
+
+
+# Unfoldings one call of a recursive `lam` may take at construction (Elaborator.partially_evaluated)
+PE_BUDGET = 256
 
 
 class AnnexTable:
@@ -172,6 +177,8 @@ class Elaborator:
         self.block_scopes: dict[int, Scope | None] = {}  # a parameter type's block (by id) → its scope
         self.syntax_errors: list[VerimimError] = []  # found while declaring; raised by elab_module
         self.group_members: set[int] = set()  # ids of the declarations in `… and …` groups
+        # `lam` mutables declared with an explicit filter (`@ff`): never partially evaluated
+        self.filtered: set[int] = set()
         self.final_errors: set[int] = set()  # ids of errors a deferred re-check confirmed
         # Bodies of mutables not elaborated yet, by the mutable's gid: the unifier forces one
         # when a type needs the value of an application of it (verimim.frontend.typelevel).
@@ -715,7 +722,24 @@ class Elaborator:
             raise TypeError_(f"`{show(callee)}` of type `{show(ct)}` is not a function and cannot be "
                              f"applied", e.callee.loc)
         arg = self.check(e.arg, ct.dom, scope)
-        return w.app(w.zonk(callee), w.zonk(arg))
+        res = w.app(w.zonk(callee), w.zonk(arg))
+        return self.partially_evaluated(res) or res
+
+    def partially_evaluated(self, d: Def) -> Def | None:
+        """A call of a recursive `lam` (filter `tt`, upstream's default for `lam`) unfolded at
+        construction, as upstream's `World::app` does, when the unfolding ends: `is_even 10`
+        is `tt`, `pow (x, 3)` is `x * (x * (x * 1))`. A branch `(rec, base)#c` unfolds only the
+        side its literal condition picks (upstream's Rewriter rewrites an extract's index first),
+        so the recursion ends where upstream's does; run as a call, both sides are operands and
+        are computed, and the recursion never ended (E-FUEL). A call whose unfolding does not
+        end within PE_BUDGET (a recursion on a run-time value, which upstream cannot compile
+        either) stays a call."""
+        if not isinstance(d, App) or not isinstance(d.callee, MutLam) or d.has_hole:
+            return None
+        f = d.callee
+        if f.kind != "lam" or f.external or f.gid in self.filtered:
+            return None
+        return unfold_fully(self.world, d, PE_BUDGET, lambda m: m.gid not in self.filtered, self.force_body)
 
     def apply_implicits(self, callee: Def, ct: Def, at: ast.Expr) -> tuple[Def, Def]:
         """Supply a metavariable for every leading implicit domain of the callee's type."""
@@ -1318,6 +1342,8 @@ class Elaborator:
             m.doc = d.doc
             m.external = d.extern
             m.annex = annex
+            if any(f is not None for f in d.filters):
+                self.filtered.add(m.gid)
             if d.extern:
                 w.externals[d.name] = m
             self.define_mut(m, sig, d.body, d.loc, d.kind)

@@ -9,13 +9,17 @@ on a non-literal argument stops at the first branch it cannot decide.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from verimim.ir.defs import App, Def, MutLam, Var
 from verimim.ir.world import World
 
 
 def unfold_lam_app(world: World, d: Def) -> Def | None:
-    """`f a` with f a `lam` mutable whose body mentions no other mutable: its body with f's
-    variable replaced by a; None when `d` is not such an application."""
+    """`f a` with f a `lam` mutable whose body mentions no other mutable's variable: its body
+    with f's variable replaced by a; None when `d` is not such an application. Other `lam`s it
+    refers to (`is_odd` in `is_even`'s body: a `rec … and` group) stay applications, unfolded in
+    their turn; one that is a closure over another function's variable does not unfold."""
     if not isinstance(d, App) or not isinstance(d.callee, MutLam):
         return None
     f = d.callee
@@ -33,7 +37,7 @@ def unfold_lam_app(world: World, d: Def) -> Def | None:
             if res is None:
                 return None  # another mutable's variable: not a closed type-level function
         elif isinstance(x, MutLam):
-            res = x if x is f else None  # a recursive call stays an application of f
+            res = x if x is f or (x.kind == "lam" and not x.external) else None  # calls stay applications
             if res is None:
                 return None
         elif not x.ops:
@@ -56,10 +60,13 @@ class _Diverges(Exception):
     pass
 
 
-def unfold_fully(world: World, d: Def, budget: int = 64) -> Def | None:
+def unfold_fully(world: World, d: Def, budget: int = 64,
+                 may_unfold: Callable[[MutLam], bool] = lambda m: True,
+                 force: Callable[[MutLam], None] | None = None) -> Def | None:
     """`d` with every type-level `lam` application in it unfolded until none is left
     (`pow (m, 3)` becomes `m * (m * (m * 1))`, which the normalizers fold); None when that does
-    not end within `budget` unfoldings (a recursion on a non-literal argument)."""
+    not end within `budget` unfoldings (a recursion on a non-literal argument) or meets a `lam`
+    that `may_unfold` refuses. `force` elaborates a `lam`'s body that is still pending."""
     left = [budget]
     memo: dict[int, Def] = {}
 
@@ -67,11 +74,13 @@ def unfold_fully(world: World, d: Def, budget: int = 64) -> Def | None:
         hit = memo.get(x.gid)
         if hit is not None:
             return hit
+        if force is not None and isinstance(x, App) and isinstance(x.callee, MutLam) and x.callee.body is None:
+            force(x.callee)
         if isinstance(x, (MutLam, Var)) or not x.ops:
             res = x
         elif isinstance(x, App) and isinstance(x.callee, MutLam) and x.callee.kind == "lam" \
                 and x.callee.body is not None and not x.callee.external:
-            if left[0] <= 0:
+            if left[0] <= 0 or not may_unfold(x.callee):
                 raise _Diverges
             left[0] -= 1
             step = unfold_lam_app(world, world.app(x.callee, expand(x.arg)))

@@ -221,8 +221,6 @@ def test_doc_keeps_more_than_one_space() -> None:
         ("42I128", 1, 1, "invalid width 128"),
         ("3_0", 1, 1, "size 0"),
         ("3₀", 1, 1, "size 0"),
-        ("256I8", 1, 1, "does not fit in I8"),
-        ("2I1", 1, 1, "does not fit"),
         ("0b102", 1, 5, "invalid digit '2'"),
         ("(1.0:%math.F64, 0)", 1, 2, "floating-point literal `1.0`"),  # upstream's lit/annex.mim
         ("x 2e3", 1, 3, "floating-point literal `2e3`"),
@@ -235,7 +233,6 @@ def test_doc_keeps_more_than_one_space() -> None:
         ("12₃a", 1, 4, "invalid character 'a'"),
         ("% x", 1, 1, "annex name after '%'"),
         ("1" * 1001, 1, 1, "too long"),
-        ("x -1I32", 1, 3, "only I64 takes a negative one"),
         ("-3_4", 1, 1, "a signed literal is not an index literal"),
         ("-3₄", 1, 1, "a signed literal is not an index literal"),
         ("- 3", 1, 1, "unexpected character '-'"),
@@ -254,3 +251,16 @@ def test_eof_token_is_last_and_unique() -> None:
     toks = tokenize("")
     assert [t.kind for t in toks] == [EOF]
     assert toks[0].describe() == "end of input"
+
+
+@pytest.mark.parametrize("text, col, fragment", [
+    ("256I8", 1, "does not fit in I8"), ("2I1", 1, "does not fit"), ("x -1I32", 3, "only I64 takes a negative one"),
+])
+def test_a_literal_that_does_not_fit_its_stated_type_is_a_type_error(text: str, col: int, fragment: str) -> None:
+    """Well-formed text (upstream's lexer reads it) whose value does not fit: E-TYPE, as `300:I8`."""
+    from verimim.diagnostics import VerimimError
+
+    with pytest.raises(VerimimError) as info:
+        tokenize(text, "f.mim")
+    assert info.value.code == "E-TYPE" and fragment in info.value.message
+    assert info.value.loc is not None and (info.value.loc.line, info.value.loc.col) == (1, col)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from verimim.diagnostics import Loc, ParseError
+from verimim.diagnostics import Loc, ParseError, TypeError_
 
 # Token kinds that are not keywords or punctuation.
 NAME = "name"
@@ -276,9 +276,9 @@ class Lexer:
         if sign:
             value = _signed_pattern(sign, value, bits)
             if bits is not None and value >= 1 << bits:
-                raise self.error(f"literal `{self.text[start:self.pos]}` does not fit in I{bits}: a signed literal "
-                                 f"is a 64-bit two's-complement pattern ({value}), as upstream reads it; "
-                                 f"only I64 takes a negative one", line, col)
+                raise TypeError_(f"literal `{self.text[start:self.pos]}` does not fit in I{bits}: a signed "
+                                 f"literal is a 64-bit two's-complement pattern ({value}), as upstream reads "
+                                 f"it; only I64 takes a negative one", Loc(self.file, line, col))
         self.check_fits(value, bits, line, col)
         if size is not None:
             # `n_m` is n modulo m, as upstream's lexer reads it (World::lit_idx_mod): `3_3` is `0_3`
@@ -361,10 +361,10 @@ class Lexer:
         return size
 
     def check_fits(self, value: int, bits: int | None, line: int, col: int) -> None:
-        # The literal itself states its type, so a value that does not fit is malformed text
-        # (upstream: "index does not fit within arity").
+        # Well-formed text whose value does not fit the type it states: a type error, as
+        # `300:I8` is (upstream's World::lit: "index does not fit within arity").
         if bits is not None and value >= 1 << bits:
-            raise self.error(f"literal {value} does not fit in I{bits} (Idx {1 << bits})", line, col)
+            raise TypeError_(f"literal {value} does not fit in I{bits} (Idx {1 << bits})", Loc(self.file, line, col))
 
     # ------------------------------------------------------------------ characters and strings
 

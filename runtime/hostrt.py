@@ -342,7 +342,7 @@ def captured_stdout(out: bytearray | None) -> Iterator[None]:
 def run_jitted(jm: JittedMain, argv: list[str], out: bytearray | None = None) -> int:
     """Call the compiled `main` with C's argc/argv; raise the runtime's first failure. What the
     program prints is appended to `out`."""
-    raw = [a.encode() for a in argv]
+    raw = [os.fsencode(a) for a in argv]  # the bytes given (a non-UTF-8 argument is surrogate-escaped)
     arr = (ctypes.c_char_p * (len(raw) + 1))(*raw, None)
     try:
         with captured_stdout(out):

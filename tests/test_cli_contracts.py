@@ -293,3 +293,46 @@ def test_diff_of_a_launch_too_big_says_so(tmp_path: Path) -> None:
     (d,) = json.loads(big.stdout)["diagnostics"]
     assert d["code"] == "E-FUEL" and [r["message"] for r in d["related"]] == [
         "not compared on other targets: the interpreter cannot run it"]
+
+
+ARGV_BYTE = """plugin core;
+plugin mem;
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»») : [mem.M 0, I32] =
+    let (m0, s) = mem.load (m0, mem.lea (argv, 1:(Idx ⊤:Nat)));
+    let (m0, c) = mem.load (m0, mem.lea (s, 0:(Idx ⊤:Nat)));
+    return (m0, core.conv.u 4294967296 c);
+"""
+
+
+def test_an_argument_that_is_not_utf8_reaches_the_program_as_its_bytes(tmp_path: Path) -> None:
+    """A byte 0xff on the command line was E-INTERNAL (UnicodeEncodeError); argv[1][0] is 255."""
+    import os
+    import subprocess
+    import sys
+
+    prog = tmp_path / "argv_byte.mim"
+    prog.write_text(ARGV_BYTE, encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "verimim.cli", "run", str(prog), os.fsdecode(b"\xff")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "255", p.stderr
+    assert driver.shell_command(["verimim", "run", "a b", os.fsdecode(b"\xff")]) == "verimim run 'a b' $'\\xff'"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_an_environment_error_in_one_line() -> None:
+    """stdout on a full disk: exit 2 and one line, not a traceback with exit 1."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "verimim.cli", "check", "--json", str(driver.DEMO_PROGRAM)],
+                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and "error[E-USAGE]: cannot write the output" in p.stderr, p.stderr
+
+
+def test_an_sm_that_is_no_nvptx_architecture_is_a_usage_error(tmp_path: Path) -> None:
+    """`--sm bogus` wrote `.target bogus` into the PTX and exited 0."""
+    p = verimim("compile", "--json", "--sm", "bogus", str(driver.DEMO_PROGRAM), "-o", str(tmp_path / "out"))
+    assert p.returncode == 2 and "not an NVPTX architecture" in p.stdout, p.stdout
+    assert not (tmp_path / "out.ptx").exists()

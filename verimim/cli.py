@@ -5,11 +5,12 @@ usage error is turned into exit 2 and, with `--json`, into the JSON object on st
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import math
+import os
 import re
-import shlex
 import sys
 import tempfile
 import traceback
@@ -91,7 +92,7 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
     if report.exit_code == EXIT_INTERNAL and not report.data.get("reproducer"):
         # CLI.md: exit 3 always prints a reproducer command; where the command has no narrower
         # one (check's E-SPEC, diff's E-DIFF), the command line that failed is it
-        report.data["reproducer"] = shlex.join(["verimim", *sys.argv[1:]])
+        report.data["reproducer"] = driver.shell_command(["verimim", *sys.argv[1:]])
     if report.text is not None and not as_json and not as_sarif:
         sys.stdout.write(report.text)
         if not report.text.endswith("\n"):
@@ -311,7 +312,8 @@ def diff(file: str | None, args: tuple[str, ...], fuel: int | None, use_gpu: boo
 @cli.command(name="compile")
 @click.argument("file", required=False)
 @click.option("-o", "out", required=True, help="output prefix: writes OUT.ll (host) and OUT.ptx (device)")
-@click.option("--sm", default="sm_90", show_default=True, help="the NVPTX target GPU architecture")
+@click.option("--sm", default="sm_90", show_default=True, callback=lambda ctx, param, v: _sm_option(v),
+              help="the NVPTX target GPU architecture (sm_XY, as `sm_90` or `sm_90a`)")
 @common
 def compile_cmd(file: str | None, out: str, sm: str, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
     """Compile FILE: host LLVM IR to OUT.ll, device PTX to OUT.ptx."""
@@ -525,6 +527,14 @@ def _usage_error(message: str, as_json: bool, command: str | None = None) -> NoR
     sys.exit(EXIT_USAGE)
 
 
+def _sm_option(value: str) -> str:
+    """`--sm`: an NVPTX architecture name; LLVM takes any string and writes it into the PTX
+    (`.target bogus`), which only the driver refuses, on a GPU."""
+    if not re.fullmatch(r"sm_[1-9][0-9]{1,2}[af]?", value):
+        raise click.BadParameter(f"`{value}` is not an NVPTX architecture (expected sm_XY, as sm_90 or sm_90a)")
+    return value
+
+
 def _command_of(args: list[str]) -> str:
     """The subcommand named on a command line that click rejected (its JSON schema)."""
     for a in args:
@@ -538,6 +548,12 @@ def main(argv: list[str] | None = None) -> None:
     fmt = _format_of(args)
     _set_format(fmt if fmt in FORMATS else "text")
     as_json = fmt == "json"
+    for stream in (sys.stdout, sys.stderr):
+        # A terminal or pipe that cannot encode a character (PYTHONIOENCODING=ascii) gets an
+        # escape for it, not a UnicodeEncodeError from the middle of a report.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         cli.main(args=args, prog_name="verimim", standalone_mode=False)
     except click.UsageError as e:
@@ -546,7 +562,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
+    except OSError as e:
+        _output_failed(e)
     sys.exit(0)
+
+
+def _output_failed(e: OSError) -> NoReturn:
+    """Writing the output failed (a full disk, a closed pipe): the environment's fault, exit 2,
+    said in one line where stderr still takes it. A reader that went away (`| head`) is no error
+    to report; Python's own complaint at exit about the unflushed stream is silenced too."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 — replaces the broken stream until exit
+    if not isinstance(e, BrokenPipeError):
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"error[E-USAGE]: cannot write the output: {e.strerror or e}\n")
+            sys.stderr.flush()
+    os._exit(EXIT_USAGE)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ with the traceback kept for `--debug`.
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 import traceback
 from collections.abc import Callable
@@ -395,7 +396,7 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
                 backend.close()
             mismatch(got, ref, "gpu (interpreted host)", "the GPU with interpreted host code", "the interpreter")
         if any(d.code == "E-DIFF" for d in report.diagnostics):
-            report.data["reproducer"] = f"verimim diff {path} {' '.join(args)}".strip()
+            report.data["reproducer"] = shell_command(["verimim", "diff", path, *args])
 
     return guarded(report, body)
 
@@ -444,3 +445,17 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
         report.text = "\n".join(parts)
 
     return guarded(report, body)
+
+
+def shell_command(words: list[str]) -> str:
+    """A command line a POSIX shell reads back as these words: quoted, and a word holding
+    bytes that are not UTF-8 (surrogate-escaped, as Python receives them) in bash's `$'\\xff'`."""
+    out = []
+    for w in words:
+        try:
+            w.encode("utf-8")
+        except UnicodeEncodeError:
+            out.append("$'" + "".join(f"\\x{b:02x}" for b in os.fsencode(w)) + "'")
+            continue
+        out.append(shlex.quote(w))
+    return " ".join(out)

@@ -7,6 +7,7 @@ asynchronous GPU work (verimim.plug.gpu_interp).
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from verimim.diagnostics import Loc, Related
@@ -236,7 +237,7 @@ def make_argv(m: Machine, args: list[str]) -> Ptr:
     """C's argv in host memory: NUL-terminated strings and a NULL-terminated pointer array."""
     ptrs = []
     for k, a in enumerate(args):
-        raw = a.encode("utf-8") + b"\0"
+        raw = os.fsencode(a) + b"\0"  # the bytes given: a non-UTF-8 argument arrives surrogate-escaped
         b = m.memory.alloc(0, len(raw), "argv", None, f"argv[{k}]")
         m.memory.write_bytes(Ptr(b, 0), raw, None)
         ptrs.append(b)

@@ -336,3 +336,45 @@ def test_an_sm_that_is_no_nvptx_architecture_is_a_usage_error(tmp_path: Path) ->
     p = verimim("compile", "--json", "--sm", "bogus", str(driver.DEMO_PROGRAM), "-o", str(tmp_path / "out"))
     assert p.returncode == 2 and "not an NVPTX architecture" in p.stdout, p.stdout
     assert not (tmp_path / "out.ptx").exists()
+
+
+def test_dump_cuts_a_deep_expression_with_lets_and_reads_back(tmp_path: Path) -> None:
+    """A chain of lets each used once prints as one expression nested as deep as the chain:
+    20,000 of them ran into Python's recursion limit (E-UNSUPPORTED, located in core.mim). The
+    dump now cuts it every PRINT_DEPTH operations, and what it prints runs to the same result."""
+    from verimim.dump import PRINT_DEPTH
+
+    n = 400
+    lines = ["plugin core;", "fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)"
+             ": [mem.M 0, I32] =", "    let x0 = argc;"]
+    lines += [f"    let x{i} = core.bit2.xor_ 0 (core.wrap.mul 0 (x{i - 1}, argc), {i % 7}I32);" for i in range(1, n)]
+    lines.append(f"    return (m0, x{n - 1});")
+    prog = tmp_path / "chain.mim"
+    prog.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rep = driver.dump(str(prog), [])
+    assert rep.ok and rep.text is not None, [d.render() for d in rep.diagnostics]
+    deepest = max(line.count("(") for line in rep.text.splitlines())
+    assert deepest <= 2 * PRINT_DEPTH + 8, deepest
+    back = tmp_path / "back.mim"
+    back.write_text(rep.text, encoding="utf-8")
+    assert driver.run(str(back), [], ["a", "b"]).data["result"] == driver.run(str(prog), [], ["a", "b"]).data["result"]
+
+
+def test_a_recursion_limit_is_not_located_in_a_plugin_file() -> None:
+    from verimim.diagnostics import _PLUGIN_DIR, recursion_diagnostic
+
+    class Node:
+        def __init__(self, loc: Loc) -> None:
+            self.loc = loc
+
+    def deep(node: Node, user: Node | None, k: int) -> None:
+        if k == 0:
+            raise RecursionError("too deep")
+        deep(node, user, k - 1)
+
+    user, plugin = Node(Loc("prog.mim", 3, 5)), Node(Loc(f"{_PLUGIN_DIR}/core.mim", 67, 1))
+    try:
+        deep(plugin, user, 3)
+    except RecursionError as e:
+        d = recursion_diagnostic(e)
+    assert d.code == "E-UNSUPPORTED" and d.loc == Loc("prog.mim", 3, 5), d

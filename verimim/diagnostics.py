@@ -6,6 +6,7 @@ a `VerimimError` into text or JSON and an exit code, never a traceback.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -175,11 +176,18 @@ _RECURSION_FRAMES = 5000
 
 
 def _loc_in(value: object) -> Loc | None:
+    """A position in the user's program that `value` is or has (a plugin's own `.mim` file is
+    not where the program is nested too deeply)."""
     try:
         loc = value if isinstance(value, Loc) else getattr(value, "loc", None)
     except Exception:  # a property of some local that fails: no location there
         return None
-    return loc if isinstance(loc, Loc) and loc.line else None
+    if not isinstance(loc, Loc) or not loc.line or str(loc.file).startswith(_PLUGIN_DIR):
+        return None
+    return loc
+
+
+_PLUGIN_DIR = str(Path(__file__).resolve().parent / "plug")
 
 
 def recursion_diagnostic(exc: RecursionError) -> Diagnostic:

@@ -23,6 +23,9 @@ from verimim.ir.schedule import postorder
 INDENT = "    "
 
 
+PRINT_DEPTH = 48  # operations nested in one printed expression before a `let` cuts it
+
+
 class Dumper:
     def __init__(self, world: World) -> None:
         self.world = world
@@ -223,8 +226,18 @@ class Dumper:
             stack.extend(d.ops)
         chosen = {gid for gid, d in nodes.items() if d is not body and self._bindable(d)
                   and (uses[gid] > 1 or self._effectful(d))}
-        return [d for d in postorder(body, lambda d: False, lambda d: () if self._opaque(d) else d.ops)
-                if d.gid in chosen]
+        order = postorder(body, lambda d: False, lambda d: () if self._opaque(d) else d.ops)
+        # An expression nested deeper than PRINT_DEPTH (a chain of 20,000 `let`s, each used once)
+        # is cut by a `let` there: the text stays readable, and printing it recurses no deeper.
+        nesting: dict[int, int] = {}
+        for d in order:
+            k = 0 if self._opaque(d) else 1 + max((nesting[op.gid] for op in d.ops if op.gid in nesting
+                                                   and op.gid not in chosen), default=0)
+            if k > PRINT_DEPTH and d is not body and self._bindable(d):
+                chosen.add(d.gid)
+                k = 0
+            nesting[d.gid] = k
+        return [d for d in order if d.gid in chosen]
 
     def _opaque(self, d: Def) -> bool:
         return d.gid in self.named or isinstance(d, (MutLam, Var, Axiom, Lit, Lam)) or d.bvd > 0

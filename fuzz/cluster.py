@@ -104,10 +104,17 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
     _check_preload(preload)
     n = workers if workers is not None else (len(gpus) or os.cpu_count() or 1)
     with dask.config.set(LOCAL_CONFIG):
-        # dashboard_address=None (no dashboard) is documented; its type is inferred from the default ":8787"
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
-                               dashboard_address=None,  # pyright: ignore[reportArgumentType]
-                               silence_logs=logging.ERROR, preload=list(preload) or None)
+        try:
+            # dashboard_address=None (no dashboard) is documented; its type is inferred from the default ":8787"
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                                   dashboard_address=None,  # pyright: ignore[reportArgumentType]
+                                   silence_logs=logging.CRITICAL if preload else logging.ERROR,
+                                   preload=list(preload) or None)
+        except Exception as e:  # noqa: BLE001 — a preload that raises stops its worker's start
+            if not preload:
+                raise
+            raise UsageError(f"--preload: the workers could not start with {', '.join(preload)} "
+                             f"({type(e).__name__}: {e}); a preload module must import without error") from None
         client = Client(cluster)
     if gpus and processes:
         client.register_plugin(_one_gpu_plugin(gpus))

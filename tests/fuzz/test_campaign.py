@@ -137,6 +137,17 @@ def test_a_preload_that_is_neither_a_module_nor_a_file_is_a_usage_error(tmp_path
         assert not (tmp_path / "c").exists()
 
 
+def test_a_preload_that_raises_is_a_usage_error_without_dask_tracebacks(tmp_path: Path) -> None:
+    """Its worker never starts: that was E-INTERNAL (exit 3) with two Dask tracebacks."""
+    bad = tmp_path / "raises.py"
+    bad.write_text("raise RuntimeError('preload fails')\n", encoding="utf-8")
+    out = _fuzz("--campaign", str(tmp_path / "c"), "--workers", "1", "--preload", str(bad), "--budget", "1", "--json",
+                timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "a preload module must import without error" in json.loads(out.stdout)["diagnostics"][0]["message"]
+    assert "Traceback" not in out.stderr, out.stderr[-2000:]
+
+
 def test_errors_of_the_campaign_commands_are_one_line_with_their_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
     """CLI.md: no traceback; the environment (a directory that cannot be written) is exit 2,
     a bug of ours exit 3, with one JSON object under --json."""

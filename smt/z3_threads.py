@@ -45,6 +45,10 @@ def install() -> None:
     for cls in list(vars(api).values()):
         if isinstance(cls, type) and "__del__" in cls.__dict__ and cls is not api.Context:
             cls.__del__ = _guarded(cls.__dict__["__del__"])  # type: ignore[attr-defined]
+    # Z3 takes SIGINT during a check to cancel that one query (`unknown`), and the command went
+    # on with the next: Ctrl-C did nothing in a long `check`. Off, it is Python's
+    # KeyboardInterrupt on the main thread, which ends the command (verimim.cli).
+    api.set_param("ctrl_c", False)
     _installed = True
 
 

@@ -378,3 +378,18 @@ def test_a_recursion_limit_is_not_located_in_a_plugin_file() -> None:
     except RecursionError as e:
         d = recursion_diagnostic(e)
     assert d.code == "E-UNSUPPORTED" and d.loc == Loc("prog.mim", 3, 5), d
+
+
+def test_ctrl_c_is_not_taken_by_z3_and_does_not_wait_for_the_work_thread() -> None:
+    """Z3 cancelled the one query running at SIGINT and `check` went on: Ctrl-C did nothing for
+    the 25 s of a long check. Z3's own handler is off, so the signal is Python's KeyboardInterrupt
+    on the main thread, and the work thread (a daemon) does not hold the process open."""
+    import threading
+
+    import z3
+
+    import verimim.smt.bv  # noqa: F401 — installs the z3 settings, as every Z3 user does
+    from verimim.driver import run_with_big_stack
+
+    assert z3.get_param("ctrl_c") == "false"
+    assert run_with_big_stack(lambda: threading.current_thread().daemon) is True

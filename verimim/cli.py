@@ -558,13 +558,25 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=args, prog_name="verimim", standalone_mode=False)
     except click.UsageError as e:
         _usage_error(e.format_message(), as_json, _command_of(args))
-    except click.exceptions.Abort:
-        sys.exit(130)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _interrupted()
     except SystemExit:
         raise
     except OSError as e:
         _output_failed(e)
     sys.exit(0)
+
+
+def _interrupted() -> NoReturn:
+    """Ctrl-C: exit 130 now, said in one line. The work may still be inside Z3 on its own
+    thread (a daemon, verimim.driver): the process ends without waiting for it or finalizing
+    what it holds."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write("interrupted\n")
+        sys.stderr.flush()
+    os._exit(130)
 
 
 def _output_failed(e: OSError) -> NoReturn:

@@ -44,7 +44,8 @@ def run_with_big_stack(fn: Callable[[], T]) -> T:
     old = threading.stack_size()
     threading.stack_size(_STACK_BYTES)
     try:
-        t = threading.Thread(target=target, name="verimim")
+        # A daemon: Ctrl-C ends the process (cli.main) while this thread is still inside Z3.
+        t = threading.Thread(target=target, name="verimim", daemon=True)
         t.start()
         t.join()
     finally:

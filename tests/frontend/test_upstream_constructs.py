@@ -268,3 +268,17 @@ def test_a_recursive_lam_call_is_unfolded_where_it_is_built_as_upstream() -> Non
     assert isinstance(dyn, (MutLam, Lam)) and dyn.body is not None
     body = dyn.body
     assert isinstance(body, App) and isinstance(body.callee, MutLam) and body.callee.name == "is_even", show(body)
+
+
+def test_a_typed_literal_with_an_annotation_and_idx_after_a_colon_are_refused_as_upstream() -> None:
+    """upstream's LitExpr::bind refuses `3_4:(Idx 4)` (the literal states its type), and the
+    ascription binds tightest, so `5:Idx 8` is `(5:Idx) 8`; verimim accepted both."""
+    e = fails("let x = 3_4:(Idx 4);\n")
+    assert e.code == "E-TYPE" and "shall not have a type annotation" in e.message
+    assert e.loc is not None and (e.loc.line, e.loc.col) == at("let x = 3_4:(Idx 4);\n", "Idx 4")
+    e = fails("let y = 7I32:I32;\n")
+    assert e.code == "E-TYPE" and "`7I32` shall not have a type annotation" in e.message
+    e = fails("let z = 5:Idx 8;\n")
+    assert e.code == "E-TYPE" and "write `5:(Idx n)`" in e.message
+    _, v = load("let z = 5:(Idx 8);\n")
+    assert show(v["z"]) == "5_8"

@@ -78,9 +78,13 @@ def test_number_literal_nodes(text: str, value: int, bits: int | None, size: int
 def test_ascribed_literals() -> None:
     e = E("42:I32")
     assert isinstance(e, ast.NumLit) and e.value == 42 and e.ascribed == ast.Builtin(Loc("<expr>", 1, 4), "I32")
-    e = E("0:Idx 4")
+    e = E("0:(Idx 4)")
     assert isinstance(e, ast.NumLit) and isinstance(e.ascribed, ast.IdxType)
     assert strip(e.ascribed.size) == n(4)
+    # the ascription binds tightest (upstream's Prec::Lit): `0:Idx 4` is `(0:Idx) 4`
+    e = E("0:Idx 4")
+    assert isinstance(e, ast.App) and isinstance(e.callee, ast.NumLit)
+    assert e.callee.ascribed == ast.Builtin(Loc("<expr>", 1, 3), "Idx")
     top = E("⊤:Nat")
     assert isinstance(top, ast.TopBot) and top.top and strip(top.type) == strip(ast.Builtin(Loc("x"), "Nat"))
     bot = E("⊥:(Idx 2)")
@@ -184,8 +188,8 @@ def test_ascription_binds_tighter_than_extract() -> None:
 
 
 def test_ascription_type_is_a_primary() -> None:
-    e = E("f 0:Idx 4 x")
-    # `Idx 4` is the ascribed type; `x` is the next argument.
+    e = E("f 0:(Idx 4) x")
+    # `(Idx 4)` is the ascribed type; `x` is the next argument.
     assert isinstance(e, ast.App) and strip(e.arg) == name("x")
     lit = e.callee.arg  # type: ignore[attr-defined]
     assert isinstance(lit, ast.NumLit) and isinstance(lit.ascribed, ast.IdxType)

@@ -520,6 +520,13 @@ class Elaborator:
 
     def infer_NumLit(self, e: ast.NumLit, scope: Scope) -> Def:
         w = self.world
+        if e.ascribed is not None and (e.bits is not None or e.size is not None):
+            # upstream's LitExpr::bind: the literal states its type already
+            raise TypeError_(f"the typed literal `{e.value}{f'I{e.bits}' if e.bits is not None else f'_{e.size}'}` "
+                             f"shall not have a type annotation", e.ascribed.loc)
+        if isinstance(e.ascribed, ast.Builtin) and e.ascribed.name == "Idx":
+            raise TypeError_(f"`{e.value}:Idx` is not a literal of a type: the ascription binds tightest, so "
+                             f"`{e.value}:Idx n` reads as `({e.value}:Idx) n`; write `{e.value}:(Idx n)`", e.ascribed.loc)
         if e.bits is not None:
             return self.checked_lit(e, w.idx_n(2**e.bits), e.value)
         if e.size is not None:

@@ -566,9 +566,15 @@ class Parser:
         return None
 
     def parse_ascription(self) -> ast.Expr | None:
-        """`42:T` / `⊤:T`: T is a primary (so `⊤:Nat; I8` stops at `;`)."""
+        """`42:T` / `⊤:T`: T is a primary (so `⊤:Nat; I8` stops at `;`). The ascription binds
+        tightest (upstream's Prec::Lit): `5:Idx 8` is `(5:Idx) 8`, as upstream reads it, so
+        `Idx` there is the function, without its operand."""
         if not self.accept(":"):
             return None
+        tok = self.peek()
+        if tok.kind == "Idx":
+            self.next()
+            return ast.Builtin(self.loc(tok), "Idx")
         return self.parse_primary()
 
     def p_idx(self, tok: Token, loc: Loc) -> ast.Expr:

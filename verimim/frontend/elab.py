@@ -16,8 +16,8 @@ from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.typelevel import unfold_fully
 from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
-    App, Arr, Bot, Def, Extract, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ, Var,
-    gid_mark,
+    App, Arr, Axiom, Bot, Def, Extract, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ,
+    Var, gid_mark,
 )
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import IRError, RuleDef, World
@@ -1550,15 +1550,20 @@ class Elaborator:
 
 
 def _locate_new(root: Def, start: int, loc: Loc) -> None:
-    """Give `loc` to the nodes below root made since `start` that have no position: what
-    β-reducing a plugin's `anx lam` (`gpu.alloc_copy.asyn`) or a normalizer made for this
+    """Give `loc` to the operations (axiom applications) below root made since `start` that have
+    no position: what β-reducing a plugin's `anx lam` (`gpu.alloc_copy.asyn`) issued for this
     expression. A diagnostic about one of them (a stream race with the `gpu.alloc.asyn` inside
     the helper) then points at the call, not nowhere. Nodes that have a position stop the walk:
-    an inner expression placed them and what they are made of."""
+    an inner expression placed them and what they are made of. Only operations: an application
+    of a parameter (`scope (m1, m3)` inside `gpu.synced_scope`) is replaced by its callee's body
+    when a phase specialises it, and a position on it would move that body's effects there."""
     stack = list(root.ops)
+    seen: set[int] = set()
     while stack:
         x = stack.pop()
-        if x.gid <= start or x.loc is not None or x.mutable:
+        if x.gid <= start or x.loc is not None or x.mutable or x.gid in seen:
             continue
-        x.loc = loc
+        seen.add(x.gid)
+        if isinstance(x, App) and isinstance(x.head, Axiom):
+            x.loc = loc
         stack.extend(x.ops)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from verimim.ir.analysis import scan_mut
 from verimim.ir.defs import App, Def, MutLam, Var
 from verimim.ir.world import World
 
@@ -19,7 +20,8 @@ def unfold_lam_app(world: World, d: Def) -> Def | None:
     """`f a` with f a `lam` mutable whose body mentions no other mutable's variable: its body
     with f's variable replaced by a; None when `d` is not such an application. Other `lam`s it
     refers to (`is_odd` in `is_even`'s body: a `rec … and` group) stay applications, unfolded in
-    their turn; one that is a closure over another function's variable does not unfold."""
+    their turn, if they are closed: a nested one (the next level of a curried function) is a
+    closure over f's variable, which this substitution does not reach: then None."""
     if not isinstance(d, App) or not isinstance(d.callee, MutLam):
         return None
     f = d.callee
@@ -37,7 +39,7 @@ def unfold_lam_app(world: World, d: Def) -> Def | None:
             if res is None:
                 return None  # another mutable's variable: not a closed type-level function
         elif isinstance(x, MutLam):
-            res = x if x is f or (x.kind == "lam" and not x.external) else None  # calls stay applications
+            res = x if x is f or (x.kind == "lam" and not x.external and _closed(x)) else None  # calls stay applications
             if res is None:
                 return None
         elif not x.ops:
@@ -54,6 +56,26 @@ def unfold_lam_app(world: World, d: Def) -> Def | None:
         return res
 
     return go(f.body)
+
+
+def _closed(m: MutLam) -> bool:
+    """Whether m, with every body it reaches, is there and uses no parameter from outside them:
+    a function of its argument alone (a top-level `lam`), not a closure (a curried function's
+    next level uses the previous level's parameter). A body still being elaborated: not known."""
+    reached: dict[int, MutLam] = {}
+    used: set[MutLam] = set()
+    stack = [m]
+    while stack:
+        y = stack.pop()
+        if y.gid in reached:
+            continue
+        if y.body is None:
+            return False
+        reached[y.gid] = y
+        vars_, muts = scan_mut(y)
+        used |= vars_
+        stack.extend(muts)
+    return all(v.gid in reached for v in used)
 
 
 class _Diverges(Exception):
@@ -76,6 +98,8 @@ def unfold_fully(world: World, d: Def, budget: int = 64,
             return hit
         if force is not None and isinstance(x, App) and isinstance(x.callee, MutLam) and x.callee.body is None:
             force(x.callee)
+            if x.callee.body is None and x.callee.kind == "lam" and not x.callee.external:
+                raise _Diverges  # a body still being elaborated (a recursive call inside it): no value yet
         if isinstance(x, (MutLam, Var)) or not x.ops:
             res = x
         elif isinstance(x, App) and isinstance(x.callee, MutLam) and x.callee.kind == "lam" \

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from verimim.diagnostics import Loc, VerimimError
 from verimim.frontend.loader import in_program
-from verimim.ir.defs import App
+from verimim.ir.defs import App, MutLam
 from verimim.ir.world import World
 from verimim.phases.base import Program, walk
 from verimim.interp.observe import Observation, observe
@@ -30,13 +30,15 @@ CONFIRM_FUEL = 2_000_000  # steps of each confirming run (as a differential spec
 DEFAULT_ARGCS = (1, 2)  # what `verimim run prog` and `verimim run prog a` give main
 
 
-def kernel_locs(kp: KernelPaths, device: World) -> set[tuple[int | None, int | None]]:
+def kernel_locs(kernel: MutLam, device: World, kp: KernelPaths | None = None) -> set[tuple[int | None, int | None]]:
     """Where a run's fault inside this kernel can be: its accesses and barriers on the paths
-    explored, and every operation of its code (the kernel's body, the continuations and
-    functions it reaches), for a fault past the loop bound, on a path never explored."""
-    sites = [a.site for p in kp.paths for a in p.accesses] + [b.site for p in kp.paths for b in p.barriers]
+    explored (`kp`; None where the model could not explore it), and every operation of its code
+    (the kernel's body, the continuations and functions it reaches), for a fault past the loop
+    bound, on a path never explored."""
+    sites = [a.site for p in kp.paths for a in p.accesses] + [b.site for p in kp.paths for b in p.barriers] \
+        if kp is not None else []
     out = {_key(s.loc) for s in sites if s.loc is not None}
-    return out | {_key(d.loc) for d in walk(device, [kp.kernel])
+    return out | {_key(d.loc) for d in walk(device, [kernel])
                   if isinstance(d, App) and d.loc is not None and in_program(d.loc)}  # (not a plugin's type)
 
 
@@ -57,11 +59,13 @@ class ShownFault:
     fault: VerimimError
 
 
-def confirming_run(program: Program, code: str, kp: KernelPaths, argcs: Iterable[int],
+def confirming_run(program: Program, code: str, kernel: KernelPaths | MutLam, argcs: Iterable[int],
                    runs: dict[int, Observation] | None = None) -> ShownFault | None:
     """The first run (by argc, schedule 0) of the program that stops with `code` in this
-    kernel, else None. `runs`: the runs made so far, by argc (one run answers every code)."""
-    locs = kernel_locs(kp, program.device or program.host)
+    kernel (its explored paths, or its mutable where the model could not explore it), else
+    None. `runs`: the runs made so far, by argc (one run answers every code)."""
+    kp = kernel if isinstance(kernel, KernelPaths) else None
+    locs = kernel_locs(kernel.kernel if isinstance(kernel, KernelPaths) else kernel, program.device or program.host, kp)
     runs = {} if runs is None else runs
     for argc in argcs:
         if argc not in runs:

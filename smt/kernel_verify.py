@@ -71,6 +71,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
             kp = explored[site.kernel]
             if isinstance(kp, str):
                 entry["detail"] = kp
+                _shown_unmodelled(kernel, site, program, file, entry, out.diagnostics)
             else:
                 if _bound_note(kp) and site.kernel not in summarized:
                     # Unrolling was cut: try loop invariants instead (used only for proofs).
@@ -231,12 +232,25 @@ def _model_argc(model: z3.ModelRef, launch: Launch) -> int:
 
 def _cex_terms(v: Verdict, kp: KernelPaths) -> list[z3.ExprRef]:
     """What a refutation's fault depends on: the two paths' conditions, and for a race the
-    two addresses."""
+    two addresses and, for two writes, the values they store (a write-write race is harmful
+    only where they differ: values loaded from memory the verifier leaves free may differ in
+    the model and never in the program)."""
     if isinstance(v.witness[0], Conflict):
         hit, w1, w2 = v.witness
-        return [w1(hit.a.cond), w2(hit.b.cond), w1(hit.a.off), w2(hit.b.off)]
+        values = [w1(x) for x in hit.a.value] + [w2(y) for y in hit.b.value] if hit.a.write and hit.b.write else []
+        return [w1(hit.a.cond), w2(hit.b.cond), w1(hit.a.off), w2(hit.b.off), *values]
     (pi, qi), w1, w2 = v.witness
     return [w1(kp.paths[pi].condition), w2(kp.paths[qi].condition)]
+
+
+def _unlike_writes(v: Verdict) -> bool:
+    """A race of two writes of different shapes (a pair stored where one of its fields is):
+    the query compares their values whole, not the bytes they share, so equal bytes on the
+    overlap (a benign race) look like a conflict. Only a run decides it."""
+    if not isinstance(v.witness[0], Conflict):
+        return False
+    a, b = v.witness[0].a, v.witness[0].b
+    return a.write and b.write and (a.size != b.size or len(a.value) != len(b.value))
 
 
 def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: Program,
@@ -251,18 +265,19 @@ def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: 
         return v, None, None
     assert v.model is not None
     argc = _model_argc(v.model, launch)
-    if _memory_free(_cex_terms(v, kp), kp, launch):
+    if _memory_free(_cex_terms(v, kp), kp, launch) and not _unlike_writes(v):
         return v, argc, None
     what = "race" if code == "E-RACE" else "barrier divergence"
     tried = candidate_argcs(argc if launch.tied else None)
     shown = confirming_run(program, code, kp, tried)
+    why = ("two writes of different shapes overlap (the proof compares their values whole, not "
+           "the bytes they share)") if _unlike_writes(v) else \
+        f"a {what} is possible for some memory contents or arguments the verifier does not track"
     if shown is not None:
-        notes.append(f"the {what} depends on memory contents or arguments the verifier does not track; "
-                     f"a run with argc = {shown.argc} shows it")
+        notes.append(f"{why}; a run with argc = {shown.argc} shows it")
         return v, shown.argc, shown
     runs = ", ".join(str(n) for n in tried)
-    return Verdict("unknown", f"a {what} is possible for some memory contents or arguments the verifier "
-                   f"does not track, and no run shows it (argc = {runs}): not refuted, not proved"), None, None
+    return Verdict("unknown", f"{why}, and no run shows it (argc = {runs}): not refuted, not proved"), None, None
 
 
 def _shown_past_proof(confirmed: tuple[Verdict, int | None, ShownFault | None], code: str, bounded: bool,
@@ -282,6 +297,29 @@ def _shown_past_proof(confirmed: tuple[Verdict, int | None, ShownFault | None], 
     why = "past the loop bound of the proof" if v.status == "proved" else "where the proof was not decided"
     notes.append(f"a {what} {why}: a run with argc = {shown.argc} shows it")
     return Verdict("refuted", f"a run with argc = {shown.argc} shows a {what} {why}"), shown.argc, shown
+
+
+def _shown_unmodelled(kernel: MutLam, site: LaunchSite, program: Program, file: str, entry: dict[str, Any],
+                      diags: list[Diagnostic]) -> None:
+    """A kernel the model cannot explore is `unknown` for races and divergence; like any
+    `unknown` (docs/kernels.md), it is checked against the runs `verimim run FILE` and `verimim
+    run FILE a` make: a run that stops with E-BARRIER-DIVERGENCE or E-RACE inside this kernel
+    refutes it, with that run as the counterexample."""
+    runs: dict[int, Observation] = {}
+    cexs: dict[str, Any] = {}
+    for key, code in (("divergence", "E-BARRIER-DIVERGENCE"), ("races", "E-RACE")):
+        shown = confirming_run(program, code, kernel, DEFAULT_ARGCS, runs)
+        if shown is None:
+            continue
+        cex, diag = _shown_cex(shown, site, file)
+        diags.append(diag)
+        cexs[key] = cex
+        entry[key] = "refuted"
+        what = "race" if code == "E-RACE" else "barrier divergence"
+        entry["detail"] += f"; a run with argc = {shown.argc} shows a {what} the model could not decide"
+    if cexs:
+        entry["counterexample"] = next(iter(cexs.values())) if len(cexs) == 1 else \
+            {"divergence": cexs["divergence"], "race": cexs["races"]}
 
 
 def _shown_cex(shown: ShownFault, site: LaunchSite, file: str) -> tuple[dict[str, Any], Diagnostic]:

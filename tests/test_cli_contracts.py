@@ -393,3 +393,14 @@ def test_ctrl_c_is_not_taken_by_z3_and_does_not_wait_for_the_work_thread() -> No
 
     assert z3.get_param("ctrl_c") == "false"
     assert run_with_big_stack(lambda: threading.current_thread().daemon) is True
+
+
+def test_diff_reports_a_checker_phase_rejection_as_check_and_run_do() -> None:
+    """A host store into the const space through a bitcast pointer: check and run say
+    E-ADDR-SPACE (check_addr_spaces_repl); diff interpreted the source first and said
+    E-UNSUPPORTED (the bitcast between address spaces)."""
+    path = str(PROGRAMS / "phase_errors" / "store_const.mim")
+    codes = {name: sorted({d.code for d in rep.diagnostics if d.severity == "error"})
+             for name, rep in (("check", driver.check(path, [])), ("run", driver.run(path, [], [])),
+                               ("diff", driver.diff(path, [], [], use_gpu=False)))}
+    assert codes == {"check": ["E-ADDR-SPACE"], "run": ["E-ADDR-SPACE"], "diff": ["E-ADDR-SPACE"]}, codes

@@ -339,8 +339,16 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
 
     def body() -> None:
         world, unit = load(path, include)
+        plan = plan_for(world, include, host_phases, device_phases, pipeline)
         ref = observe(world, argv, fuel=fuel)
         if not ref.ok:
+            rejected = run_pipeline(world, verify=False, plan=plan)
+            if rejected.stopped:
+                # A checker phase rejects the program (a store into the const space): that is
+                # its error, as `check` and `run` report it, not what the interpreter then met.
+                report.data["pipeline"] = rejected.pipeline
+                report.diagnostics.extend(rejected.diagnostics)
+                return
             # Undefined behaviour: the user's program is at fault (exit 1) and there is nothing to
             # compare, which a note of the error says (a separate note would repeat its code).
             from verimim.plug.gpu_interp import LaunchTooLarge
@@ -359,7 +367,6 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             # Output that depends on the clock cannot be compared; results and memory still are.
             report.diagnostics.append(Diagnostic("W-UNSUPPORTED", "the program's output is not compared "
                                                  f"across targets: {ref.nondeterministic}", None, "warning"))
-        plan = plan_for(world, include, host_phases, device_phases, pipeline)
         run = run_pipeline(world, verify=False, plan=plan)
         report.data["pipeline"] = run.pipeline
         report.diagnostics.extend(d for d in run.diagnostics if d.severity != "error")

@@ -742,3 +742,42 @@ def test_a_stream_race_between_launches_names_both_launches() -> None:
     res = driver.run(str(KERNELS / "streams_two_race.mim"), [], [])
     (d,) = [d for d in res.diagnostics if d.code == "E-RACE"]
     assert d.message.count("the kernel launched at ") == 2, d.message
+
+
+def test_a_kernel_the_model_cannot_explore_is_refuted_by_a_run_that_shows_the_fault() -> None:
+    """`core.bit2.and_` on `Idx 6` is not modelled: both verdicts were `unknown` and check said
+    ok, although every run races (and, in the second program, diverges). An `unknown` is
+    checked against the runs with argc = 1 and 2, as docs/kernels.md says."""
+    race = Path(__file__).resolve().parents[1] / "programs" / "runtime_errors" / "race_in_a_kernel_the_model_cannot_explore.mim"
+    entries, diags = verify(str(race))
+    (entry,) = entries
+    assert entry["races"] == "refuted" and entry["divergence"] == "unknown", entry
+    assert "not modelled" in entry["detail"] and "a run with argc = 1 shows a race" in entry["detail"]
+    assert entry["counterexample"]["shown_by_run"]["code"] == "E-RACE" and codes(diags) == {"E-RACE"}
+
+
+def test_a_divergence_in_a_kernel_the_model_cannot_explore_is_shown_by_a_run(tmp_path: Path) -> None:
+    text = "\n".join([
+        "plugin core;", "plugin mem;", "plugin gpu;",
+        "con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,",
+        "            group_id: Idx 1, item_id: Idx 6, (), out: gpu.GlobalPtr «6; I32»,",
+        "            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =",
+        "    (done, sync)#(core.icmp.e (core.bit2.and_ 0 (item_id, 1_6), 1_6)) (m1, m3)",
+        "    where",
+        "        con sync (m1: gpu.GlobalM, m3: gpu.SharedM) =",
+        "            let (m1, m3) = gpu.sync_work_items (m1, m3);",
+        "            done (m1, m3);",
+        "        con done (m1: gpu.GlobalM, m3: gpu.SharedM) =",
+        "            return (mem.store (m1, mem.lea (out, item_id), 1I32), m3, m4, m5);",
+        "    end;",
+        "fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =",
+        "    let (m0, m1, m4) = gpu.init m0;",
+        "    let (m1, d) = gpu.alloc.block «6; I32» m1;",
+        "    ret (m0, m1, m4) = gpu.launch (1, 6, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);",
+        "    let m1 = gpu.free.block (m1, d);",
+        "    let m0 = gpu.deinit (m0, m1, m4);",
+        "    return (m0, argc);", ""])
+    path = tmp_path / "diverges.mim"
+    path.write_text(text, encoding="utf-8")
+    entries, diags = verify(str(path))
+    assert entries[0]["divergence"] == "refuted" and "E-BARRIER-DIVERGENCE" in codes(diags), entries

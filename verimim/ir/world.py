@@ -408,6 +408,8 @@ class World:
         ops = tuple([self._open(op, value, depth + 1 if i in binders else depth, memo)
                      for i, op in enumerate(d.ops)])
         res = d if all(a is b for a, b in zip(ops, d.ops)) else d.rebuild(self, ops)
+        if res.loc is None:
+            res.loc = d.loc  # the instance of a body's operation is where the body wrote it
         memo[key] = res
         return res
 

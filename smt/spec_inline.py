@@ -38,7 +38,7 @@ from collections import Counter
 from typing import Any
 
 from verimim.ir.analysis import apps_with_head
-from verimim.ir.defs import App, Arr, Axiom, Def, MutLam, Pi, Sigma, Var
+from verimim.ir.defs import App, Arr, Axiom, Def, Lam, MutLam, Pi, Sigma, Var
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, walk
 from verimim.phases.witness import Inlining, mut_key
@@ -114,15 +114,36 @@ def _effects(world: World) -> tuple[dict[tuple[str, str], Def], Counter[str]]:
     return out, barriers
 
 
+def _indirect_calls(world: World) -> tuple[set[str], set[str]]:
+    """The locations of the calls through a parameter (`f x`, f a variable: an effect of
+    whatever f is bound to), and the axioms the World mentions at all (as values too: the
+    C function or `mem.load @(I32, 0)` passed for f)."""
+    calls: set[str] = set()
+    named: set[str] = set()
+    for d in walk(world):
+        if isinstance(d, Axiom):
+            named.add(d.annex)
+        elif isinstance(d, App) and d.loc is not None and not isinstance(d.head, (Axiom, MutLam, Lam)):
+            calls.add(_loc(d))  # (the head a parameter, or an element of one: `f` of `(m, f)`)
+    return calls, named
+
+
 def _effects_correspond(before: Program, after: Program) -> Outcome | None:
     for old, new in zip(before.worlds(), after.worlds()):
         (have, had_barriers), (now, barriers) = _effects(old), _effects(new)
         axioms = {a for a, _ in have}
+        indirect: tuple[set[str], set[str]] | None = None
         for key, d in sorted(now.items()):
             # An operation without a location was made by the World's own β-reduction of an
             # immutable lambda (a `lam` value substituted for a parameter): it must be one of
             # the input's axioms; every other one must have its counterpart at its location.
-            if key not in have and not (key[1] == "?" and key[0] in axioms):
+            if key in have or (key[1] == "?" and key[0] in axioms):
+                continue
+            # An axiom passed for a parameter and called through it (`f x` with f bound to a C
+            # function): the input's effect is that call, at the same location, and the axiom
+            # is one the input mentions.
+            indirect = indirect if indirect is not None else _indirect_calls(old)
+            if key[1] not in indirect[0] or key[0] not in indirect[1]:
                 return Outcome("refuted", f"the effect `{key[0]}` at {key[1]} has no counterpart in the "
                                f"input", {"operation": show(d)[:300], "location": key[1]})
         # Inlining may move a barrier, never copy it: SEMANTICS.md asks every work-item of a

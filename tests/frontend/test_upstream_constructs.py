@@ -282,3 +282,16 @@ def test_a_typed_literal_with_an_annotation_and_idx_after_a_colon_are_refused_as
     assert e.code == "E-TYPE" and "write `5:(Idx n)`" in e.message
     _, v = load("let z = 5:(Idx 8);\n")
     assert show(v["z"]) == "5_8"
+
+
+def test_a_filter_decides_whether_a_recursive_lam_call_unfolds() -> None:
+    """upstream's lit/pow_pe.mim: `@(%core.pe.is_closed b)` unfolds `pow (x, 3)` (b literal),
+    not `pow (x, n)`; run on the kept call never ended (E-FUEL)."""
+    src = ("lam pow (a b: Nat) @(%core.pe.is_closed b): Nat =\n"
+           "    (%core.nat.mul (a, pow (a, %core.nat.sub (b, 1))), 1)#(%core.ncmp.e (b, 0));\n"
+           "lam cube (x: Nat): Nat = pow (x, 3);\n"
+           "lam any (x: Nat, n: Nat): Nat = pow (x, n);\n")
+    _, v = load(src)
+    cube, any_ = v["cube"], v["any"]
+    assert "pow" not in show(cube.body) and "core.nat.mul" in show(cube.body), show(cube.body)  # type: ignore[union-attr]
+    assert "pow" in show(any_.body), show(any_.body)  # type: ignore[union-attr]

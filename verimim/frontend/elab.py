@@ -177,8 +177,9 @@ class Elaborator:
         self.block_scopes: dict[int, Scope | None] = {}  # a parameter type's block (by id) → its scope
         self.syntax_errors: list[VerimimError] = []  # found while declaring; raised by elab_module
         self.group_members: set[int] = set()  # ids of the declarations in `… and …` groups
-        # `lam` mutables declared with an explicit filter (`@ff`): never partially evaluated
-        self.filtered: set[int] = set()
+        # `lam` mutables declared with an explicit filter, by gid: the filter (`@ff`,
+        # `@(%core.pe.is_closed b)`) and the parameter names it may mention
+        self.filters: dict[int, tuple[ast.Expr, tuple[str, ...]]] = {}
         self.final_errors: set[int] = set()  # ids of errors a deferred re-check confirmed
         # Bodies of mutables not elaborated yet, by the mutable's gid: the unifier forces one
         # when a type needs the value of an application of it (verimim.frontend.typelevel).
@@ -744,9 +745,30 @@ class Elaborator:
         if not isinstance(d, App) or not isinstance(d.callee, MutLam) or d.has_hole:
             return None
         f = d.callee
-        if f.kind != "lam" or f.external or f.gid in self.filtered:
+        if f.kind != "lam" or f.external or not self.filter_holds(d):
             return None
-        return unfold_fully(self.world, d, PE_BUDGET, lambda m: m.gid not in self.filtered, self.force_body)
+        return unfold_fully(self.world, d, PE_BUDGET, self.filter_holds, self.force_body)
+
+    def filter_holds(self, call: App) -> bool:
+        """Whether the callee's filter is `tt` for this argument (upstream unfolds only then):
+        none is `tt` (a `lam`'s default); `tt`/`ff`; `%core.pe.is_closed x` for a parameter x
+        holds where x's argument is closed (no variable: a literal, or made of literals). Any
+        other filter is not decided here, and the call stays."""
+        assert isinstance(call.callee, MutLam)
+        entry = self.filters.get(call.callee.gid)
+        if entry is None:
+            return True
+        expr, names = entry
+        if isinstance(expr, ast.BoolLit):
+            return expr.value
+        if isinstance(expr, ast.App) and isinstance(expr.callee, ast.Name) \
+                and expr.callee.parts == ("core", "pe", "is_closed") and isinstance(expr.arg, ast.Name) \
+                and len(expr.arg.parts) == 1 and expr.arg.parts[0] in names:
+            n = len(names)
+            k = names.index(expr.arg.parts[0])
+            value = call.arg if n == 1 else self.world.extract_n(call.arg, n, k)
+            return _closed_value(value)
+        return False
 
     def apply_implicits(self, callee: Def, ct: Def, at: ast.Expr) -> tuple[Def, Def]:
         """Supply a metavariable for every leading implicit domain of the callee's type."""
@@ -1350,7 +1372,9 @@ class Elaborator:
             m.external = d.extern
             m.annex = annex
             if any(f is not None for f in d.filters):
-                self.filtered.add(m.gid)
+                one = len(d.filters) == 1 and d.filters[0] is not None
+                self.filters[m.gid] = (d.filters[0] if one else ast.BoolLit(d.loc, False),  # type: ignore[arg-type]
+                                       tuple(n or "" for n in self.pattern_names(d.domains[0])) if one else ())
             if d.extern:
                 w.externals[d.name] = m
             self.define_mut(m, sig, d.body, d.loc, d.kind)
@@ -1547,6 +1571,21 @@ class Elaborator:
         while self.deferred:
             job = self.deferred.pop(0)
             job()
+
+
+def _closed_value(d: Def) -> bool:
+    """Whether d mentions no variable (upstream's `%core.pe.is_closed`): no parameter of a
+    mutable, of the elaborator, or of an enclosing binder, and no unsolved hole."""
+    stack, seen = [d], set()
+    while stack:
+        x = stack.pop()
+        if x.gid in seen:
+            continue
+        seen.add(x.gid)
+        if isinstance(x, (Var, Param, MutLam)) or x.bvd > 0 or (isinstance(x, Hole) and x.value is None):
+            return False
+        stack.extend(x.ops)
+    return True
 
 
 def _locate_new(root: Def, start: int, loc: Loc) -> None:

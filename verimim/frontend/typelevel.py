@@ -83,12 +83,12 @@ class _Diverges(Exception):
 
 
 def unfold_fully(world: World, d: Def, budget: int = 64,
-                 may_unfold: Callable[[MutLam], bool] = lambda m: True,
+                 may_unfold: Callable[[App], bool] = lambda call: True,
                  force: Callable[[MutLam], None] | None = None) -> Def | None:
     """`d` with every type-level `lam` application in it unfolded until none is left
     (`pow (m, 3)` becomes `m * (m * (m * 1))`, which the normalizers fold); None when that does
-    not end within `budget` unfoldings (a recursion on a non-literal argument) or meets a `lam`
-    that `may_unfold` refuses. `force` elaborates a `lam`'s body that is still pending."""
+    not end within `budget` unfoldings (a recursion on a non-literal argument) or meets a call
+    that `may_unfold` refuses (its filter). `force` elaborates a `lam`'s body that is still pending."""
     left = [budget]
     memo: dict[int, Def] = {}
 
@@ -104,7 +104,7 @@ def unfold_fully(world: World, d: Def, budget: int = 64,
             res = x
         elif isinstance(x, App) and isinstance(x.callee, MutLam) and x.callee.kind == "lam" \
                 and x.callee.body is not None and not x.callee.external:
-            if left[0] <= 0 or not may_unfold(x.callee):
+            if left[0] <= 0 or not may_unfold(x):
                 raise _Diverges
             left[0] -= 1
             step = unfold_lam_app(world, world.app(x.callee, expand(x.arg)))

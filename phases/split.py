@@ -20,6 +20,7 @@ from verimim.phases.repl import kernels_of
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.witness import Split
 from verimim.plug.gpu_host_ops import HOST_OPERATIONS, in_kernel_message
+from verimim.printer import show
 
 
 class _HostSide(Rewriter):
@@ -56,6 +57,16 @@ class SplitApply(Phase):
             res.skipped = "the program is already split"
             return res
         world = prog.host
+        for app in apps_of(world, "gpu.launch", 3):
+            if not isinstance(app.arg, MutLam):
+                # A kernel chosen at run time (`(k_a, k_b)#c`) or passed in (a parameter of a
+                # recursive function no phase specialised): which continuation runs on the
+                # device is not known here, and saying "no kernel" would leave its launch on
+                # the host.
+                res.diagnostics.append(Diagnostic(
+                    "E-UNSUPPORTED", f"the kernel of this launch is `{show(app.arg)}`, not a continuation named "
+                    f"at the launch: `gpu.split_apply` cannot tell which one runs on the device", app.loc))
+                return res
         kernels = kernels_of(world)
         names: dict[str, MutLam] = {}
         for k in kernels:

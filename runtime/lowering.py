@@ -247,6 +247,8 @@ class ModuleContext:
             return self.i64
         if k == "ptr":
             return self.ir.PointerType(addrspace=a) if a else self.ir.PointerType()
+        if k == "cont":  # a function stored in memory or loaded from it: nothing the backends lay out
+            raise unsupported("a function or continuation value as data (stored in or loaded from memory)", None)
         raise AssertionError(k)
 
     def leaves(self, t: Def, path: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], tuple[str, int, int]]]:

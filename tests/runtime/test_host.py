@@ -322,3 +322,19 @@ def test_what_the_backend_cannot_compile_is_placed_in_the_program(body: str, at:
         run_with_big_stack(lambda: compile_program(run.program.host))
     assert e.value.code == "E-UNSUPPORTED" and e.value.loc is not None
     assert (e.value.loc.file, e.value.loc.line, e.value.loc.col) == ("user.mim", *at), e.value.message
+
+
+def test_a_function_stored_in_memory_is_unsupported_not_an_internal_error() -> None:
+    """`compile` stopped on an AssertionError (E-INTERNAL) for a `Fn` value stored and loaded."""
+    from verimim.driver import run_with_big_stack
+    from verimim.phases.runner import run_pipeline
+
+    world, _ = load_text("plugin core;\nplugin mem;\nfun dbl (x: I32): I32 = return (core.wrap.mul 0 (x, 2I32));\n"
+                         "fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 (mem.Ptr0 I8)): [mem.M 0, I32] =\n"
+                         "    let (m0, cell) = mem.alloc (Fn I32 → I32, 0) m0;\n"
+                         "    let m0 = mem.store (m0, cell, dbl);\n    let (m0, f) = mem.load (m0, cell);\n"
+                         "    let m0 = mem.free (m0, cell);\n    ret v = f $ 4I32;\n    return (m0, v);\n", "user.mim")
+    run = run_with_big_stack(lambda: run_pipeline(world, verify=False))
+    with pytest.raises(VerimimError) as e:
+        run_with_big_stack(lambda: compile_program(run.program.host))
+    assert e.value.code == "E-UNSUPPORTED" and "as data" in e.value.message, e.value.message

@@ -18,7 +18,7 @@ from verimim.interp.values import (
     Closure, LamValue, Partial, RuntimeFault, Tagged, Value, bottom_used, holds_bottom,
 )
 from verimim.ir.defs import (
-    App, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Sigma, Top, Tuple,
+    App, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Pi, Sigma, Top, Tuple,
     TypeU, Univ, Var,
 )
 from verimim.ir.schedule import Scopes, jump_roots, postorder, schedule
@@ -117,6 +117,12 @@ class Compiler:
             res = True
         elif isinstance(d, Tuple):
             res = False  # a tuple is built at run time; its type-level elements stay IR nodes
+        elif isinstance(_head(d), MutLam):
+            # A function of the program, or one given some arguments: a closure made at run
+            # time unless it computes a type. One whose type takes types and returns data (the
+            # `{B: *} → …` level of `swap {A: *} {B: *}`) is data: as an IR node it would lose
+            # what its closure captured (A), and calling it could not be done.
+            res = self._returns_types(d)
         else:
             try:
                 w = self.world
@@ -125,6 +131,20 @@ class Compiler:
                 res = False
         self._static[d.gid] = res
         return res
+
+    def _returns_types(self, d: Def) -> bool:
+        """Whether d's type is a type-level value's: not a function type, by the old rule
+        (level ≥ 1); a function type, when what it finally returns is a type."""
+        try:
+            w = self.world
+            t = w.type_of(d)
+            if not isinstance(t, Pi):
+                return w.level(t) >= 1
+            while isinstance(t, Pi):
+                t = t.codom
+            return w.level(t) >= 1
+        except Exception:
+            return False
 
     def has_var(self, d: Def) -> bool:
         """Whether `d` mentions a mutable's parameter (so its value depends on the activation)."""
@@ -425,3 +445,9 @@ def _heterogeneous_at_runtime(world: object, d: Extract) -> bool:
         return False
     tup_t = w.zonk(w.type_of(d.tup))  # type: ignore[attr-defined]
     return isinstance(tup_t, Sigma) and isinstance(w.zonk(w.type_of(d)), Join)  # type: ignore[attr-defined]
+
+
+def _head(d: Def) -> Def:
+    while isinstance(d, App):
+        d = d.callee
+    return d

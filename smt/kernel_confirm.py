@@ -64,8 +64,8 @@ def confirming_run(program: Program, code: str, kernel: KernelPaths | MutLam, ar
     """The first run (by argc, schedule 0) of the program that stops with `code` in this
     kernel (its explored paths, or its mutable where the model could not explore it), else
     None. `runs`: the runs made so far, by argc (one run answers every code)."""
-    kp = kernel if isinstance(kernel, KernelPaths) else None
-    locs = kernel_locs(kernel.kernel if isinstance(kernel, KernelPaths) else kernel, program.device or program.host, kp)
+    kp, mut = (kernel, kernel.kernel) if isinstance(kernel, KernelPaths) else (None, kernel)
+    locs = kernel_locs(mut, program.device or program.host, kp)
     runs = {} if runs is None else runs
     for argc in argcs:
         if argc not in runs:

@@ -53,6 +53,8 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     explored: dict[str, KernelPaths | str] = {}
     summarized: dict[str, KernelPaths | None] = {}
     by_site: dict[int, dict[str, Any]] = {}
+    # The confirming runs of the program, by argc: one run answers every kernel and code.
+    runs: dict[int, Observation] = {}
     device = program.device
     for site in launch_sites(program.host) if device is not None else []:  # no device: no launch
         t0 = time.perf_counter()
@@ -71,7 +73,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
             kp = explored[site.kernel]
             if isinstance(kp, str):
                 entry["detail"] = kp
-                _shown_unmodelled(kernel, site, program, file, entry, out.diagnostics)
+                _shown_unmodelled(kernel, site, program, file, entry, out.diagnostics, runs)
             else:
                 if _bound_note(kp) and site.kernel not in summarized:
                     # Unrolling was cut: try loop invariants instead (used only for proofs).
@@ -80,7 +82,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
                                                                  summarize_loops=True, world=program.device)
                     except (Unsupported, LoopReentry, z3.Z3Exception):
                         summarized[site.kernel] = None
-                _verify_launch(kp, summarized.get(site.kernel), site, program, ctx, file, entry, out.diagnostics)
+                _verify_launch(kp, summarized.get(site.kernel), site, program, ctx, file, entry, out.diagnostics, runs)
         entry["time_s"] = round(time.perf_counter() - t0, 4)
         out.entries.append(entry)
         by_site[site.app.gid] = entry
@@ -117,7 +119,8 @@ def _bound_note(kp: KernelPaths) -> str:
 
 
 def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSite, program: Program,
-                   ctx: SpecContext, file: str, entry: dict[str, Any], diags: list[Diagnostic]) -> None:
+                   ctx: SpecContext, file: str, entry: dict[str, Any], diags: list[Diagnostic],
+                   runs: dict[int, Observation]) -> None:
     launch = bind_launch(program.host, site, kp.inputs)
     label = f"kernel {site.kernel} at {site.loc}"
     bounded = _bound_note(kp)
@@ -133,12 +136,11 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
             races = Verdict("unknown", "races within a group not decided: the barriers diverge")
     else:
         races, benign = check_races(kp, launch, ctx, label)
-    div, div_argc, div_shown = _confirmed(div, "E-BARRIER-DIVERGENCE", kp, launch, program, notes)
-    races, race_argc, race_shown = _confirmed(races, "E-RACE", kp, launch, program, notes)
+    div, div_argc, div_shown = _confirmed(div, "E-BARRIER-DIVERGENCE", kp, launch, program, notes, runs)
+    races, race_argc, race_shown = _confirmed(races, "E-RACE", kp, launch, program, notes, runs)
     if bounded or "unknown" in (div.status, races.status):
         # No proof for every input (loops cut, or undecided): a run may still show the fault, past
         # the bound (a race in iteration 37 of 40) or where Z3 gave up; it is then an error.
-        runs: dict[int, Observation] = {}
         div, div_argc, div_shown = _shown_past_proof((div, div_argc, div_shown), "E-BARRIER-DIVERGENCE",
                                                      bool(bounded), kp, program, notes, runs)
         races, race_argc, race_shown = _shown_past_proof((races, race_argc, race_shown), "E-RACE",
@@ -254,7 +256,7 @@ def _unlike_writes(v: Verdict) -> bool:
 
 
 def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: Program,
-               notes: list[str]) -> tuple[Verdict, int | None, ShownFault | None]:
+               notes: list[str], runs: dict[int, Observation]) -> tuple[Verdict, int | None, ShownFault | None]:
     """The verdict; the argc a `verimim run` line shows its fault with (None: no line); the run
     that showed it where Z3's counterexample alone does not. A refutation over main's inputs
     alone stands, with its own argc. One that rests on memory contents or arguments the verifier
@@ -269,15 +271,15 @@ def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: 
         return v, argc, None
     what = "race" if code == "E-RACE" else "barrier divergence"
     tried = candidate_argcs(argc if launch.tied else None)
-    shown = confirming_run(program, code, kp, tried)
+    shown = confirming_run(program, code, kp, tried, runs)
     why = ("two writes of different shapes overlap (the proof compares their values whole, not "
            "the bytes they share)") if _unlike_writes(v) else \
         f"a {what} is possible for some memory contents or arguments the verifier does not track"
     if shown is not None:
         notes.append(f"{why}; a run with argc = {shown.argc} shows it")
         return v, shown.argc, shown
-    runs = ", ".join(str(n) for n in tried)
-    return Verdict("unknown", f"{why}, and no run shows it (argc = {runs}): not refuted, not proved"), None, None
+    argcs = ", ".join(str(n) for n in tried)
+    return Verdict("unknown", f"{why}, and no run shows it (argc = {argcs}): not refuted, not proved"), None, None
 
 
 def _shown_past_proof(confirmed: tuple[Verdict, int | None, ShownFault | None], code: str, bounded: bool,
@@ -300,12 +302,11 @@ def _shown_past_proof(confirmed: tuple[Verdict, int | None, ShownFault | None], 
 
 
 def _shown_unmodelled(kernel: MutLam, site: LaunchSite, program: Program, file: str, entry: dict[str, Any],
-                      diags: list[Diagnostic]) -> None:
+                      diags: list[Diagnostic], runs: dict[int, Observation]) -> None:
     """A kernel the model cannot explore is `unknown` for races and divergence; like any
     `unknown` (docs/kernels.md), it is checked against the runs `verimim run FILE` and `verimim
     run FILE a` make: a run that stops with E-BARRIER-DIVERGENCE or E-RACE inside this kernel
     refutes it, with that run as the counterexample."""
-    runs: dict[int, Observation] = {}
     cexs: dict[str, Any] = {}
     for key, code in (("divergence", "E-BARRIER-DIVERGENCE"), ("races", "E-RACE")):
         shown = confirming_run(program, code, kernel, DEFAULT_ARGCS, runs)

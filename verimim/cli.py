@@ -568,28 +568,30 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _interrupted() -> NoReturn:
-    """Ctrl-C: exit 130 now, said in one line. The work may still be inside Z3 on its own
-    thread (a daemon, verimim.driver): the process ends without waiting for it or finalizing
-    what it holds."""
+    """Ctrl-C: exit 130 now. The work may still be inside Z3 on its own thread (a daemon,
+    verimim.driver): the process ends without waiting for it or finalizing what it holds."""
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write("interrupted\n")
-        sys.stderr.flush()
-    os._exit(130)
+    _exit_now(130, "interrupted")
 
 
 def _output_failed(e: OSError) -> NoReturn:
-    """Writing the output failed (a full disk, a closed pipe): the environment's fault, exit 2,
-    said in one line where stderr still takes it. A reader that went away (`| head`) is no error
-    to report; Python's own complaint at exit about the unflushed stream is silenced too."""
+    """Writing the output failed (a full disk, a closed pipe): the environment's fault, exit 2.
+    A reader that went away (`| head`) is no error to report."""
+    _exit_now(EXIT_USAGE, None if isinstance(e, BrokenPipeError) else
+              f"error[E-USAGE]: cannot write the output: {e.strerror or e}")
+
+
+def _exit_now(code: int, line: str | None) -> NoReturn:
+    """End the process with `code`, saying `line` on stderr where it still takes it, and with
+    no complaint from Python at exit about a stdout it cannot flush."""
     with contextlib.suppress(OSError, ValueError):
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 — replaces the broken stream until exit
-    if not isinstance(e, BrokenPipeError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 — replaces the (maybe broken) stream until exit
+    if line is not None:
         with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(f"error[E-USAGE]: cannot write the output: {e.strerror or e}\n")
+            sys.stderr.write(line + "\n")
             sys.stderr.flush()
-    os._exit(EXIT_USAGE)
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -133,13 +133,11 @@ class Compiler:
         return res
 
     def _returns_types(self, d: Def) -> bool:
-        """Whether d's type is a type-level value's: not a function type, by the old rule
-        (level ≥ 1); a function type, when what it finally returns is a type."""
+        """Whether what d finally returns (d itself, for a value that is no function) is a
+        type: the level of its type's last codomain is at least 1."""
         try:
             w = self.world
             t = w.type_of(d)
-            if not isinstance(t, Pi):
-                return w.level(t) >= 1
             while isinstance(t, Pi):
                 t = t.codom
             return w.level(t) >= 1

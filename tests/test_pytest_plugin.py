@@ -1,6 +1,8 @@
 """The verimim pytest plugin (verimim/pytest_plugin.py), run on small projects with `pytester`."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -169,6 +171,27 @@ def test_explicit_path_is_collected_once(pytester: pytest.Pytester) -> None:
     assert item_names(result) == ["progs/a.mim::check"]
 
 
+def test_verimim_paths_outside_testpaths_are_run(pytester: pytest.Pytester) -> None:
+    # `testpaths` names the Python tests only: a plain `pytest` must still run the programs
+    # (it ran none, and a failing program left the run green).
+    pytester.makeini("[pytest]\ntestpaths = tests\nverimim_paths = programs\n")
+    mim(pytester, "programs/wrong.mim", "// EXPECT: 43\n", ANSWER)
+    pytester.makepyfile(**{"tests/test_x": "def test_x():\n    pass\n"})
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*expected: result 43*"])
+    # named arguments choose what runs, as in pytest
+    pytester.runpytest("tests").assert_outcomes(passed=1)
+
+
+def test_a_verimim_path_that_does_not_exist_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nverimim_paths =\n    progs\n    no_such_dir\n")
+    mim(pytester, "progs/a.mim", "// EXPECT: 42\n", ANSWER)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "verimim_paths names `no_such_dir`" in result.stderr.str() + result.stdout.str()
+
+
 def test_without_verimim_paths_nothing_is_collected(pytester: pytest.Pytester) -> None:
     mim(pytester, "progs/a.mim", "// EXPECT: 42\n", ANSWER)
     result = pytester.runpytest("--collect-only", "-q")
@@ -221,6 +244,62 @@ def test_unmarked(verimim_phase_name):
     pytester.runpytest("--markers").stdout.fnmatch_lines(["@pytest.mark.verimim_phase(name):*"])
 
 
+def test_phase_marker_and_world_fixture_in_a_hypothesis_property(pytester: pytest.Pytester) -> None:
+    # Hypothesis refuses function-scoped fixtures in @given tests
+    pytester.makepyfile(test_prop=f'''
+import pytest
+from hypothesis import given, settings, strategies as st
+
+@pytest.mark.verimim_phase("gpu.mem_checks")
+@settings(max_examples=3, deadline=None)
+@given(st.integers(0, 9))
+def test_property(verimim_phase_name, mim_world, n):
+    assert verimim_phase_name == "gpu.mem_checks"
+    world, unit = mim_world({ANSWER!r})
+''')
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_phase_marker_with_an_unknown_phase_is_an_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_phase='''
+import pytest
+
+@pytest.mark.verimim_phase("gpu.mem_check")
+def test_typo(verimim_phase_name):
+    pass
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*unknown phase `gpu.mem_check`; did you mean `gpu.mem_checks`?*"])
+
+
+def test_kernel_races_annotation_is_checked(pytester: pytest.Pytester) -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "programs" / "valid" / "alloc_copy_after_host_call.mim").read_text(encoding="utf-8")
+    body = text[text.index("plugin core;"):]
+    mim(pytester, "proved.mim", "// EXPECT: 14\n// KERNEL-RACES: proved\n", body)
+    mim(pytester, "stale.mim", "// EXPECT: 14\n// KERNEL-RACES: unknown\n", body)
+    result = pytester.runpytest("proved.mim", "stale.mim", "-k", "check")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*expected: races unknown for every kernel launch*", "*found:    races proved*"])
+
+
+def test_expect_loc_of_a_diagnostic_in_another_file_does_not_match(tmp_path: Path) -> None:
+    from verimim import driver
+    from verimim.diagnostics import Diagnostic, Loc
+    from verimim.pytest_plugin import MimTestFailure, _expect_error
+
+    mine = tmp_path / "a.mim"
+    mine.write_text("")
+    report = driver.Report(str(mine), diagnostics=[
+        Diagnostic("W-LEAK", "leak", Loc(str(tmp_path / "plug.mim"), 3, 5), "warning")])
+    with pytest.raises(MimTestFailure, match="found:    W-LEAK at .*plug.mim:3:5"):
+        _expect_error("run", report, "W-LEAK", (3, 5), mine)
+    report.diagnostics[0] = Diagnostic("W-LEAK", "leak", Loc(str(mine), 3, 5), "warning")
+    _expect_error("run", report, "W-LEAK", (3, 5), mine)
+
+
 @pytest.mark.parametrize("annotations, problem", [
     ("// EXPECT-LOC: 7\n// EXPECT-ERROR: E-TYPE\n", "`7` is not LINE:COL"),
     ("// FUEL: lots\n// EXPECT: 42\n", "`lots` is not a positive step count"),
@@ -229,7 +308,18 @@ def test_unmarked(verimim_phase_name):
     ("// EXPECT-ERROR: E-OOB\n// EXPECT: 7\n", "contradict each other"),
     ("// EXPECT-WARNING: W-LEAK\n", "checked with an EXPECT result only"),
     ("// EXPECT: 42\n// EXPECT-LOC: 1:1\n", "there is none"),
-    ("// EXPECT-ERROR:\n", "`` is not an error code"),
+    ("// EXPECT-ERROR:\n", "`// EXPECT-ERROR:` has no value"),
+    ("// EXPECT-WARNING:\n// EXPECT: 42\n", "`// EXPECT-WARNING:` has no value"),
+    # a key in the wrong form, or another tool's word for it: ignored, it would test nothing
+    ("// EXPECT-ERROR : E-OOB\n", "`// EXPECT-ERROR : E-OOB` is not an annotation; write `// EXPECT-ERROR: …`"),
+    ("// EXPECT : 41\n", "write `// EXPECT: …`"),
+    ("// EXPECT_ERROR: E-OOB\n", "write `// EXPECT-ERROR: …`"),
+    ("/// EXPECT-ERROR: E-OOB\n", "write `// EXPECT-ERROR: …`"),
+    ("/* EXPECT: 41 */\n", "write `// EXPECT: …`"),
+    ("// RESULT: 41\n", "write `// EXPECT: …`"),
+    ("// ERROR: E-OOB\n", "write `// EXPECT-ERROR: …`"),
+    ("// ARGS: \"a b\n// EXPECT: 42\n", "cannot be split as a shell would"),
+    ("// KERNEL-RACES: banana\n// EXPECT: 42\n", "`banana` is not a status"),
     ("// EXPECT-ERROR: E-FOO\n", "`E-FOO` is not an error code"),
     ("// EXPECT 41\n", "`// EXPECT 41` is not an annotation"),
     ("// expect: 41\n", "is not an annotation"),
@@ -244,6 +334,30 @@ def test_wrong_annotations_fail_the_file_instead_of_testing_something_else(
     result = pytester.runpytest("a.mim")
     result.assert_outcomes(failed=1)
     assert problem in result.stdout.str() and "Traceback" not in result.stdout.str()
+
+
+def test_a_key_below_the_header_is_an_error_not_an_annotation(pytester: pytest.Pytester) -> None:
+    # a comment in the code must not change what the test checks (it changed argc)
+    body = ANSWER.replace("    return", "    // ARGS: x y z\n    return")
+    mim(pytester, "a.mim", "// EXPECT: 42\n", body)
+    result = pytester.runpytest("a.mim")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*line 6: `// ARGS:` below the program's first line*"])
+
+
+def test_a_header_block_comment_keeps_the_header_going(pytester: pytest.Pytester) -> None:
+    mim(pytester, "a.mim", "/* a licence\n   of two lines */\n// EXPECT: 42\n", ANSWER)
+    pytester.runpytest("a.mim").assert_outcomes(passed=2, skipped=1)
+
+
+def test_args_are_split_as_a_shell_does_and_the_command_reproduces(pytester: pytest.Pytester) -> None:
+    mim(pytester, "q.mim", "// ARGS: \"a b\"\n// EXPECT: 43\n", ANSWER)  # argc 2
+    pytester.runpytest("q.mim").assert_outcomes(passed=2, skipped=1)
+    mim(pytester, "d.mim", "// ARGS: -v 'a b'\n// EXPECT: 40\n", ANSWER)  # argc 3: fails
+    result = pytester.runpytest("d.mim")
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    # options first, then `--`: pasted into a shell, the command runs main with the same argv
+    result.stdout.fnmatch_lines(["*verimim run d.mim --target interp -- -v 'a b'*", "*found:    result 44*"])
 
 
 def test_prose_that_starts_with_a_key_word_is_no_annotation(pytester: pytest.Pytester) -> None:

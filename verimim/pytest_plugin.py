@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import io
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -45,11 +46,22 @@ PHASE_CODES = frozenset({"E-ADDR-SPACE", "E-MEM-CROSSING", "E-UNSUPPORTED"})
 NO_PHASES_REASON = "phase checkers land with the phases issue"
 
 _ANNOTATION = re.compile(r"\s*//\s*([A-Z][A-Z-]*):\s*(.*?)\s*$")
+# `/// KEY:`, `/* KEY: … */`, `// KEY : v`, `// EXPECT_ERROR: v`: a key in the wrong comment or
+# spelling, which the annotation pattern does not take (so it would be silently ignored)
+_OFF_FORM = re.compile(r"\s*(/{3,}|/\*+|//)\s*([A-Za-z][A-Za-z_-]*)(\s+:|:)")
 _CHECK_LINE = re.compile(r"\s*//\s*CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\d+))?:")
 # A comment that starts with a word, then maybe a colon: a misspelt annotation is one of these.
 _KEYLIKE = re.compile(r"\s*//\s*([A-Za-z][A-Za-z-]*)(\s*:|\s+\S)")
 KEYS = ("ARGS", "EXPECT", "EXPECT-ERROR", "EXPECT-WARNING", "EXPECT-LOC", "FUEL", "CHECK-AFTER",
         "KERNEL-RACES", "WHY")
+# Other test tools' words for these keys, which a header comment `// WORD: value` most likely means.
+SYNONYMS = {"RESULT": "EXPECT", "RETURNS": "EXPECT", "RETURN": "EXPECT", "EXIT": "EXPECT",
+            "ERROR": "EXPECT-ERROR", "ERRORS": "EXPECT-ERROR", "THROWS": "EXPECT-ERROR", "FAILS": "EXPECT-ERROR",
+            "WARNING": "EXPECT-WARNING", "WARNINGS": "EXPECT-WARNING", "WARN": "EXPECT-WARNING",
+            "LOC": "EXPECT-LOC", "LOCATION": "EXPECT-LOC", "ARGV": "ARGS", "ARGUMENTS": "ARGS", "ARG": "ARGS",
+            "STEPS": "FUEL"}
+# What `// KERNEL-RACES:` may say: the races status every kernel of `check --json` must have.
+RACE_STATUSES = ("proved", "bounded", "unknown")
 _CHECK_DIRECTIVES = ("CHECK", "CHECK-NEXT", "CHECK-SAME", "CHECK-NOT", "CHECK-DAG", "CHECK-LABEL",
                      "CHECK-EMPTY", "CHECK-COUNT")
 
@@ -68,18 +80,32 @@ class Annotations:
 
     @classmethod
     def parse(cls, text: str) -> Annotations:
+        """The annotations of the file's header (its leading `//` comments and blank lines); a
+        key written further down is an error, not an annotation: a comment in the code must not
+        change what the test checks. `// CHECK…:` lines may stand anywhere (FileCheck's way)."""
         ann = cls()
+        header, in_block = True, False
         for number, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
             if _CHECK_LINE.match(line):
                 ann.has_checks = True
                 continue
+            stripped = line.strip()
+            opens = stripped.startswith("/*")
+            header = header and (in_block or opens or not stripped or stripped.startswith("//"))
+            if opens or in_block:
+                in_block = "*/" not in stripped[2 if opens else 0:]
             m = _ANNOTATION.match(line)
-            if m is None:
-                ann._misspelt(number, line)
+            if m is None or m.group(1) not in KEYS:
+                if header:
+                    ann._misspelt(number, line)
                 continue
             key, value = m.group(1), m.group(2)
-            if key not in KEYS:
-                ann._misspelt(number, line)
+            if not header:
+                ann.problems.append(f"line {number}: `// {key}:` below the program's first line; annotations "
+                                    f"go in the comments at the top of the file")
+                continue
+            if not value and key not in ("WHY", "ARGS"):
+                ann.problems.append(f"line {number}: `// {key}:` has no value")
                 continue
             if key == "EXPECT-WARNING":
                 ann.warnings.extend(c for c in re.split(r"[\s,]+", value) if c)
@@ -94,8 +120,17 @@ class Annotations:
         return ann
 
     def _misspelt(self, number: int, line: str) -> None:
-        """A comment that reads like an annotation but is none (`// EXPECT 41`, `// expect: 41`,
-        `// EXPECTED: 41`): silently ignored, it would leave a wrong expectation untested."""
+        """A header comment that reads like an annotation but is none (`// EXPECT 41`,
+        `// expect: 41`, `// EXPECTED: 41`, `// EXPECT : 41`, `/// EXPECT: 41`, `// RESULT: 41`):
+        silently ignored, it would leave a wrong expectation untested."""
+        off = _OFF_FORM.match(line)
+        if off is not None:
+            word = off.group(2).upper().replace("_", "-")
+            key = word if word in KEYS or word in _CHECK_DIRECTIVES else SYNONYMS.get(word)
+            if key is not None and (off.group(1) != "//" or off.group(3) != ":" or off.group(2) != key):
+                what = "no FileCheck directive" if key in _CHECK_DIRECTIVES else "not an annotation"
+                self.problems.append(f"line {number}: `{line.strip()}` is {what}; write `// {key}: …`")
+                return
         m = _KEYLIKE.match(line)
         if m is None:
             return
@@ -143,6 +178,18 @@ class Annotations:
         fuel = self.values.get("FUEL")
         if fuel is not None and not re.fullmatch(r"[1-9]\d*", fuel):
             self.problems.append(f"{at('FUEL')}: `{fuel}` is not a positive step count")
+        args = self.values.get("ARGS")
+        if args is not None:
+            try:
+                shlex.split(args)
+            except ValueError as e:
+                self.problems.append(f"{at('ARGS')}: `{args}` cannot be split as a shell would ({e})")
+        races = self.values.get("KERNEL-RACES")
+        if races is not None and races not in RACE_STATUSES:
+            self.problems.append(f"{at('KERNEL-RACES')}: `{races}` is not a status; one of {', '.join(RACE_STATUSES)}")
+        if races is not None and error is not None:
+            self.problems.append(f"{at('KERNEL-RACES')}: KERNEL-RACES states the verdict on a program `check` "
+                                 f"accepts; this one expects {error}")
         if "CHECK-AFTER" in self.values and not self.has_checks:
             self.problems.append(f"{at('CHECK-AFTER')}: CHECK-AFTER without any `// CHECK:` line checks nothing")
 
@@ -151,7 +198,8 @@ class Annotations:
 
     @property
     def args(self) -> list[str]:
-        return (self.get("ARGS") or "").split()
+        """main's arguments, split as a POSIX shell splits them (`"a b"` is one argument)."""
+        return shlex.split(self.get("ARGS") or "")
 
     @property
     def fuel(self) -> int | None:
@@ -199,8 +247,10 @@ def _where(diag: Any) -> str:
     return f"{diag.loc.line}:{diag.loc.col}" if diag is not None and diag.loc and diag.loc.line else "no location"
 
 
-def _expect_error(what: str, report: driver.Report, code: str, loc: tuple[int, int] | None) -> None:
-    """The report's first error (or, for a W- code, a warning) is `code`, at `loc` if given."""
+def _expect_error(what: str, report: driver.Report, code: str, loc: tuple[int, int] | None,
+                  path: Path | None = None) -> None:
+    """The report's first error (or, for a W- code, a warning) is `code`, at `loc` of the file
+    `path` if given (a diagnostic placed in another file, a plugin's, is not at `loc`)."""
     if code.startswith("W-"):
         diag = next((d for d in report.diagnostics if d.code == code), None)
         if diag is None:
@@ -212,8 +262,19 @@ def _expect_error(what: str, report: driver.Report, code: str, loc: tuple[int, i
             _fail(what, f"error {code}", found, report)
         if report.exit_code != 1:
             _fail(what, "exit code 1", f"exit code {report.exit_code}", report)
-    if loc is not None and (diag.loc is None or (diag.loc.line, diag.loc.col) != loc):
-        _fail(what, f"{code} at {loc[0]}:{loc[1]}", f"{code} at {_where(diag)}", report)
+    if loc is None:
+        return
+    elsewhere = path is not None and diag.loc is not None and diag.loc.line and not _same_file(diag.loc.file, path)
+    if diag.loc is None or (diag.loc.line, diag.loc.col) != loc or elsewhere:
+        found = f"{diag.loc}" if elsewhere else _where(diag)
+        _fail(what, f"{code} at {loc[0]}:{loc[1]}", f"{code} at {found}", report)
+
+
+def _same_file(name: str, path: Path) -> bool:
+    try:
+        return Path(name).resolve() == path.resolve()
+    except OSError:
+        return False
 
 
 def _shown(path: Path) -> str:
@@ -243,6 +304,30 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "verimim_phase(name): a property test of the verimim phase NAME "
         "(the fixture `verimim_phase_name` returns NAME)")
+    _collect_verimim_paths(config)
+
+
+def _collect_verimim_paths(config: pytest.Config) -> None:
+    """Every directory of `verimim_paths` exists, and a run of the project's tests collects it.
+    A plain `pytest` (arguments from `testpaths`, or none at the rootdir) collects these
+    directories too, even when `testpaths` does not cover them: otherwise a failing program
+    would go unrun and the run be green. Named arguments, or a run from a subdirectory, choose
+    what to run, as pytest's own rules say."""
+    roots = _roots(config)
+    for name, root in zip(config.getini("verimim_paths"), roots):
+        if not root.exists():
+            raise pytest.UsageError(f"verimim_paths names `{name}` ({root}), which does not exist")
+    source = config.args_source
+    whole = source == pytest.Config.ArgsSource.TESTPATHS or (
+        source == pytest.Config.ArgsSource.INVOCATION_DIR and config.invocation_params.dir.resolve() == config.rootpath.resolve())
+    if not whole:
+        return
+    base = config.invocation_params.dir
+    covered = [(Path(a) if Path(a).is_absolute() else base / a).resolve() for a in config.args]
+    for root in roots:
+        if not any(root.is_relative_to(c) for c in covered):
+            config.args.append(str(root))
+            covered.append(root)
 
 
 _EXPLICIT = pytest.StashKey[set[Path]]()
@@ -340,8 +425,9 @@ class MimItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)  # type: ignore[arg-type]
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        # The node id reads `dir/file.mim::run[interp]`; the domain is the aspect (the failure's
-        # first line is the command, with the file as the working directory names it).
+        # The node id reads `dir/file.mim::run[interp]`; the domain is the aspect (pytest's
+        # verbose line is the node id only while the domain is its tail). A failure's first line
+        # is the command, with the file as the working directory names it.
         return self.path, None, self.name
 
 
@@ -363,7 +449,7 @@ class MimCheckItem(MimItem):
     def runtest(self) -> None:
         report = self.parent.check_report()
         code = self.ann.get("EXPECT-ERROR")
-        what = f"verimim check {_shown(self.path)}"
+        what = driver.shell_command(["verimim", "check", _shown(self.path)])
         if code in PHASE_CODES:
             state = self.parent.phase_code_checked()
             if state is None:
@@ -372,14 +458,14 @@ class MimCheckItem(MimItem):
                 # run-time error `run[interp]` is the item that matters).
                 pytest.xfail(NO_PHASES_REASON)
             if state:  # a phase rejection
-                _expect_error(what, report, code, self.ann.loc)
+                _expect_error(what, report, code, self.ann.loc, self.path)
             elif not report.ok:
                 first = _first_error(report)
                 _fail(what, f"error {code} (a phase rejection), or acceptance (and {code} at run time)",
                       f"error {first.code}" if first is not None else f"exit code {report.exit_code}", report)
             return
         if code in FRONTEND_CODES:
-            _expect_error(what, report, code, self.ann.loc)
+            _expect_error(what, report, code, self.ann.loc, self.path)
         elif code in KERNEL_CODES:
             # A race or barrier divergence in a kernel: `check` proves kernels for all inputs,
             # so it must refute it statically (the location may differ from the run's: the
@@ -387,6 +473,21 @@ class MimCheckItem(MimItem):
             _expect_error(what, report, code, None)
         elif not report.ok:  # a run-time code, or none: the program must be accepted
             _fail(what, "the program is accepted", f"exit code {report.exit_code}", report)
+        races = self.ann.get("KERNEL-RACES")
+        if races is not None:
+            _expect_race_status(what, report, races)
+
+
+def _expect_race_status(what: str, report: driver.Report, status: str) -> None:
+    """`// KERNEL-RACES: STATUS`: every kernel launch `check` verified has that races status (a
+    file saying `unknown` documents that freedom from races rests on what the model does not
+    track; `proved` there would mean the annotation is stale)."""
+    kernels = report.data.get("kernels") or []
+    found = [str(k.get("races")) for k in kernels if isinstance(k, dict)]
+    if not found:
+        _fail(what, f"kernel launches whose races are {status}", "no kernel launch in check's report", report)
+    if any(f != status for f in found):
+        _fail(what, f"races {status} for every kernel launch", "races " + ", ".join(found), report)
 
 
 class MimRunItem(MimItem):
@@ -399,11 +500,13 @@ class MimRunItem(MimItem):
         report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel, target=self.target)
         fuel = ["--fuel", str(self.ann.fuel)] if self.ann.fuel is not None else []
         target = ["--target", self.target]  # (without it, run picks the GPU where there is one)
-        what = " ".join(["verimim run", _shown(self.path), *self.ann.args, *fuel, *target])
+        # options first, then `--`: an argument such as `-v` reaches main, as it did here
+        args = ["--", *self.ann.args] if self.ann.args else []
+        what = driver.shell_command(["verimim", "run", _shown(self.path), *fuel, *target, *args])
         if code is not None:
             if code in PHASE_CODES and state is None and not any(d.code == code for d in report.diagnostics):
                 pytest.xfail(f"{code} is not reported at run time: a phase rejection? {NO_PHASES_REASON}")
-            _expect_error(what, report, code, self.ann.loc)
+            _expect_error(what, report, code, self.ann.loc, self.path)
             return
         expected = self.ann.get("EXPECT")
         if not report.ok:
@@ -420,7 +523,7 @@ class MimRunItem(MimItem):
             _fail(what, "warnings " + (", ".join(sorted(set(self.ann.warnings))) or "none"),
                   "warnings " + (", ".join(warnings) or "none"), report)
         if self.ann.loc is not None and self.ann.warnings:
-            _expect_error(what, report, self.ann.warnings[0], self.ann.loc)
+            _expect_error(what, report, self.ann.warnings[0], self.ann.loc, self.path)
 
 
 class MimGpuItem(MimRunItem):
@@ -440,7 +543,7 @@ class MimGpuItem(MimRunItem):
 class MimFileCheckItem(MimItem):
     def runtest(self) -> None:
         phase = self.ann.get("CHECK-AFTER") or None
-        what = "verimim dump" + (f" --after {phase}" if phase else "") + f" {_shown(self.path)}"
+        what = driver.shell_command(["verimim", "dump", *(["--after", phase] if phase else []), _shown(self.path)])
         report = driver.dump(str(self.path), [], after=phase)
         if not report.ok or report.text is None:
             _fail(what, "a dump", f"exit code {report.exit_code}", report)
@@ -478,9 +581,10 @@ def _run_filecheck_cli(check_file: Path, text: str) -> tuple[bool, str]:
 # fixtures
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def mim_world() -> Callable[..., Any]:
-    """A factory: `mim_world(text, include=()) -> (World, Unit)` elaborates Mim source text."""
+    """A factory: `mim_world(text, include=()) -> (World, Unit)` elaborates Mim source text.
+    Session-scoped (it holds no state), so Hypothesis's `@given` tests may use it."""
     from verimim.frontend.loader import load_text
 
     def make(text: str, *, include: tuple[str, ...] | list[str] = (), path: str = "<text>") -> Any:
@@ -489,13 +593,39 @@ def mim_world() -> Callable[..., Any]:
     return make
 
 
-@pytest.fixture
-def verimim_phase_name(request: pytest.FixtureRequest) -> str:
-    """The NAME of the test's `@pytest.mark.verimim_phase(NAME)` marker."""
-    marker = request.node.get_closest_marker("verimim_phase")
+def _marked_phase(node: Any) -> str:
+    """The NAME of a test's `@pytest.mark.verimim_phase(NAME)`, which must name a phase."""
+    from verimim.phases.vocabulary import is_known
+
+    marker = node.get_closest_marker("verimim_phase")
     if marker is None:
         pytest.fail("the fixture verimim_phase_name needs @pytest.mark.verimim_phase(NAME)", pytrace=False)
     name = marker.args[0] if marker.args else marker.kwargs.get("name")
     if not isinstance(name, str):
         pytest.fail("@pytest.mark.verimim_phase takes the phase name as a string", pytrace=False)
+    if not is_known(name):
+        from verimim.phases.pipeline import PHASES
+
+        near = difflib.get_close_matches(name, list(PHASES), n=1)
+        hint = f"did you mean `{near[0]}`?" if near else f"known: {', '.join(sorted(PHASES))}"
+        pytest.fail(f"@pytest.mark.verimim_phase: unknown phase `{name}`; {hint}", pytrace=False)
     return name
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A marked test that asks for `verimim_phase_name` gets it as a session-scoped parameter
+    (its id: the phase), not from a function-scoped fixture: Hypothesis's `@given` refuses
+    function-scoped fixtures. The name is checked here, at collection."""
+    if "verimim_phase_name" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("verimim_phase") is None:
+        return  # the fixture below says what is missing
+    name = _marked_phase(metafunc.definition)
+    metafunc.parametrize("verimim_phase_name", [name], ids=[name], scope="session")
+
+
+@pytest.fixture
+def verimim_phase_name(request: pytest.FixtureRequest) -> str:
+    """The NAME of the test's `@pytest.mark.verimim_phase(NAME)` marker (marked tests get it
+    from pytest_generate_tests; this fixture is what an unmarked test reaches)."""
+    return _marked_phase(request.node)

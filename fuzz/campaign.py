@@ -16,6 +16,7 @@ campaign goes on.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 from collections import Counter
@@ -36,6 +37,7 @@ from verimim.fuzz.task import (
 DEFAULT_PROGRAM_TIMEOUT = 300.0
 DEFAULT_REDUCE_BUDGET = 60.0
 NO_WORKER_TIMEOUT = 300.0  # a joined cluster without any worker for this long: give up
+WORKER_WAIT = 60.0  # a joined scheduler must have a worker within this (or the budget) at the start
 
 
 @dataclass(frozen=True)
@@ -106,17 +108,43 @@ class _Run:
     duplicates: int = 0
 
 
-def ignored_options(kept: Settings, seed: int | None, verify: bool, gpu: bool) -> list[str]:
+def conflicting_options(kept: Settings, seed: int | None, verify: bool, gpu: bool) -> list[str]:
     """The options asking a campaign for other settings than it keeps (its programs are drawn
-    from them): said to be ignored, not silently dropped."""
-    ignored = []
+    from them, and its journal compares like with like)."""
+    conflicts = []
     if seed is not None and seed != kept.seed:
-        ignored.append(f"--seed {seed} (it keeps seed {kept.seed})")
+        conflicts.append(f"--seed {seed} (it keeps seed {kept.seed})")
     if not verify and kept.verify:
-        ignored.append("--no-verify (it verifies)")
+        conflicts.append("--no-verify (it verifies)")
     if gpu and not kept.gpu:
-        ignored.append("--target gpu (it runs on the interpreter)")
-    return ignored
+        conflicts.append("--target gpu (it runs on the interpreter)")
+    return conflicts
+
+
+def _kept_settings(directory: Path, seed: int | None, verify: bool, gpu: bool) -> Settings | None:
+    """The settings of the campaign already in `directory` (None: a new one), once the command
+    line asks for nothing else: a conflicting option is refused before anything is written."""
+    if not Journal.probe(directory):  # (a directory that is not a campaign: refused here)
+        return None
+    j = Journal.open(directory, read_only=True)
+    try:
+        kept = j.settings
+    finally:
+        j.close()
+    conflicts = conflicting_options(kept, seed, verify, gpu)
+    if conflicts:
+        raise UsageError(f"the campaign in `{directory}` keeps the settings it was created with; "
+                         f"{', '.join(conflicts)}: leave the option out to resume it, or start a new "
+                         f"campaign in another directory")
+    return kept
+
+
+def _require_device(directory: Path) -> None:
+    from verimim.runtime.cuda import device_available
+
+    if not device_available():
+        raise UsageError(f"the campaign in `{directory}` runs its programs on the GPU (it was created with "
+                         f"--target gpu), and no CUDA device (or no cuda-python) is available here")
 
 
 def run(directory: str | Path, budget_s: float, *, seed: int | None = None, verify: bool = True,
@@ -124,28 +152,54 @@ def run(directory: str | Path, budget_s: float, *, seed: int | None = None, veri
         preload: tuple[str, ...] = (), processes: bool = True,
         program_timeout: float = DEFAULT_PROGRAM_TIMEOUT, reduce_budget: float = DEFAULT_REDUCE_BUDGET,
         max_programs: int | None = None, command: str = "",
-        progress: Callable[[int, float, int], None] | None = None,
-        warn: Callable[[str], None] | None = None) -> RunSummary:
-    """Run (or resume) the campaign in `directory` for `budget_s` seconds of new submissions;
-    `warn` hears of options a resumed campaign ignores."""
+        progress: Callable[[int, float, int], None] | None = None) -> RunSummary:
+    """Run (or resume) the campaign in `directory` for `budget_s` seconds of new submissions
+    (or `max_programs`)."""
     import random
 
     new_settings = Settings(seed if seed is not None else random.getrandbits(32), verify, gpu=gpu)
-    Journal.probe(Path(directory))  # a directory that is not a campaign: refused before a cluster starts
-    # GPU campaigns on a local cluster: one worker per GPU (or per --workers), each its own GPU
-    gpus = gpu_ids() if gpu and scheduler is None else ()
-    cluster = connect(workers, scheduler, preload, processes, gpus)  # one that does not answer: before we write
+    d = Path(directory)
+    # Refused before a cluster starts and before anything is written: a directory that is not a
+    # campaign, options the campaign does not keep, a campaign another process is running.
+    kept = _kept_settings(d, seed, verify, gpu)
+    lock = Journal.lock(d) if kept is not None else None
     try:
-        journal = Journal.open(directory, new_settings)
-    except BaseException:
-        cluster.close()
-        raise
+        on_gpu = kept.gpu if kept is not None else gpu
+        if on_gpu and not gpu:
+            _require_device(d)  # (a fresh `--target gpu` was checked by the command line)
+        # GPU campaigns on a local cluster: one worker per GPU (or per --workers), each its own GPU
+        gpus = gpu_ids() if on_gpu and scheduler is None else ()
+        cluster = connect(workers, scheduler, preload, processes, gpus)  # one that does not answer: before we write
+        try:
+            if scheduler is not None:
+                _wait_for_a_worker(cluster, scheduler, min(budget_s, WORKER_WAIT))
+            journal = Journal.open(directory, new_settings)
+            lock = lock if lock is not None else Journal.lock(d)
+        except BaseException:
+            cluster.close()
+            raise
+        return _run_opened(journal, cluster, directory, budget_s, scheduler, program_timeout, reduce_budget,
+                           max_programs, command, progress)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _wait_for_a_worker(cluster: Cluster, scheduler: str, seconds: float) -> None:
+    """A joined scheduler without workers would run the whole budget checking nothing, and end
+    green: refused instead, before the journal is written."""
+    try:
+        cluster.client.wait_for_workers(1, timeout=seconds)
+    except Exception:  # noqa: BLE001 — TimeoutError (distributed raises asyncio's or the builtin)
+        raise UsageError(f"the Dask scheduler {scheduler} has no worker (none joined within {seconds:.0f} s); "
+                         f"start one with `dask worker {scheduler}`") from None
+
+
+def _run_opened(journal: Journal, cluster: Cluster, directory: str | Path, budget_s: float, scheduler: str | None,
+                program_timeout: float, reduce_budget: float, max_programs: int | None, command: str,
+                progress: Callable[[int, float, int], None] | None) -> RunSummary:
     try:
         settings = journal.settings
-        ignored = ignored_options(settings, seed, verify, gpu)
-        if ignored and warn is not None:
-            warn(f"resuming the campaign in {directory}, which keeps the settings it was created with; "
-                 f"ignored: {', '.join(ignored)}")
         try:
             r = _Run(journal, settings, journal.start_run(budget_s, cluster.slots(), scheduler, command), cluster,
                      program_timeout, reduce_budget, seen=journal.fingerprints())
@@ -379,15 +433,25 @@ def _reduced(r: _Run, job: _Job, red: Any, error: BaseException | None) -> None:
         r.journal.reduced(job.key, *_sizes_of(r, job.key), time.monotonic() - job.started,
                           f"reducer failed: {type(error).__name__}: {error}"[:300])
         return
+    if red.status == "not reproducible":
+        # (the failure no longer shows, a fix since the run that found it): no reduced.mim that
+        # does not fail, and one made by an earlier attempt stays
+        r.journal.reduced(job.key, *_sizes_of(r, job.key), red.seconds, red.status)
+        return
     meta = json.loads((d / "failure.json").read_text(encoding="utf-8")) if (d / "failure.json").exists() else {}
     args = tuple(red.args)
     expected = _expected_of(d)
     (d / "reduced.mim").write_text(reproducer(red.text, args, expected, ()), encoding="utf-8")
     sig = Signature.from_json(meta.get("signature", {"kind": ""}))
-    with open(d / "reproduce.sh", "a", encoding="utf-8") as f:
-        f.write(f"# the reduced program ({red.size_before} -> {red.size_after} characters):\n"
-                f"{reproduce_command(sig, 'reduced.mim', args)}\n")
+    script = d / "reproduce.sh"
+    # one line for the reduced program, also when a killed reduction is done again
+    kept = script.read_text(encoding="utf-8").split(_REDUCED_MARK, 1)[0] if script.exists() else ""
+    script.write_text(f"{kept}{_REDUCED_MARK} ({red.size_before} -> {red.size_after} characters):\n"
+                      f"{reproduce_command(sig, 'reduced.mim', args)}\n", encoding="utf-8")
     r.journal.reduced(job.key, red.size_after, red.lines_after, red.seconds, red.status)
+
+
+_REDUCED_MARK = "# the reduced program"
 
 
 def _sizes_of(r: _Run, key: str) -> tuple[int, int]:
@@ -410,7 +474,7 @@ def reproducer(text: str, args: tuple[str, ...], expected: tuple[str, ...], feat
     lines = [f"// generated by verimim fuzz; features: {', '.join(sorted(features))}" if features
              else "// reduced by verimim fuzz"]
     if args:
-        lines.append(f"// ARGS: {' '.join(args)}")
+        lines.append(f"// ARGS: {shlex.join(args)}")  # (read back as a shell splits it: tests/programs)
     lines += [f"// EXPECT-ERROR: {c}" for c in sorted(expected)]
     return "\n".join(lines) + "\n" + text
 

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from verimim.diagnostics import EXIT_INTERNAL, EXIT_OK
+from verimim.driver import shell_command
 
 
 def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, gpu: bool, workers: int | None,
@@ -26,8 +27,7 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
 
     summary = run(directory, budget, seed=seed, verify=verify, gpu=gpu, workers=workers, scheduler=scheduler,
                   preload=preload, program_timeout=program_timeout, reduce_budget=reduce_budget,
-                  command=" ".join(sys.argv), progress=progress, max_programs=max_programs,
-                  warn=lambda message: click.echo(f"warning: {message}", err=True))
+                  command=" ".join(sys.argv), progress=progress, max_programs=max_programs)
     obj = summary.to_json()
     for f in summary.failures:
         tag = "new" if f["new"] else "known"
@@ -41,7 +41,7 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
                    f"{summary.cluster}, {len(summary.failures)} failures ({summary.new_failures} new); "
                    f"the journal holds {summary.journal_programs} programs", err=True)
         click.echo(f"  verdicts: {', '.join(f'{k} {v}' for k, v in sorted(summary.verdicts.items()))}", err=True)
-        click.echo(f"  report: verimim fuzz report {directory}", err=True)
+        click.echo(f"  report: {shell_command(['verimim', 'fuzz', 'report', directory])}", err=True)
     # A nightly job fails on what is new: a failure whose signature the journal already held is
     # reported (known) but does not fail the run again.
     return EXIT_INTERNAL if summary.new_failures else EXIT_OK

@@ -159,6 +159,24 @@ class Journal:
             raise UsageError(f"cannot write the campaign journal `{path}`: {e}") from None
 
     @staticmethod
+    def lock(d: Path) -> int:
+        """Hold the campaign in `d` for this process (an exclusive `flock` on its journal, which
+        SQLite's own POSIX locks do not touch), until the returned descriptor is closed. Two
+        campaigns on one directory would draw the same programs and each throw the other's
+        results away: the second is refused."""
+        import fcntl
+
+        path = d / JOURNAL
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise UsageError(f"the campaign in `{d}` is being run by another verimim process; wait for it "
+                             f"to end (or stop it), then resume") from None
+        return fd
+
+    @staticmethod
     def probe(d: Path, create: bool = True) -> bool:
         """True when `d` holds a campaign, False when one may be created there (it is absent
         or empty); UsageError for anything else. Writes nothing."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,10 @@ def _run_row(r: dict[str, Any], progs: list[dict[str, Any]], duplicates: int) ->
     seconds = max(ended - r["started"], 1e-9)
     sigs = Counter(p["signature"] for p in progs if p["signature"])
     return {"id": r["id"], "started": _iso(r["started"]), "ended": _iso(ended) if ended else None,
-            "complete": r["ended"] is not None, "budget": r["budget"], "workers": r["workers"],
+            "complete": r["ended"] is not None,
+            # (a run of `--programs N` alone has no time limit: its budget is infinite, JSON's null)
+            "budget": r["budget"] if r["budget"] is None or math.isfinite(r["budget"]) else None,
+            "workers": r["workers"],
             "scheduler": r["scheduler"], "programs": len(progs), "duplicates": duplicates,
             "seconds": round(seconds, 1),
             "per_second": round(len(progs) / seconds, 3), "per_second_per_worker":

@@ -356,9 +356,13 @@ class Duration(click.ParamType):
         return seconds
 
 
+DEFAULT_FUZZ_BUDGET = 60.0
+
+
 @cli.group(invoke_without_command=True)
-@click.option("--budget", type=Duration(), default=60.0, show_default=True,
-              help="how long to generate and check programs: seconds, or 90s, 30m, 8h, 1h30m")
+@click.option("--budget", type=Duration(), default=None,
+              help="how long to generate and check programs: seconds, or 90s, 30m, 8h, 1h30m "
+                   "[default: 60 s; with --programs: no time limit]")
 @click.option("--seed", type=int, default=None, help="seed of the campaign (default: random)")
 @click.option("--programs", "max_programs", type=click.IntRange(min=1), default=None,
               help="stop after N programs (with --seed: exactly the same programs every time)")
@@ -383,7 +387,7 @@ class Duration(click.ParamType):
                    "kernels and on ones with an injected race or divergence")
 @common
 @click.pass_context
-def fuzz(ctx: click.Context, budget: float, seed: int | None, max_programs: int | None, out_dir: str | None,
+def fuzz(ctx: click.Context, budget: float | None, seed: int | None, max_programs: int | None, out_dir: str | None,
          target: str, no_verify: bool,
          campaign_dir: str | None, workers: int | None, scheduler: str | None, preload: tuple[str, ...],
          program_timeout: float, reduce_budget: float, oracle: str, as_json: bool, debug: bool,
@@ -393,6 +397,9 @@ def fuzz(ctx: click.Context, budget: float, seed: int | None, max_programs: int 
     if ctx.invoked_subcommand is not None:
         return
     as_json = as_json or _format[0] == "json"
+    # `--programs N` alone runs to N programs: a default time limit would cut a seeded run short
+    # at a point that depends on the machine's speed.
+    budget = budget if budget is not None else (math.inf if max_programs is not None else DEFAULT_FUZZ_BUDGET)
     if oracle == "kernels" and campaign_dir is not None:
         _usage_error("--oracle kernels is a plain run: give it no --campaign (campaigns verify every kernel)",
                      as_json)

@@ -8,6 +8,7 @@ for work shorter than that. No long command is silent.
 """
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -21,7 +22,8 @@ PLAIN_INTERVAL_S = 10.0
 
 
 def plain_line(what: str, n: int, seconds: float, failures: int, budget: float) -> str:
-    return f"{what}: {seconds:.0f} s of {budget:.0f} s, {n} programs, {failures} failures"
+    of = f" of {budget:.0f} s" if math.isfinite(budget) else ""  # (--programs alone: no time limit)
+    return f"{what}: {seconds:.0f} s{of}, {n} programs, {failures} failures"
 
 
 @contextmanager
@@ -53,7 +55,7 @@ def bar_progress(what: str, budget: float) -> Iterator[Progress]:
     bar = Bar(TextColumn(what), BarColumn(), TextColumn("{task.fields[n]} programs, {task.fields[f]} failures"),
               TimeElapsedColumn(), console=Console(stderr=True), transient=True)
     with bar:
-        task = bar.add_task(what, total=budget, n=0, f=0)
+        task = bar.add_task(what, total=budget if math.isfinite(budget) else None, n=0, f=0)
         yield lambda n, t, f: bar.update(task, completed=min(t, budget), n=n, f=f)
 
 

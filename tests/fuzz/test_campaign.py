@@ -115,6 +115,41 @@ def test_scheduler_that_does_not_answer_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists(), "nothing is written for a campaign that could not start"
 
 
+def test_a_scheduler_without_workers_is_refused(tmp_path: Path) -> None:
+    # it checked nothing for its whole budget and ended green
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                              "--port", str(port), "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert time.monotonic() < deadline, "the scheduler did not start"
+            time.sleep(0.3)
+        out = _fuzz("--campaign", str(tmp_path / "c"), "--scheduler", f"tcp://127.0.0.1:{port}", "--budget", "2",
+                    "--json", timeout=120)
+    finally:
+        sched.terminate()
+        sched.wait(30)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "has no worker" in json.loads(out.stdout)["diagnostics"][0]["message"]
+    assert not (tmp_path / "c").exists()
+
+
+def test_programs_alone_has_no_time_limit(tmp_path: Path) -> None:
+    # a default budget cut seeded `--programs N` runs short at a machine-dependent point
+    d = tmp_path / "c"
+    out = _fuzz("--campaign", str(d), "--programs", "2", "--workers", "1", "--no-verify", "--json")
+    assert out.returncode in (0, 3), out.stderr[-2000:]
+    rep = json.loads(_fuzz("report", str(d), "--json").stdout)
+    _valid("fuzz-report", rep)
+    assert rep["runs"][0]["budget"] is None and rep["programs"] == 2
+
+
 def test_a_listener_that_is_not_a_dask_scheduler_is_refused_in_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dask's own timeout covers the connection, not the handshake: a port where a web server
     listened kept the campaign waiting for minutes. (A client type that never answers here.)"""
@@ -215,11 +250,40 @@ def test_a_program_drawn_again_is_journaled_as_a_duplicate_and_not_checked(tmp_p
     assert [r["duplicates"] for r in rep["runs"]] == [6, 3]
 
 
-def test_resuming_with_other_settings_says_they_are_ignored() -> None:
-    from verimim.fuzz.campaign import ignored_options
+def test_resuming_with_other_settings_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    from verimim.fuzz.campaign import conflicting_options
     from verimim.fuzz.task import Settings
 
     kept = Settings(seed=3, verify=True)
-    err = ", ".join(ignored_options(kept, 99, False, False))
+    err = ", ".join(conflicting_options(kept, 99, False, False))
     assert "--seed 99 (it keeps seed 3)" in err and "--no-verify (it verifies)" in err
-    assert ignored_options(kept, 3, True, False) == []
+    assert conflicting_options(kept, 3, True, False) == []
+    d = tmp_path / "c"
+    preload = str(Path(__file__).resolve().parent / "preload" / "few_programs.py")
+    first = _fuzz("--campaign", str(d), "--programs", "1", "--workers", "1", "--no-verify", "--seed", "3",
+                  "--preload", preload)
+    assert first.returncode == 0, first.stderr
+    before = (d / "journal.sqlite").read_bytes()
+    out = _fuzz("--campaign", str(d), "--programs", "1", "--workers", "1", "--no-verify", "--seed", "99",
+                "--preload", preload, "--json")
+    assert out.returncode == 2 and "--seed 99 (it keeps seed 3)" in out.stderr, out.stderr
+    assert json.loads(out.stdout)["diagnostics"][0]["code"] == "E-USAGE"
+    assert (d / "journal.sqlite").read_bytes() == before
+
+
+def test_a_campaign_in_use_is_refused(tmp_path: Path) -> None:
+    from verimim.diagnostics import UsageError
+    from verimim.fuzz.journal import Journal
+    from verimim.fuzz.task import Settings
+
+    d = tmp_path / "c"
+    Journal.open(d, Settings(seed=1)).close()
+    held = Journal.lock(d)
+    try:
+        with pytest.raises(UsageError, match="being run by another verimim process"):
+            Journal.lock(d)
+    finally:
+        os.close(held)
+    os.close(Journal.lock(d))  # free again once the first holder is done
+
+

@@ -69,6 +69,21 @@ def test_broken_phase_is_found_once_and_reduced(tmp_path: Path) -> None:
     assert row["size_after"] == after and row["reduced"] == str(reduced) and "verimim check" in row["command"]
     assert fd.name in (d / "report.html").read_text()
 
+    # A reduction killed before the journal took its result, resumed once the phase is fixed (no
+    # preload): the failure no longer shows, and the reduced program that fails stays as it was.
+    kept = reduced.read_bytes()
+    conn = sqlite3.connect(d / "journal.sqlite")
+    conn.execute("UPDATE failures SET reduce_status = NULL WHERE signature = ?", (fd.name,))
+    conn.commit()
+    conn.close()
+    fixed = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--programs", "1", "--workers", "1",
+                            "--no-verify", "--reduce-budget", "20", "--json"], capture_output=True, text=True,
+                           timeout=400)
+    assert fixed.returncode == 0, fixed.stderr[-3000:]
+    assert _rows(d, f"SELECT reduce_status FROM failures WHERE signature = '{fd.name}'") == [("not reproducible",)]
+    assert reduced.read_bytes() == kept
+    assert (fd / "reproduce.sh").read_text().count("# the reduced program") == 1
+
 
 def test_a_missed_defect_is_reduced_to_a_program_that_still_has_it(tmp_path: Path) -> None:
     """The workers' interpreter overlooks a second free (a preload): double_free programs are

@@ -270,8 +270,9 @@ def plan(world: World, res: PhaseResult) -> list[Planned]:
         why = _why_not(world, app, owners[app.gid], scopes)
         if why is not None:
             name = app.head.annex if isinstance(app.head, Axiom) else "?"
-            res.diagnostics.append(Diagnostic(WARNING, f"`{name}` is not lowered to a kernel: {why}; it runs on "
-                                              f"the host", app.loc, "warning"))
+            res.diagnostics.append(Diagnostic(WARNING, f"`{name}` is not lowered to a kernel: {why}; it stays on "
+                                              f"the host, where the interpreter runs it (the native backend "
+                                              f"cannot: `buffer.lower_ptr` rejects it)", app.loc, "warning"))
             _witness(res).not_lowered.append((app, why))
             continue
         owner = owners[app.gid][0]

@@ -232,8 +232,9 @@ class LowerPtr(Phase):
                 # A map-reduce takes buffers; lowering them under it would leave it ill-typed.
                 annex, loc = btensor
                 res.diagnostics.append(Diagnostic(
-                    "E-UNSUPPORTED", f"`buffer.lower_ptr`: `{annex}` is still present; "
-                    f"`gpu.lower_btensor_map_reduce` must run first", loc))
+                    "E-UNSUPPORTED", f"`buffer.lower_ptr`: `{annex}` is still present: "
+                    f"`gpu.lower_btensor_map_reduce` did not lower it to a kernel (its warning says why, "
+                    f"when it ran), and the native backend runs a map-reduce only as a kernel", loc))
                 return res
         for w in worlds:
             self.check_declarations(w, res)

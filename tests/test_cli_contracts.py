@@ -404,3 +404,12 @@ def test_diff_reports_a_checker_phase_rejection_as_check_and_run_do() -> None:
              for name, rep in (("check", driver.check(path, [])), ("run", driver.run(path, [], [])),
                                ("diff", driver.diff(path, [], [], use_gpu=False)))}
     assert codes == {"check": ["E-ADDR-SPACE"], "run": ["E-ADDR-SPACE"], "diff": ["E-ADDR-SPACE"]}, codes
+
+
+def test_diff_reports_a_phase_warning_once_when_a_later_phase_rejects() -> None:
+    # the btensor lowering's warning was printed twice: with the warnings and again with the
+    # rejection's diagnostics
+    path = str(PROGRAMS / "phase_errors" / "btensor_combiner_that_divides.mim")
+    report = driver.diff(path, [], [], use_gpu=False)
+    codes = [d.code for d in report.diagnostics]
+    assert codes.count("W-UNSUPPORTED") == 1 and codes.count("E-UNSUPPORTED") == 1, codes

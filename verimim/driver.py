@@ -371,7 +371,7 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
         report.data["pipeline"] = run.pipeline
         report.diagnostics.extend(d for d in run.diagnostics if d.severity != "error")
         if run.stopped:
-            report.diagnostics.extend(run.diagnostics)
+            report.diagnostics.extend(d for d in run.diagnostics if d.severity == "error")  # (warnings: above)
             return
         outputs = Observations(argv, fuel=fuel)
         for res in run.results:

@@ -109,6 +109,9 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
                                    dashboard_address=None,  # pyright: ignore[reportArgumentType]
                                    silence_logs=logging.CRITICAL if preload else logging.ERROR,
+                                   # no dashboard, but the scheduler's HTTP routes still listen: on
+                                   # a free port, not on 8787 with a warning when that one is taken
+                                   scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                                    preload=list(preload) or None)
         except Exception as e:  # noqa: BLE001 — a preload that raises stops its worker's start
             if not preload:

@@ -414,6 +414,12 @@ def fuzz(ctx: click.Context, budget: float | None, seed: int | None, max_program
     if campaign_dir is None and (workers is not None or scheduler is not None or preload):
         _usage_error("--workers, --scheduler and --preload run a campaign: give it a directory with --campaign DIR",
                      as_json)
+    given = [f"--{n.replace('_', '-')}" for n in ("program_timeout", "reduce_budget")
+             if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
+    if campaign_dir is None and given:  # (they would be silently ignored)
+        _usage_error(f"{' and '.join(given)} apply to a campaign: give it a directory with --campaign DIR", as_json)
+    if campaign_dir is not None and out_dir is not None:
+        _usage_error("--out is for the plain fuzz run: a campaign keeps its failures in DIR/failures", as_json)
     if workers is not None and scheduler is not None:
         _usage_error("--workers starts a local cluster, --scheduler joins one: give one of them", as_json)
     if campaign_dir is not None:

@@ -215,10 +215,17 @@ def test_ok_is_the_truth_of_exit_code_0_when_only_known_failures_recur() -> None
     assert RunSummary("c", 2, 5, 1.0, known, {}, {}, {}, 10, 1, "x").to_json()["ok"] is False
 
 
-@pytest.mark.parametrize("args", [["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:1"]])
+@pytest.mark.parametrize("args", [["--workers", "2"], ["--scheduler", "tcp://127.0.0.1:1"],
+                                  ["--program-timeout", "10"], ["--reduce-budget", "5"]])
 def test_cluster_options_need_a_campaign(args: list[str]) -> None:
     out = _fuzz(*args, "--budget", "1", "--json", timeout=60)
     assert out.returncode == 2 and "--campaign" in json.loads(out.stdout)["diagnostics"][0]["message"]
+
+
+def test_out_is_no_campaign_option(tmp_path: Path) -> None:
+    out = _fuzz("--campaign", str(tmp_path / "c"), "--out", str(tmp_path / "o"), "--budget", "1", "--json", timeout=60)
+    assert out.returncode == 2 and "DIR/failures" in json.loads(out.stdout)["diagnostics"][0]["message"]
+    assert not (tmp_path / "c").exists()
 
 
 def test_a_program_drawn_again_is_journaled_as_a_duplicate_and_not_checked(tmp_path: Path) -> None:

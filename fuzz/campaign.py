@@ -21,7 +21,7 @@ import shlex
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -224,6 +224,7 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
     inflight: dict[Any, _Job] = {}
     submitted = 0
     pending = r.pending  # jobs waiting for a free worker: reductions, and programs to place again
+    _restore_failure_dirs(r)
     # Failures of earlier runs whose reduction never finished (killed): reduce them now.
     for f in r.journal.failures():
         if f.reduce_status is None and f.signature.kind not in ("hang", "crash"):
@@ -416,6 +417,27 @@ def _write_failure(r: _Run, c: Checked, sig: Signature) -> str:
         "message": c.message, "command": cmd, "args": list(c.args), "size": c.size,
         "choices_of": f"journal.sqlite, programs.idx = {c.index}"}, indent=2), encoding="utf-8")
     return str(d.relative_to(r.journal.dir))  # journaled relative to DIR: see Journal.failure_dir
+
+
+def _restore_failure_dirs(r: _Run) -> None:
+    """A failure whose directory went missing (deleted, or the campaign copied without it) is
+    written again from the journal: its first program regenerated from its seed, its journaled
+    message, and a new reduction. Otherwise the report and this run's summary would point at
+    files that are not there."""
+    from verimim.driver import run_with_big_stack
+
+    for f in r.journal.failures():
+        d = r.journal.failure_dir(f.dir)
+        if (d / "original.mim").exists():
+            continue
+        row = r.journal.program(f.first_idx)
+        if row is None:
+            continue
+        c = run_with_big_stack(lambda: lost(r.settings, f.first_idx, f.signature.kind, "", "", 0.0))
+        c = replace(c, signature=f.signature, verdict=str(row["verdict"]), message=str(row["message"] or ""))
+        _write_failure(r, c, f.signature)
+        if f.signature.kind not in ("hang", "crash"):
+            r.journal.reduction_lost(f.key)
 
 
 def _queue_reduction(r: _Run, pending: list[_Job], key: str, index: int) -> None:

@@ -370,5 +370,10 @@ class Journal:
                                   r[12], r[13], int(counts.get(r[0], 0))))
         return out
 
+    def reduction_lost(self, key: str) -> None:
+        """The failure's reduced program is gone (its directory was written again): reduce anew."""
+        self.conn.execute("UPDATE failures SET size_after = NULL, lines_after = NULL, reduce_s = NULL, "
+                          "reduce_status = NULL WHERE signature = ?", (key,))
+
     def known(self, key: str) -> bool:
         return self.conn.execute("SELECT 1 FROM failures WHERE signature = ?", (key,)).fetchone() is not None

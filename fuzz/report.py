@@ -64,6 +64,10 @@ def summarize(journal: Journal) -> dict[str, Any]:
     for f in journal.failures():
         d = journal.failure_dir(f.dir)
         meta = _read_json(d / "failure.json")
+        if not meta:  # its directory is missing (a resume writes it again): the journal's message
+            first = journal.program(f.first_idx) or {}
+            meta = {"message": f"{first.get('message') or ''} (the directory {d} is missing: resuming the "
+                               f"campaign writes it again)".lstrip()}
         failures.append({
             "signature": f.key, **f.signature.to_json(), "count": f.count, "first_index": f.first_idx,
             "first_run": f.first_run, "message": meta.get("message", ""), "dir": str(d),

@@ -123,3 +123,28 @@ def test_crash_and_hang_are_journaled_and_the_campaign_goes_on(tmp_path: Path) -
         assert "verimim check original.mim" in (fd / "reproduce.sh").read_text()
     ((status,),) = _rows(d, "SELECT reduce_status FROM failures WHERE kind = 'hang'")
     assert status == "not reduced (hang)"
+
+
+def test_a_deleted_failure_directory_is_written_again_on_resume(tmp_path: Path) -> None:
+    # the report showed the failure with no message and a broken command, and a resume pointed at
+    # files that were not there
+    import shutil
+
+    d = tmp_path / "c"
+    preload = str(PRELOAD / "broken_phase.py")
+    args = ["--workers", "1", "--no-verify", "--preload", preload, "--reduce-budget", "0", "--json"]
+    first = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "5", "--seed", "3", *args],
+                           capture_output=True, text=True, timeout=400)
+    assert first.returncode == 3, first.stderr[-3000:]
+    shutil.rmtree(d / "failures")
+    rep = subprocess.run([*VERIMIM, "fuzz", "report", str(d), "--json"], capture_output=True, text=True, timeout=120)
+    assert all("is missing" in f["message"] for f in json.loads(rep.stdout)["failures"])
+    more = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--programs", "1", *args],
+                          capture_output=True, text=True, timeout=400)
+    assert more.returncode in (0, 3), more.stderr[-3000:]
+    keys = [k for (k,) in _rows(d, "SELECT signature FROM failures")]
+    assert keys
+    for key in keys:
+        fd = d / "failures" / key
+        assert (fd / "original.mim").exists() and (fd / "reproduce.sh").exists(), key
+        assert json.loads((fd / "failure.json").read_text())["message"]

@@ -70,6 +70,40 @@ _COLUMNS = {
 }
 
 
+# The first row whose value verimim could not have written (SQLite's page check passes a file
+# edited by hand, or damaged by another program): JSON columns hold JSON of their shape, times
+# are numbers. Such a row would stop the campaign or the report midway with a Python error.
+_BAD_ROW = """
+SELECT what, id FROM (
+  SELECT 'programs.' || CASE
+      WHEN NOT json_valid(choices) OR json_type(choices) != 'array' THEN 'choices'
+      WHEN NOT json_valid(features) OR json_type(features) != 'array' THEN 'features'
+      WHEN times IS NOT NULL AND (NOT json_valid(times) OR json_type(times) != 'object') THEN 'times'
+      WHEN phases IS NOT NULL AND (NOT json_valid(phases) OR json_type(phases) != 'array') THEN 'phases'
+      WHEN typeof(finished) NOT IN ('real', 'integer') THEN 'finished'
+      WHEN seconds IS NOT NULL AND typeof(seconds) NOT IN ('real', 'integer') THEN 'seconds' END AS what,
+    idx AS id FROM programs
+  UNION ALL
+  SELECT 'runs.' || CASE
+      WHEN typeof(started) NOT IN ('real', 'integer') THEN 'started'
+      WHEN ended IS NOT NULL AND typeof(ended) NOT IN ('real', 'integer') THEN 'ended'
+      WHEN budget IS NOT NULL AND typeof(budget) NOT IN ('real', 'integer') THEN 'budget'
+      WHEN workers IS NOT NULL AND typeof(workers) != 'integer' THEN 'workers' END, id FROM runs)
+WHERE what IS NOT NULL LIMIT 1
+"""
+
+
+def _mistyped_settings(s: Settings) -> str:
+    """What in the settings has a type verimim never writes ('' when none)."""
+    expect: dict[str, tuple[type, ...]] = {"seed": (int,), "verify": (bool,), "defect_ratio": (float, int),
+                                           "gpu": (bool,), "timeout_ms": (int,)}
+    for name, types in expect.items():
+        value = getattr(s, name)
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            return f"`{name}` is {value!r}"
+    return ""
+
+
 def _connect_ro(path: Path) -> sqlite3.Connection:
     """A connection that writes nothing into the directory. Opening a WAL-mode database, even
     read-only, makes its `-wal` and `-shm` files; where there is no `-wal` (no campaign writing
@@ -222,9 +256,16 @@ class Journal:
             raise UsageError(f"`{path}` claims to be a fuzzing journal but lacks the columns "
                              f"{', '.join(missing[:4])}{more}")
         try:
-            Settings(**json.loads(rows.get("settings", "")))
+            settings = Settings(**json.loads(rows.get("settings", "")))
         except (ValueError, TypeError) as e:
             raise UsageError(f"`{path}` is a fuzzing journal without valid campaign settings ({e})") from None
+        wrong = _mistyped_settings(settings)
+        if wrong:
+            raise UsageError(f"`{path}` is a fuzzing journal without valid campaign settings ({wrong})")
+        bad = ro.execute(_BAD_ROW).fetchone()
+        if bad is not None:
+            raise UsageError(f"`{path}` is a damaged fuzzing journal: {bad[0]} of row {bad[1]} is not what "
+                             f"verimim writes there; nothing was written to it")
         return ro
 
     @staticmethod

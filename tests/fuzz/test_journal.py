@@ -209,3 +209,29 @@ def test_failure_folders_are_found_from_any_working_directory(tmp_path: Path) ->
     assert j.failure_dir(f"failures/{key}") == tmp_path / "camp" / "failures" / key
     assert j.failure_dir(f"camp/failures/{key}") == tmp_path / "camp" / "failures" / key, "older journals"
     j.close()
+
+
+@pytest.mark.parametrize("edit, what", [
+    ("UPDATE programs SET features = 'not json'", "programs.features of row 0"),
+    ("UPDATE programs SET phases = '{\"a\": 1}'", "programs.phases of row 0"),
+    ("UPDATE programs SET choices = 'garbage'", "programs.choices of row 0"),
+    ("UPDATE runs SET started = 'x'", "runs.started of row 1"),
+    ("UPDATE meta SET value = '{\"seed\": \"abc\"}' WHERE key = 'settings'", "`seed` is 'abc'"),
+])
+def test_a_row_verimim_never_writes_is_refused_untouched(tmp_path: Path, edit: str, what: str) -> None:
+    # SQLite's page check passes a value edited by hand: the report and a resume stopped with a
+    # Python error (E-INTERNAL), a resume after writing a new run row
+    d = tmp_path / "c"
+    j = Journal.open(d, Settings(seed=1))
+    j.record(j.start_run(1.0, 1, None, ""), _row(0))
+    j.close()
+    conn = sqlite3.connect(d / JOURNAL)
+    conn.execute(edit)
+    conn.commit()
+    conn.close()
+    before = (d / JOURNAL).read_bytes()
+    with pytest.raises(UsageError, match=what.replace("(", r"\(")):
+        Journal.open(d, Settings(seed=1))
+    with pytest.raises(UsageError, match="damaged|settings"):
+        Journal.open(d, read_only=True)
+    assert (d / JOURNAL).read_bytes() == before

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -149,17 +150,33 @@ def _read_json(p: Path) -> dict[str, Any]:
 
 def write_report(directory: str | Path) -> tuple[dict[str, Any], Path, Path]:
     """Write report.json and report.html into the campaign directory (nothing else is touched)."""
+    from verimim.diagnostics import UsageError
+    from verimim.fuzz.report_html import render_html
+
+    d = Path(directory)
     journal = Journal.open(directory, read_only=True)
+    if not os.access(d, os.W_OK):  # found before the work, not after it
+        journal.close()
+        raise UsageError(f"cannot write the report into `{d}`: the directory is not writable (a read-only "
+                         f"file system or its permissions)")
     try:
         summary = summarize(journal)
     finally:
         journal.close()
-    d = Path(directory)
     html_path, json_path = d / "report.html", d / "report.json"
     summary["report"] = str(html_path)
-    json_path.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    from verimim.fuzz.report_html import render_html
-
-    html_path.write_text(render_html(summary), encoding="utf-8")
+    _replace(json_path, json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    _replace(html_path, render_html(summary))
     return summary, html_path, json_path
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` whole or not at all (a report killed mid-write, as a timer's stop may, keeps
+    the previous one instead of a truncated file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 

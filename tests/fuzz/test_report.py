@@ -153,3 +153,24 @@ def test_report_html_shows_its_plots_and_tables_in_a_headless_browser(tmp_path: 
     for color in RUN_COLORS[:2]:
         rgb = bytes.fromhex(color.lstrip("#"))
         assert rgb in pixels, f"the plot's line in {color} was not drawn"
+
+
+def test_a_report_that_cannot_be_written_is_refused_before_the_work(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from verimim.diagnostics import UsageError
+    from verimim.fuzz import report
+
+    d = tmp_path / "c"
+    _campaign(d)
+    monkeypatch.setattr(report.os, "access", lambda p, mode: False)  # a read-only file system
+    monkeypatch.setattr(report, "summarize", lambda j: pytest.fail("summarised before finding it cannot write"))
+    with pytest.raises(UsageError, match="not writable"):
+        write_report(d)
+    assert not (d / "report.json").exists() and not (d / "report.html").exists()
+    monkeypatch.undo()
+    write_report(d)  # written whole: no temporary file is left beside it
+    assert sorted(p.name for p in d.iterdir() if p.name.startswith((".report", "report"))) == ["report.html",
+                                                                                             "report.json"]
+    assert os.path.getsize(d / "report.json") > 0

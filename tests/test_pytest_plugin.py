@@ -361,7 +361,8 @@ def test_args_are_split_as_a_shell_does_and_the_command_reproduces(pytester: pyt
 
 
 def test_prose_that_starts_with_a_key_word_is_no_annotation(pytester: pytest.Pytester) -> None:
-    mim(pytester, "a.mim", "// Expect the sum of the arguments.\n// EXPECT: 42\n", ANSWER)
+    mim(pytester, "a.mim", "// Expect the sum of the arguments.\n// WARNING: a slow one\n// ERROR: none so far\n"
+                           "// EXPECT: 42\n", ANSWER)
     pytester.runpytest("a.mim").assert_outcomes(passed=2, skipped=1)
 
 

@@ -60,6 +60,8 @@ SYNONYMS = {"RESULT": "EXPECT", "RETURNS": "EXPECT", "RETURN": "EXPECT", "EXIT":
             "WARNING": "EXPECT-WARNING", "WARNINGS": "EXPECT-WARNING", "WARN": "EXPECT-WARNING",
             "LOC": "EXPECT-LOC", "LOCATION": "EXPECT-LOC", "ARGV": "ARGS", "ARGUMENTS": "ARGS", "ARG": "ARGS",
             "STEPS": "FUEL"}
+_SYNONYM_VALUE = {"EXPECT": r"-?\d+", "EXPECT-ERROR": r"E-[A-Z-]+", "EXPECT-WARNING": r"W-[A-Z-]+(?:[\s,]+W-[A-Z-]+)*",
+                  "EXPECT-LOC": r"\d+:\d+", "FUEL": r"\d+"}
 # What `// KERNEL-RACES:` may say: the races status every kernel of `check --json` must have.
 RACE_STATUSES = ("proved", "bounded", "unknown")
 _CHECK_DIRECTIVES = ("CHECK", "CHECK-NEXT", "CHECK-SAME", "CHECK-NOT", "CHECK-DAG", "CHECK-LABEL",
@@ -127,6 +129,11 @@ class Annotations:
         if off is not None:
             word = off.group(2).upper().replace("_", "-")
             key = word if word in KEYS or word in _CHECK_DIRECTIVES else SYNONYMS.get(word)
+            if key is not None and word not in KEYS and word not in _CHECK_DIRECTIVES:
+                # another tool's word: only with a value of the key's kind (`// ERROR: E-OOB`, not
+                # the prose `// WARNING: this one is slow`)
+                value = line[off.end():].strip().rstrip("*/").strip()
+                key = key if re.fullmatch(_SYNONYM_VALUE.get(key, r".+"), value) else None
             if key is not None and (off.group(1) != "//" or off.group(3) != ":" or off.group(2) != key):
                 what = "no FileCheck directive" if key in _CHECK_DIRECTIVES else "not an annotation"
                 self.problems.append(f"line {number}: `{line.strip()}` is {what}; write `// {key}: …`")

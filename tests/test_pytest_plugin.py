@@ -342,7 +342,12 @@ def test_a_key_below_the_header_is_an_error_not_an_annotation(pytester: pytest.P
     mim(pytester, "a.mim", "// EXPECT: 42\n", body)
     result = pytester.runpytest("a.mim")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*line 6: `// ARGS:` below the program's first line*"])
+    result.stdout.fnmatch_lines(["*line 6: `// ARGS:` below the program's first definition*"])
+
+
+def test_annotations_among_the_plugin_declarations_are_still_at_the_top(pytester: pytest.Pytester) -> None:
+    mim(pytester, "a.mim", "", ANSWER.replace("plugin mem;\n", "plugin mem;\n// ARGS: a\n// EXPECT: 43\n"))
+    pytester.runpytest("a.mim").assert_outcomes(passed=2, skipped=1)
 
 
 def test_a_header_block_comment_keeps_the_header_going(pytester: pytest.Pytester) -> None:

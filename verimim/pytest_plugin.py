@@ -49,6 +49,8 @@ _ANNOTATION = re.compile(r"\s*//\s*([A-Z][A-Z-]*):\s*(.*?)\s*$")
 # `/// KEY:`, `/* KEY: … */`, `// KEY : v`, `// EXPECT_ERROR: v`: a key in the wrong comment or
 # spelling, which the annotation pattern does not take (so it would be silently ignored)
 _OFF_FORM = re.compile(r"\s*(/{3,}|/\*+|//)\s*([A-Za-z][A-Za-z_-]*)(\s+:|:)")
+# `plugin core;` / `import foo;`: still the top of the file, where annotations may stand
+_DECLARATION = re.compile(r"(plugin|import)\s+[\w.]+\s*;\s*(//.*)?$")
 _CHECK_LINE = re.compile(r"\s*//\s*CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\d+))?:")
 # A comment that starts with a word, then maybe a colon: a misspelt annotation is one of these.
 _KEYLIKE = re.compile(r"\s*//\s*([A-Za-z][A-Za-z-]*)(\s*:|\s+\S)")
@@ -82,9 +84,10 @@ class Annotations:
 
     @classmethod
     def parse(cls, text: str) -> Annotations:
-        """The annotations of the file's header (its leading `//` comments and blank lines); a
-        key written further down is an error, not an annotation: a comment in the code must not
-        change what the test checks. `// CHECK…:` lines may stand anywhere (FileCheck's way)."""
+        """The annotations of the file's header (its leading comments, blank lines and `plugin` /
+        `import` declarations); a key written further down is an error, not an annotation: a
+        comment in the code must not change what the test checks. `// CHECK…:` lines may stand
+        anywhere (FileCheck's way)."""
         ann = cls()
         header, in_block = True, False
         for number, line in enumerate(text.lstrip("\ufeff").splitlines(), 1):
@@ -93,7 +96,8 @@ class Annotations:
                 continue
             stripped = line.strip()
             opens = stripped.startswith("/*")
-            header = header and (in_block or opens or not stripped or stripped.startswith("//"))
+            header = header and (in_block or opens or not stripped or stripped.startswith("//")
+                                 or _DECLARATION.match(stripped) is not None)
             if opens or in_block:
                 in_block = "*/" not in stripped[2 if opens else 0:]
             m = _ANNOTATION.match(line)
@@ -103,8 +107,8 @@ class Annotations:
                 continue
             key, value = m.group(1), m.group(2)
             if not header:
-                ann.problems.append(f"line {number}: `// {key}:` below the program's first line; annotations "
-                                    f"go in the comments at the top of the file")
+                ann.problems.append(f"line {number}: `// {key}:` below the program's first definition; "
+                                    f"annotations go in the comments at the top of the file")
                 continue
             if not value and key not in ("WHY", "ARGS"):
                 ann.problems.append(f"line {number}: `// {key}:` has no value")

@@ -8,12 +8,13 @@ implement) is reported `skipped` with its reason.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verimim.diagnostics import Diagnostic
+from verimim.diagnostics import Diagnostic, Loc
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program
 from verimim.phases.base import Phase
@@ -135,6 +136,19 @@ def _report_skip(run: PipelineRun, step: Skip, side: str | None) -> None:
         run.done = True  # after a step that does nothing, the program is as it was before it
 
 
+_LOCATION = re.compile(r"(.+):(\d+):(\d+)")
+
+
+def spec_location(counterexample: Any) -> Loc | None:
+    """Where a refuted specification's counterexample points (its `location`, `file:line:col`):
+    the E-SPEC diagnostic's position, so that --json and SARIF place it too."""
+    where = counterexample.get("location") if isinstance(counterexample, dict) else None
+    m = _LOCATION.fullmatch(where) if isinstance(where, str) else None
+    if m is None or int(m.group(2)) == 0:
+        return None
+    return Loc(m.group(1), int(m.group(2)), int(m.group(3)))
+
+
 def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) -> None:
     phase: Phase | None = PrefixCleanupPhase(step.prefix) if isinstance(step, PrefixCleanup) else PHASES.get(step)
     if phase is None:
@@ -161,7 +175,8 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
         out = check_skip(res)
         entry.update(status=out.status, detail=out.detail)
         if out.status == "refuted":
-            run.diagnostics.append(Diagnostic("E-SPEC", f"`{name}` violates its specification: {out.detail}", None))
+            run.diagnostics.append(Diagnostic("E-SPEC", f"`{name}` violates its specification: {out.detail}",
+                                              spec_location(out.counterexample)))
     elif res.skipped:
         entry.update(status="skipped", detail=res.skipped)
     elif res.rejected:
@@ -174,7 +189,8 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
         entry.update(status=out.status, detail=out.detail, counterexample=out.counterexample,
                      z3_s=round(out.z3_s, 4))
         if out.status == "refuted":
-            run.diagnostics.append(Diagnostic("E-SPEC", f"`{name}` violates its specification: {out.detail}", None))
+            run.diagnostics.append(Diagnostic("E-SPEC", f"`{name}` violates its specification: {out.detail}",
+                                              spec_location(out.counterexample)))
     else:
         entry.update(status="skipped", detail="verification off")
     run.diagnostics.extend(d for d in res.diagnostics if d.severity != "error" and d not in run.diagnostics)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verimim.diagnostics import VerimimError
+from verimim.diagnostics import Loc, VerimimError
 from verimim.frontend.loader import load_text
 from verimim.phases.program_pipeline import Fixpoint, load_pipeline_file, spec_from_definitions
 from verimim.phases.runner import run_pipeline
@@ -113,3 +113,19 @@ def test_pipeline_file_on_the_command_line(tmp_path: Path) -> None:
     assert not [p for p in obj["phases"] if p.get("side") == "device"]
     assert obj["pipeline"]["device"] == [] and "pl.mim" in obj["pipeline"]["from"]["device"]
     assert all(p["status"] in ("proved", "skipped") for p in obj["phases"])
+
+
+def test_a_refuted_specification_is_placed_where_its_counterexample_points(monkeypatch: pytest.MonkeyPatch) -> None:
+    # E-SPEC had no position: --json and SARIF could not place it, though the counterexample names one
+    from verimim.phases.runner import spec_location
+    from verimim.smt import specs
+    from verimim.smt.solver import Outcome
+
+    assert spec_location({"location": "a/b.mim:12:7"}) == Loc("a/b.mim", 12, 7)
+    assert spec_location({"location": "?"}) is None and spec_location("no dict") is None
+    assert spec_location({"location": "x.mim:0:0"}) is None
+    world, _ = load_text(PROGRAM.replace("PIPELINE", ""), "p.mim")
+    monkeypatch.setattr(specs, "check_spec", lambda res, ctx: Outcome("refuted", "wrong", {"location": "p.mim:28:20"}))
+    run = run_pipeline(world, verify=True)
+    (d, *_) = [d for d in run.diagnostics if d.code == "E-SPEC"]
+    assert d.loc == Loc("p.mim", 28, 20)

@@ -153,6 +153,11 @@ def _join(client_type: Any, scheduler: str) -> Any:
     why = made.get("error")
     if why is None:
         why = f"no Dask handshake within {JOIN_TIMEOUT_S + 5:.0f} s (is it a Dask scheduler?)"
+    elif not isinstance(why, (OSError, TimeoutError)):
+        # Something answered, in another protocol: Dask read its bytes as a message header (a web
+        # server's reply became "Unable to allocate 3.01 EiB for an array").
+        raise UsageError(f"{scheduler} answered, but not as a Dask scheduler ({type(why).__name__}); "
+                         f"give the address of `dask scheduler`, by default port 8786")
     raise UsageError(f"the Dask scheduler {scheduler} does not answer: {why}")
 
 

@@ -150,6 +150,27 @@ def test_programs_alone_has_no_time_limit(tmp_path: Path) -> None:
     assert rep["runs"][0]["budget"] is None and rep["programs"] == 2
 
 
+def test_a_web_server_at_the_scheduler_address_is_named_as_such() -> None:
+    # Dask read the HTTP reply as a message header: "does not answer: Unable to allocate 3.01 EiB"
+    import http.server
+    import threading
+
+    from distributed import Client
+
+    from verimim.diagnostics import UsageError
+    from verimim.fuzz import cluster
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(UsageError) as e:
+            cluster._join(Client, address)
+    finally:
+        server.shutdown()
+    assert "EiB" not in e.value.message and address in e.value.message, e.value.message
+
+
 def test_a_listener_that_is_not_a_dask_scheduler_is_refused_in_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Dask's own timeout covers the connection, not the handshake: a port where a web server
     listened kept the campaign waiting for minutes. (A client type that never answers here.)"""

@@ -428,6 +428,10 @@ def literal(d: Lit) -> Encoded:
     bits = _bits(t)
     v = cast("int | SymbolicLiteral", d.value)  # a symbolic literal holds a SymInt (verimim.smt.symbolic)
     if isinstance(v, int):
+        if t is None and v >= (1 << bits):
+            # a Nat is unbounded (SEMANTICS.md): this one is a value the model cannot hold, not
+            # an undefined one (a fold reaching it was refuted, `2^129 + 2^129` and the like)
+            raise NoSemantics(f"the Nat {v} is beyond the {bits} bits the model holds a Nat in")
         fits = 0 <= v < (1 << bits)
         bv, ok = z3.BitVecVal(v % (1 << bits), bits), z3.BoolVal(fits)
     else:

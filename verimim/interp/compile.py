@@ -338,9 +338,7 @@ class Compiler:
             gt, gi, gv = (getter(op) for op in d.ops)
 
             def ins(fr: list[Value], env: Env, th: Thread) -> None:
-                t = list(gt(fr, env))
-                t[gi(fr, env)] = gv(fr, env)
-                fr[slot] = tuple(t)
+                fr[slot] = th.machine.insert_value(gt(fr, env), gi(fr, env), gv(fr, env), d)
             return ins
         if isinstance(d, Pack):
             ops = pack_operands(d)

@@ -22,7 +22,7 @@ from verimim.interp.values import (
     Closure, FuelExhausted, Halt, KernelReturn, LamValue, Partial, RuntimeFault, Value, bottom_used,
 )
 from verimim.ir.defs import (
-    App, Arr, Axiom, Def, Extract, Lit, MutLam, Pack, Sigma, Var,
+    App, Arr, Axiom, Def, Extract, Insert, Lit, MutLam, Pack, Sigma, Var,
 )
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
@@ -399,6 +399,8 @@ class Machine:
                 t = self.extract_value(t, c, node)
             return t
         if isinstance(t, tuple):
+            if not 0 <= i < len(t):  # (an index of unknown range: `core.idx_unsafe`)
+                raise RuntimeFault("E-OOB", f"index {i} into a tuple of {len(t)} elements", node.loc)
             return t[i]
         if isinstance(t, Def):
             w = self.world_of(node)
@@ -407,6 +409,17 @@ class Machine:
         if i == 0:
             return t  # an array of a run-time arity of one is its element (`«1; T» = T`)
         raise RuntimeFault("E-OOB", f"index {i} into a value of one element", node.loc)
+
+    def insert_value(self, t: Value, i: Value, v: Value, node: Insert) -> Value:
+        if i is None:
+            raise bottom_used("the index of an insert", node.loc)
+        if not isinstance(t, tuple):
+            if i == 0:
+                return v  # a value of one element (`«1; T» = T`) is replaced whole
+            raise RuntimeFault("E-OOB", f"index {i} into a value of one element", node.loc)
+        if not 0 <= i < len(t):
+            raise RuntimeFault("E-OOB", f"index {i} into a tuple of {len(t)} elements", node.loc)
+        return (*t[:i], v, *t[i + 1:])
 
     def call_value(self, callee: Value, arg: Value, node: App, th: Thread) -> Value:
         """A direct-style call of a `lam` (not a jump): run its body to its value."""

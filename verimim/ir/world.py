@@ -335,7 +335,9 @@ class World:
         if isinstance(index, Lit):
             if isinstance(tup, Tuple):
                 if index.value >= len(tup.ops):
-                    raise IRError(f"index {index.value} out of range for a tuple of {len(tup.ops)}")
+                    # only an index of unknown range gets here (`core.idx_unsafe 9`, of type
+                    # `Idx ⊤`; the checker refuses a typed one): it is checked when it runs (E-OOB)
+                    return self._hashcons(Extract, (tup, index), ())
                 return tup.ops[index.value]
             if isinstance(tup, Insert) and isinstance(tup.ops[1], Lit):
                 if tup.ops[1] is index:
@@ -348,6 +350,10 @@ class World:
         return self.extract(tup, self.lit_idx(n, i))
 
     def insert(self, tup: Def, index: Def, value: Def) -> Def:
+        if isinstance(index, Lit) and isinstance(index.ops[0], IdxT):
+            size = index.ops[0].size
+            if isinstance(size, Lit) and size.value == 1:
+                return value  # `«1; T» = T`: inserting into a value of one element is that element
         if isinstance(tup, Tuple) and isinstance(index, Lit) and index.value < len(tup.ops):
             elems = list(tup.ops)
             elems[index.value] = value

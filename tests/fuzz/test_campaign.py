@@ -152,7 +152,7 @@ def test_programs_alone_has_no_time_limit(tmp_path: Path) -> None:
 
 def test_a_web_server_at_the_scheduler_address_is_named_as_such() -> None:
     # Dask read the HTTP reply as a message header: "does not answer: Unable to allocate 3.01 EiB"
-    import http.server
+    import socket
     import threading
 
     from distributed import Client
@@ -160,14 +160,26 @@ def test_a_web_server_at_the_scheduler_address_is_named_as_such() -> None:
     from verimim.diagnostics import UsageError
     from verimim.fuzz import cluster
 
-    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    address = f"tcp://127.0.0.1:{server.server_address[1]}"
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def answer_http() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=answer_http, daemon=True).start()
+    address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
     try:
         with pytest.raises(UsageError) as e:
             cluster._join(Client, address)
     finally:
-        server.shutdown()
+        listener.close()
     assert "EiB" not in e.value.message and address in e.value.message, e.value.message
 
 

@@ -187,6 +187,13 @@ def test_extract_of_a_literal_tuple_out_of_range_is_an_error(w: World) -> None:
         w.extract(w.tuple([w.lit_nat(1), w.lit_nat(2)]), w.lit_idx(3, 2))
 
 
+def test_extract_at_an_index_of_unknown_range_is_left_for_the_run(w: World) -> None:
+    # `core.idx_unsafe 9` is a literal of `Idx ⊤`: checked against the tuple when it runs (E-OOB)
+    unsafe = w.lit(w.idx(w.top(w.nat())), 9)
+    e = w.extract(w.tuple([w.lit_nat(1), w.lit_nat(2)]), unsafe)
+    assert isinstance(e, Extract) and e.index is unsafe
+
+
 def test_extract_of_a_pack(w: World) -> None:
     v = w.lit_nat(9)
     n = w.param(w.nat(), "n")

@@ -335,8 +335,11 @@ class World:
         if isinstance(index, Lit):
             if isinstance(tup, Tuple):
                 if index.value >= len(tup.ops):
-                    # only an index of unknown range gets here (`core.idx_unsafe 9`, of type
-                    # `Idx ⊤`; the checker refuses a typed one): it is checked when it runs (E-OOB)
+                    t = index.ops[0]
+                    if isinstance(t, IdxT) and isinstance(t.size, Lit):  # (the checker refuses it)
+                        raise IRError(f"index {index.value} out of range for a tuple of {len(tup.ops)}")
+                    # an index of unknown range (`core.idx_unsafe 9`, of type `Idx ⊤`): it is
+                    # checked when it runs (E-OOB)
                     return self._hashcons(Extract, (tup, index), ())
                 return tup.ops[index.value]
             if isinstance(tup, Insert) and isinstance(tup.ops[1], Lit):

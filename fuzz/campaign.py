@@ -124,13 +124,9 @@ def conflicting_options(kept: Settings, seed: int | None, verify: bool, gpu: boo
 def _kept_settings(directory: Path, seed: int | None, verify: bool, gpu: bool) -> Settings | None:
     """The settings of the campaign already in `directory` (None: a new one), once the command
     line asks for nothing else: a conflicting option is refused before anything is written."""
-    if not Journal.probe(directory):  # (a directory that is not a campaign: refused here)
+    kept = Journal.existing(directory)  # (a directory that is not a campaign: refused here)
+    if kept is None:
         return None
-    j = Journal.open(directory, read_only=True)
-    try:
-        kept = j.settings
-    finally:
-        j.close()
     conflicts = conflicting_options(kept, seed, verify, gpu)
     if conflicts:
         raise UsageError(f"the campaign in `{directory}` keeps the settings it was created with; "
@@ -173,7 +169,7 @@ def run(directory: str | Path, budget_s: float, *, seed: int | None = None, veri
         try:
             if scheduler is not None:
                 _wait_for_a_worker(cluster, scheduler, min(budget_s, WORKER_WAIT))
-            journal = Journal.open(directory, new_settings)
+            journal = Journal.open(directory, new_settings, validated=kept is not None)  # (validated once, above)
             lock = lock if lock is not None else Journal.lock(d)
         except BaseException:
             cluster.close()

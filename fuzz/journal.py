@@ -163,13 +163,17 @@ class Journal:
     # ------------------------------------------------------------------ opening
 
     @staticmethod
-    def open(directory: str | Path, settings: Settings | None = None, read_only: bool = False) -> "Journal":
+    def open(directory: str | Path, settings: Settings | None = None, read_only: bool = False,
+             validated: bool = False) -> "Journal":
         """Open the campaign in `directory`, creating it when the directory is new or empty.
         `settings` are those of a new campaign; an existing one keeps its own. `read_only` (the
-        report): nothing in the directory is written, an old journal is read as it is."""
+        report): nothing in the directory is written, an old journal is read as it is.
+        `validated`: the caller has just validated the existing journal (`existing`) and holds
+        its `lock`, so it is not read through again."""
         d = Path(directory)
         path = d / JOURNAL
-        if not Journal.probe(d, create=settings is not None):
+        exists = validated and path.exists()
+        if not exists and not Journal.probe(d, create=settings is not None):
             assert settings is not None  # probe refuses a missing campaign without them
             _writable(d)
             try:
@@ -214,26 +218,42 @@ class Journal:
     def probe(d: Path, create: bool = True) -> bool:
         """True when `d` holds a campaign, False when one may be created there (it is absent
         or empty); UsageError for anything else. Writes nothing."""
+        return Journal.existing(d, create) is not None
+
+    @staticmethod
+    def existing(d: Path, create: bool = True) -> Settings | None:
+        """The settings of the campaign in `d`, its journal validated; None when one may be
+        created there (it is absent or empty); UsageError for anything else. Writes nothing."""
         path = d / JOURNAL
         if d.exists() and not d.is_dir():
             raise UsageError(f"campaign directory `{d}` is a file, not a directory")
         if path.exists():
-            Journal._validate(path).close()
-            return True
+            return Journal._validate(path)
         if d.exists() and any(d.iterdir()):
             raise UsageError(f"`{d}` is not a fuzzing campaign: it is not empty and holds no {JOURNAL}")
         if not create:
             raise UsageError(f"`{d}` is not a fuzzing campaign: no {JOURNAL}")
-        return False
+        return None
 
     @staticmethod
-    def _validate(path: Path) -> sqlite3.Connection:
-        """A read-only connection to `path` once it is known to be an intact journal of ours:
-        our format and version in `meta`, the tables and columns we read and write, settings a
-        campaign can resume with, and SQLite's own check of every page (a file damaged past its
-        first pages reads as a journal until a query reaches the damage, mid-campaign)."""
+    def _validate(path: Path) -> Settings:
+        """The settings of `path` once it is known to be an intact journal of ours: our format
+        and version in `meta`, the tables and columns we read and write, settings a campaign can
+        resume with, every row as verimim writes it, and SQLite's own check of every page (a
+        file damaged past its first pages reads as a journal until a query reaches the damage,
+        mid-campaign). Opened read-only, and closed again."""
         try:
             ro = _connect_ro(path)
+        except sqlite3.DatabaseError as e:  # (a page it cannot read shows in the queries below)
+            raise UsageError(f"`{path}` is not a verimim fuzzing journal ({e}); nothing was written to it") from None
+        try:
+            return Journal._checked(path, ro)
+        finally:
+            ro.close()
+
+    @staticmethod
+    def _checked(path: Path, ro: sqlite3.Connection) -> Settings:
+        try:
             rows = dict(ro.execute("SELECT key, value FROM meta").fetchall())
             tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             columns = {t: {r[1] for r in ro.execute(f"PRAGMA table_info({t})")} for t in _COLUMNS if t in tables}
@@ -266,7 +286,7 @@ class Journal:
         if bad is not None:
             raise UsageError(f"`{path}` is a damaged fuzzing journal: {bad[0]} of row {bad[1]} is not what "
                              f"verimim writes there; nothing was written to it")
-        return ro
+        return settings
 
     @staticmethod
     def _upgrade(conn: sqlite3.Connection) -> None:

@@ -399,9 +399,10 @@ class Machine:
                 t = self.extract_value(t, c, node)
             return t
         if isinstance(t, tuple):
-            if not 0 <= i < len(t):  # (an index of unknown range: `core.idx_unsafe`)
-                raise RuntimeFault("E-OOB", f"index {i} into a tuple of {len(t)} elements", node.loc)
-            return t[i]
+            try:  # (a hot path: no test before the access)
+                return t[i]
+            except IndexError:  # an index of unknown range (`core.idx_unsafe`)
+                raise RuntimeFault("E-OOB", f"index {i} into a tuple of {len(t)} elements", node.loc) from None
         if isinstance(t, Def):
             w = self.world_of(node)
             idx = i if isinstance(i, Def) else self.reify(i, w.type_of(node.index) if node.index.bvd == 0 else None, w)

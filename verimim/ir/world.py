@@ -326,17 +326,14 @@ class World:
             for j in range(n):
                 tup = self.extract(tup, self.open(index.body, self.lit_idx(n, j)))
             return tup
-        if isinstance(index, Lit) and isinstance(index.ops[0], IdxT):
-            size = index.ops[0].size
-            if isinstance(size, Lit) and size.value == 1:
-                return tup
+        if _stated_range(index) == 1:
+            return tup
         if isinstance(tup, Pack):
             return self.open(tup.body, index)
         if isinstance(index, Lit):
             if isinstance(tup, Tuple):
                 if index.value >= len(tup.ops):
-                    t = index.ops[0]
-                    if isinstance(t, IdxT) and isinstance(t.size, Lit):  # (the checker refuses it)
+                    if _stated_range(index) is not None:  # (the checker refuses it)
                         raise IRError(f"index {index.value} out of range for a tuple of {len(tup.ops)}")
                     # an index of unknown range (`core.idx_unsafe 9`, of type `Idx ⊤`): it is
                     # checked when it runs (E-OOB)
@@ -353,10 +350,8 @@ class World:
         return self.extract(tup, self.lit_idx(n, i))
 
     def insert(self, tup: Def, index: Def, value: Def) -> Def:
-        if isinstance(index, Lit) and isinstance(index.ops[0], IdxT):
-            size = index.ops[0].size
-            if isinstance(size, Lit) and size.value == 1:
-                return value  # `«1; T» = T`: inserting into a value of one element is that element
+        if _stated_range(index) == 1:
+            return value  # `«1; T» = T`: inserting into a value of one element is that element
         if isinstance(tup, Tuple) and isinstance(index, Lit) and index.value < len(tup.ops):
             elems = list(tup.ops)
             elems[index.value] = value
@@ -685,3 +680,11 @@ class World:
 
     def register_normalizer(self, annex: str, arity: int, fn: Normalizer) -> None:
         self.normalizers[annex] = (arity, fn)
+
+
+def _stated_range(index: Def) -> int | None:
+    """n for a literal index of type `Idx n` with a literal n; None for any other (a variable, or
+    a literal of `Idx ⊤` made by `core.idx_unsafe`, whose range is checked when it runs)."""
+    if isinstance(index, Lit) and isinstance(index.ops[0], IdxT) and isinstance(index.ops[0].size, Lit):
+        return index.ops[0].size.value
+    return None

@@ -76,3 +76,14 @@ def resolve(name: str) -> str:
         return ALIASES[name]
     matches = [p for p in PHASES if p.split(".", 1)[-1] == name]
     return matches[0] if len(matches) == 1 else name
+
+
+def unknown_phase(name: str) -> str:
+    """What to say of a name that is no phase: the nearest one, or the list of them."""
+    import difflib
+
+    from verimim.phases.pipeline import PHASES
+
+    near = difflib.get_close_matches(name, list(PHASES), n=1)
+    hint = f"did you mean `{near[0]}`?" if near else f"known: {', '.join(sorted(PHASES))}"
+    return f"unknown phase `{name}`; {hint}"

@@ -6,7 +6,6 @@ usage error is turned into exit 2 and, with `--json`, into the JSON object on st
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import math
 import os
@@ -168,14 +167,11 @@ def _phase_list(text: str | None) -> list[str] | None:
 def _known_phases(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--host-phases / --device-phases: every name one that means something to verimim (the
     plan's own test, verimim.phases.vocabulary), checked before any work."""
-    from verimim.phases.pipeline import PHASES
-    from verimim.phases.vocabulary import is_known
+    from verimim.phases.vocabulary import is_known, unknown_phase
 
     for name in _phase_list(value) or []:
         if not is_known(name):
-            near = difflib.get_close_matches(name, list(PHASES), n=1)
-            hint = f"; did you mean `{near[0]}`?" if near else f"; known: {', '.join(sorted(PHASES))}"
-            raise click.BadParameter(f"unknown phase `{name}`{hint}", ctx, param)
+            raise click.BadParameter(unknown_phase(name), ctx, param)
     return value
 
 

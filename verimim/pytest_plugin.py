@@ -606,7 +606,7 @@ def mim_world() -> Callable[..., Any]:
 
 def _marked_phase(node: Any) -> str:
     """The NAME of a test's `@pytest.mark.verimim_phase(NAME)`, which must name a phase."""
-    from verimim.phases.vocabulary import is_known
+    from verimim.phases.vocabulary import is_known, unknown_phase
 
     marker = node.get_closest_marker("verimim_phase")
     if marker is None:
@@ -615,11 +615,7 @@ def _marked_phase(node: Any) -> str:
     if not isinstance(name, str):
         pytest.fail("@pytest.mark.verimim_phase takes the phase name as a string", pytrace=False)
     if not is_known(name):
-        from verimim.phases.pipeline import PHASES
-
-        near = difflib.get_close_matches(name, list(PHASES), n=1)
-        hint = f"did you mean `{near[0]}`?" if near else f"known: {', '.join(sorted(PHASES))}"
-        pytest.fail(f"@pytest.mark.verimim_phase: unknown phase `{name}`; {hint}", pytrace=False)
+        pytest.fail(f"@pytest.mark.verimim_phase: {unknown_phase(name)}", pytrace=False)
     return name
 
 

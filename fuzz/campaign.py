@@ -28,6 +28,7 @@ from typing import Any, cast
 from verimim.diagnostics import UsageError
 from verimim.fuzz.cluster import Cluster, connect, gpu_ids
 from verimim.fuzz.journal import Journal
+from verimim.fuzz.kernel_oracle import is_false_alarm, kernel_summary
 from verimim.fuzz.reduce import size
 from verimim.fuzz.signature import Signature
 from verimim.fuzz.task import (
@@ -56,6 +57,7 @@ class RunSummary:
     new_failures: int
     cluster: str
     duplicates: int = 0  # indices of this run whose program was drawn before: not checked again
+    kernels: dict[str, Any] = field(default_factory=dict)  # kernel_oracle.kernel_summary, for this run
 
     @property
     def per_second(self) -> float:
@@ -69,7 +71,7 @@ class RunSummary:
                 "ok": not self.new_failures, "oracle": "pipeline", "campaign": self.campaign,
                 "run": self.run, "verdicts": dict(sorted(self.verdicts.items())),
                 "journal_programs": self.journal_programs, "new_failures": self.new_failures,
-                "cluster": self.cluster, "duplicates": self.duplicates}
+                "cluster": self.cluster, "duplicates": self.duplicates, "kernels": self.kernels}
 
 
 @dataclass
@@ -106,6 +108,9 @@ class _Run:
     pending: list[_Job] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)  # fingerprint → the first index drawn with it
     duplicates: int = 0
+    kernel_verdicts: Counter[str] = field(default_factory=Counter)
+    kernel_programs: int = 0  # programs whose kernels were verified
+    false_alarms: int = 0
 
 
 def conflicting_options(kept: Settings, seed: int | None, verify: bool, gpu: bool) -> list[str]:
@@ -207,7 +212,7 @@ def _run_opened(journal: Journal, cluster: Cluster, directory: str | Path, budge
             cluster.close()
         return RunSummary(str(directory), r.run, r.checked, seconds, list(r.failures.values()), dict(r.coverage),
                           dict(r.defects), dict(r.verdicts), journal.count(), r.new, cluster.description,
-                          r.duplicates)
+                          r.duplicates, kernel_summary(dict(r.kernel_verdicts), r.kernel_programs, r.false_alarms))
     finally:
         journal.close()
 
@@ -383,6 +388,9 @@ def _journal(r: _Run, c: Checked) -> None:
     r.checked += 1
     r.coverage.update(c.features)
     r.verdicts[c.verdict] += 1
+    r.kernel_verdicts.update(dict(c.kernel_verdicts))
+    r.kernel_programs += any(stage == "kernels" for stage, _ in c.times)
+    r.false_alarms += sig is not None and is_false_alarm(sig.phase, sig.kind)
     if c.defect:
         r.defects[c.defect] += 1
     if sig is None:

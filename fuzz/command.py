@@ -41,6 +41,9 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
                    f"{summary.cluster}, {len(summary.failures)} failures ({summary.new_failures} new); "
                    f"the journal holds {summary.journal_programs} programs", err=True)
         click.echo(f"  verdicts: {', '.join(f'{k} {v}' for k, v in sorted(summary.verdicts.items()))}", err=True)
+        k = summary.kernels
+        click.echo(f"  kernels: {k['kernels']} verified ({', '.join(f'{n} {s}' for s, n in k['verdicts'].items()) or 'none'}), "
+                   f"{k['false_alarms']} false alarms", err=True)
         click.echo(f"  report: {shell_command(['verimim', 'fuzz', 'report', directory])}", err=True)
     # A nightly job fails on what is new: a failure whose signature the journal already held is
     # reported (known) but does not fail the run again.

@@ -26,6 +26,20 @@ from typing import Any
 KERNEL_CODES = ("E-RACE", "E-BARRIER-DIVERGENCE")
 
 
+def kernel_summary(verdicts: dict[str, int], programs: int, false_alarms: int) -> dict[str, Any]:
+    """`fuzz --json`'s `kernels`: the kernels verified (each has a races and a divergence
+    verdict), their verdicts by status, the programs whose kernels were verified, and the false
+    alarms among the failures (shared by the plain run and a campaign's run)."""
+    return {"kernels": sum(verdicts.values()) // 2, "verdicts": dict(sorted(verdicts.items())),
+            "programs": programs, "false_alarms": false_alarms}
+
+
+def is_false_alarm(phase: str, kind: str) -> bool:
+    """Whether a failure is the kernel verifier's false alarm (a race or divergence on a
+    program whose runs found none)."""
+    return phase == "kernels" and kind == "false-positive"
+
+
 @dataclass
 class KernelVerdicts:
     """What `check` said about the kernels of one program."""

@@ -1535,6 +1535,7 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
     import random
 
     from verimim.driver import run_with_big_stack
+    from verimim.fuzz.kernel_oracle import is_false_alarm
     from verimim.fuzz.task import fingerprint, generate, program_seed
 
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="verimim-fuzz-"))
@@ -1571,7 +1572,7 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
             defects[prog.defect] += 1
         kernels.update(verdict.kernels)
         kernel_programs += "kernels" in verdict.checked
-        false_alarms += verdict.phase == "kernels" and verdict.kind == "false-positive"
+        false_alarms += is_false_alarm(verdict.phase, verdict.kind)
         if not verdict.ok:
             path = prog.write(out, f"failure_{len(failures)}_{verdict.kind}")
             failures.append({"kind": verdict.kind, "file": str(path), "message": verdict.message.splitlines()[0][:500]})

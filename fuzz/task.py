@@ -64,6 +64,8 @@ class Checked:
     seconds: float = 0.0
     finished: float = field(default_factory=time.time)
     fingerprint: str = ""         # of the program (text, arguments, defect): duplicates share it
+    # check's race and divergence verdicts by status (this run's summary; not journaled)
+    kernel_verdicts: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,8 @@ def _check(settings: Settings, index: int, worker: str) -> Checked:
                    times=(("generate", round(t_gen, 4)), *v.times.items()), phases=tuple(v.phases),
                    text=prog.text if sig else "", worker=worker,
                    seconds=round(time.perf_counter() - t0 + (t_gen if drawn is not None else 0.0), 4),
-                   fingerprint=fingerprint(prog), **_stats(prog))
+                   fingerprint=fingerprint(prog), kernel_verdicts=tuple(sorted(v.kernels.items())),
+                   **_stats(prog))
 
 
 def lost(settings: Settings, index: int, kind: str, message: str, worker: str, seconds: float) -> Checked:

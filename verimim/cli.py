@@ -399,6 +399,7 @@ def fuzz(ctx: click.Context, budget: float | None, seed: int | None, max_program
     if oracle == "kernels" and campaign_dir is not None:
         _usage_error("--oracle kernels is a plain run: give it no --campaign (campaigns verify every kernel)",
                      as_json)
+    from verimim.fuzz.kernel_oracle import kernel_summary
     from verimim.fuzz.strategies import run_campaign
 
     gpu = target == "gpu"
@@ -429,8 +430,7 @@ def fuzz(ctx: click.Context, budget: float | None, seed: int | None, max_program
     with progress("fuzzing", budget) as update:
         res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu, progress=update,
                            max_programs=max_programs, **mix)
-    kernels = {"kernels": sum(res.kernels.values()) // 2, "verdicts": dict(sorted(res.kernels.items())),
-               "programs": res.kernel_programs, "false_alarms": res.false_alarms}
+    kernels = kernel_summary(res.kernels, res.kernel_programs, res.false_alarms)
     obj = {"programs": res.programs, "per_second": round(res.per_second, 3), "failures": res.failures,
            "coverage": dict(sorted(res.coverage.items())), "defects": res.defects,
            "seconds": round(res.seconds, 2), "ok": not res.failures, "oracle": oracle, "kernels": kernels,

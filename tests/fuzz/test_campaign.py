@@ -327,3 +327,19 @@ def test_a_campaign_in_use_is_refused(tmp_path: Path) -> None:
     os.close(Journal.lock(d))  # free again once the first holder is done
 
 
+
+
+def test_a_campaign_run_reports_its_kernel_verdicts_as_the_plain_run_does(tmp_path: Path) -> None:
+    """`fuzz --json` keeps its keys in a campaign: `kernels` counts this run's kernel verdicts,
+    the same programs (one seed) giving the same counts as the plain run."""
+    plain = _fuzz("--programs", "6", "--seed", "3", "--json")
+    camp = _fuzz("--campaign", str(tmp_path / "c"), "--programs", "6", "--seed", "3", "--workers", "1", "--json")
+    assert plain.returncode == 0 and camp.returncode == 0, (plain.stderr[-2000:], camp.stderr[-2000:])
+    p, c = json.loads(plain.stdout), json.loads(camp.stdout)
+    _valid("fuzz", c)
+    assert p["programs"] == c["programs"] == 6
+    assert c["kernels"] == p["kernels"] and c["kernels"]["kernels"] > 0, (c["kernels"], p["kernels"])
+    assert sum(c["kernels"]["verdicts"].values()) == 2 * c["kernels"]["kernels"]
+    # resumed, the counts are the new run's, not the journal's
+    again = json.loads(_fuzz("--campaign", str(tmp_path / "c"), "--programs", "1", "--workers", "1", "--json").stdout)
+    assert again["programs"] == 1 and again["journal_programs"] == 7 and again["kernels"]["programs"] <= 1, again

@@ -58,6 +58,7 @@ class RunSummary:
     cluster: str
     duplicates: int = 0  # indices of this run whose program was drawn before: not checked again
     kernels: dict[str, Any] = field(default_factory=dict)  # kernel_oracle.kernel_summary, for this run
+    interrupted: bool = False  # stopped by Ctrl-C (exit 130), before its budget ended
 
     @property
     def per_second(self) -> float:
@@ -111,6 +112,7 @@ class _Run:
     kernel_verdicts: Counter[str] = field(default_factory=Counter)
     kernel_programs: int = 0  # programs whose kernels were verified
     false_alarms: int = 0
+    interrupted: bool = False
 
 
 def conflicting_options(kept: Settings, seed: int | None, verify: bool, gpu: bool) -> list[str]:
@@ -205,14 +207,21 @@ def _run_opened(journal: Journal, cluster: Cluster, directory: str | Path, budge
             r = _Run(journal, settings, journal.start_run(budget_s, cluster.slots(), scheduler, command), cluster,
                      program_timeout, reduce_budget, seen=journal.fingerprints())
             start = time.monotonic()
-            _loop(r, start, budget_s, max_programs, progress)
+            try:
+                _loop(r, start, budget_s, max_programs, progress)
+            except KeyboardInterrupt:
+                # Ctrl-C: what is journaled stays (a program being written is rolled back, and
+                # checked again on resume); the run ends here and its summary is still printed.
+                r.interrupted = True
+                journal.roll_back_unfinished()
             journal.end_run(r.run)
             seconds = time.monotonic() - start
         finally:
             cluster.close()
         return RunSummary(str(directory), r.run, r.checked, seconds, list(r.failures.values()), dict(r.coverage),
                           dict(r.defects), dict(r.verdicts), journal.count(), r.new, cluster.description,
-                          r.duplicates, kernel_summary(dict(r.kernel_verdicts), r.kernel_programs, r.false_alarms))
+                          r.duplicates, kernel_summary(dict(r.kernel_verdicts), r.kernel_programs, r.false_alarms),
+                          r.interrupted)
     finally:
         journal.close()
 

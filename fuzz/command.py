@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from verimim.diagnostics import EXIT_INTERNAL, EXIT_OK
+from verimim.diagnostics import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK
 from verimim.driver import shell_command
 
 
@@ -45,6 +45,11 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
         click.echo(f"  kernels: {k['kernels']} verified ({', '.join(f'{n} {s}' for s, n in k['verdicts'].items()) or 'none'}), "
                    f"{k['false_alarms']} false alarms", err=True)
         click.echo(f"  report: {shell_command(['verimim', 'fuzz', 'report', directory])}", err=True)
+    if summary.interrupted:
+        click.echo(f"interrupted: the journal keeps the {summary.programs} programs this run checked; resume with "
+                   f"{shell_command(['verimim', 'fuzz', '--campaign', directory])}", err=True)
+    if summary.interrupted and not summary.new_failures:
+        return EXIT_INTERRUPTED
     # A nightly job fails on what is new: a failure whose signature the journal already held is
     # reported (known) but does not fail the run again.
     return EXIT_INTERNAL if summary.new_failures else EXIT_OK

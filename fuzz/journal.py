@@ -326,6 +326,12 @@ class Journal:
                                 (time.time(), budget, workers, scheduler, command))
         return int(cur.lastrowid or 0)
 
+    def roll_back_unfinished(self) -> None:
+        """Abandon a transaction an interrupt left open (a program half journaled): it is checked
+        again on resume, as after a kill."""
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
     def end_run(self, run: int) -> None:
         self.conn.execute("UPDATE runs SET ended = ? WHERE id = ?", (time.time(), run))
 

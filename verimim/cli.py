@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import click
 
 from verimim import driver, explain, sarif, schemas, verdicts
-from verimim.diagnostics import EXIT_INTERNAL, EXIT_USAGE, Diagnostic
+from verimim.diagnostics import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, Diagnostic
 from verimim.driver import Report
 from verimim.interp.machine import DEFAULT_MAX_WORK_ITEMS
 from verimim.progress import heartbeat, progress
@@ -581,7 +581,7 @@ def _interrupted() -> NoReturn:
     verimim.driver): the process ends without waiting for it or finalizing what it holds."""
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
-    _exit_now(130, "interrupted")
+    _exit_now(EXIT_INTERRUPTED, "interrupted")
 
 
 def _output_failed(e: OSError) -> NoReturn:

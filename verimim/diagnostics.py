@@ -17,6 +17,7 @@ EXIT_OK = 0
 EXIT_USER = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it; outside CLI.md's table
 
 # Codes whose presence means verimim itself is at fault (exit 3).
 INTERNAL_CODES = frozenset({"E-SPEC", "E-DIFF", "E-INTERNAL"})

@@ -343,3 +343,29 @@ def test_a_campaign_run_reports_its_kernel_verdicts_as_the_plain_run_does(tmp_pa
     # resumed, the counts are the new run's, not the journal's
     again = json.loads(_fuzz("--campaign", str(tmp_path / "c"), "--programs", "1", "--workers", "1", "--json").stdout)
     assert again["programs"] == 1 and again["journal_programs"] == 7 and again["kernels"]["programs"] <= 1, again
+
+
+def test_ctrl_c_ends_the_run_and_still_prints_its_summary(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C) stops a campaign where it is: the run is ended in the journal, --json
+    still prints one summary object (it counts what the journal kept of this run), the exit
+    code is 130, and the campaign resumes."""
+    d = tmp_path / "c"
+    proc = subprocess.Popen([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "600", "--workers", "1",
+                             "--no-verify", "--seed", "5", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True,  # (a shell's background job ignores SIGINT, and a child inherits that)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 240
+    while len(_journaled(d)) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    obj = json.loads(out)
+    _valid("fuzz", obj)
+    kept = _journaled(d)
+    assert obj["programs"] == obj["journal_programs"] == len(kept) >= 3, obj
+    assert "interrupted" in err and "Traceback" not in err, err[-2000:]
+    rep = json.loads(_fuzz("report", str(d), "--json").stdout)
+    assert [(r["programs"], r["ended"] is not None) for r in rep["runs"]] == [(len(kept), True)], rep["runs"]
+    more = _fuzz("--campaign", str(d), "--programs", "2", "--workers", "1", "--json")
+    assert more.returncode == 0 and json.loads(more.stdout)["journal_programs"] == len(kept) + 2, more.stderr[-2000:]

@@ -146,9 +146,24 @@ def test_phase_rejection_is_a_check_item_only(pytester: pytest.Pytester) -> None
     mim(pytester, "const.mim", "// EXPECT-ERROR: E-ADDR-SPACE\n// EXPECT-LOC: 9:19\n", CONST_MALLOC)
     mim(pytester, "moved.mim", "// EXPECT-ERROR: E-ADDR-SPACE\n// EXPECT-LOC: 9:20\n", CONST_MALLOC)
     result = pytester.runpytest("const.mim", "moved.mim", "-v")
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=1, skipped=2)
     result.stdout.fnmatch_lines(["*const.mim::check PASSED*", "*moved.mim::check FAILED*",
                                  "*expected: E-ADDR-SPACE at 9:20*", "*found:    E-ADDR-SPACE at 9:19*"])
+    result.stdout.fnmatch_lines(["*const.mim::run?interp? SKIPPED (check rejects the program with E-ADD*"])
+
+
+def test_collection_runs_no_check(pytester: pytest.Pytester) -> None:
+    """Which items a file has is read from its annotations alone: `--collect-only` (or a `-k`
+    selection) does not run `verimim check` on a file expecting a phase code."""
+    pytester.makeconftest("import verimim.driver\n"
+                          "_check = verimim.driver.check\n"
+                          "def _no(*a, **k):\n    raise AssertionError('check ran at collection')\n"
+                          "def pytest_configure(config):\n    verimim.driver.check = _no\n"
+                          "def pytest_unconfigure(config):\n    verimim.driver.check = _check\n")
+    mim(pytester, "const.mim", "// EXPECT-ERROR: E-ADDR-SPACE\n", CONST_MALLOC)
+    result = pytester.runpytest("const.mim", "--collect-only", "-q")
+    assert result.ret == 0, result.stdout.str()
+    assert item_names(result) == ["const.mim::check", "const.mim::run[interp]"]
 
 
 def test_verimim_paths_collects_only_those_directories(pytester: pytest.Pytester) -> None:

@@ -97,7 +97,11 @@ def _components(world: World, d: Def, n: int) -> list[Def]:
     return [world.extract_n(d, n, k) for k in range(n)]
 
 
-def bind_launch(host: World, site: LaunchSite, inp: KernelInputs) -> Launch:
+def bind_launch(host: World, site: LaunchSite, inp: KernelInputs, issued: z3.BoolRef | None = None) -> Launch:
+    """The launch's constraints: its arguments and sizes as the host computes them from main's
+    argc, and `issued`, when main issues it at all (kernel_streams.HostRun.launch_reach: a launch
+    under `argc == 4` races only there). Where a constraint depends on more than argc (a value
+    the host loaded), the launch is not `tied`: a refutation must then be shown by a run."""
     main = host.externals.get("main")
     argc = z3.BitVec("argc", ARGC_BITS)
     env = _MainInputs(main if isinstance(main, MutLam) else None, argc)
@@ -151,6 +155,12 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs) -> Launch:
             launch.n_groups = cast(z3.BitVecRef, e)  # a launch size: an integer
         else:
             launch.n_items = cast(z3.BitVecRef, e)
+    if issued is not None:
+        names = {str(v) for v in z3.z3util.get_vars(issued)}
+        if names - {"argc"}:
+            tied = False
+        used_argc = used_argc or "argc" in names
+        launch.constraints.append(issued)
     # argc ≥ 1: the program's name is always argv[0].
     launch.constraints.append(argc >= 1)
     launch.tied = tied

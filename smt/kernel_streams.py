@@ -34,6 +34,7 @@ from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import (
     DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, lea, ptr_space, size_of,
 )
+from verimim.smt.kernel_loops import path_facts
 from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_model import KernelPaths
 from verimim.smt.kernel_queries import WorkItem, model_preferring, run_command, small_argc, work_item
@@ -113,6 +114,8 @@ class _HostState:
     handles: int = 0
     uses_streams: bool = False
     dead: list[Any] = field(default_factory=list)  # the streams `stream_deinit` ended
+    # the launches issued, each with the path's branch decisions when it is issued
+    launches: list[tuple[int, z3.BoolRef]] = field(default_factory=list)
 
     def new_obj(self, space: int, d: App, what: str) -> Ptr:
         self.objects += 1
@@ -269,6 +272,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         name = kernel.name if isinstance(kernel, MutLam) else "?"
         live(ev, s)
         op = LaunchOp(d, name or "?", s, kargs, (n_groups, n_items))
+        st.launches.append((d.gid, z3t.And(*path_facts(ev.explorer, decisions_only=True))))
         if _is_default(s):
             complete_all()
         else:
@@ -331,6 +335,7 @@ class HostPath:
     candidates: tuple[Candidate, ...]
     status: str
     cut_at: str
+    launches: tuple[tuple[int, z3.BoolRef], ...] = ()  # (launch node, the decisions before it)
 
 
 @dataclass
@@ -338,6 +343,18 @@ class HostRun:
     paths: list[HostPath]
     uses_streams: bool
     argc: z3.BitVecRef
+
+    def launch_reach(self) -> dict[int, z3.BoolRef] | None:
+        """When each launch (by node) is issued: the disjunction of the branch decisions that
+        lead to it on main's paths; a launch on no path is never issued (`False`, absent here).
+        None where a path was cut by the loop bound: a launch past the cut would be missed."""
+        if any(p.status == "bound" for p in self.paths):
+            return None
+        conds: dict[int, list[z3.BoolRef]] = {}
+        for p in self.paths:
+            for gid, cond in p.launches:
+                conds.setdefault(gid, []).append(cond)
+        return {gid: z3t.Or(*cs) for gid, cs in conds.items()}
 
 
 def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND) -> HostRun:
@@ -349,7 +366,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
     scopes = Scopes(host)
     uses = [False]
 
-    def one() -> tuple[tuple[Candidate, ...], str, str]:
+    def one() -> tuple[tuple[Candidate, ...], str, str, tuple[tuple[int, z3.BoolRef], ...]]:
         st = _HostState()
         st.mem.initial[FIRST_OBJ] = _argv_cell
         ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
@@ -366,7 +383,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
             arg = ((Tok(0), argc, argv) if with_args else Tok(0), RETURN)
         status = ev.run(main, arg)
         uses[0] = uses[0] or st.uses_streams
-        return tuple(st.candidates), status, ev.cut_at
+        return tuple(st.candidates), status, ev.cut_at, tuple(st.launches)
 
     try:
         raw = explorer.run(one)
@@ -377,8 +394,8 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
         if p.error is not None:
             raise Unsupported(f"{type(p.error).__name__}: {p.error}")
         assert p.outcome is not None
-        cands, status, cut = p.outcome
-        out.append(HostPath(p.condition(), cands, status, cut))
+        cands, status, cut, launches = p.outcome
+        out.append(HostPath(p.condition(), cands, status, cut, launches))
     return HostRun(out, uses[0], argc)
 
 
@@ -470,7 +487,7 @@ def _describe(e: Event) -> str:
 
 def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPaths],
                   entries: dict[int, dict[str, Any]], diags: list[Any], loop_bound: int,
-                  earlier: list[World] | None = None) -> None:
+                  earlier: list[World] | None = None, main_run: "HostRun | str | None" = None) -> None:
     """Races between streams: an `E-RACE` per conflicting pair found, recorded in the launch's
     `kernels` entry; where main cannot be modelled and it uses streams, the entries say `unknown`.
 
@@ -485,7 +502,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     t0 = __import__("time").perf_counter()
     said: set[tuple[Any, Any]] = set()  # the pairs (by location) decided or reported
     by_gid: Callable[[Event], dict[str, Any] | None] = lambda op: entries.get(op.site.gid)
-    run = _host_run(program.host, ctx, loop_bound)
+    run = main_run if main_run is not None else host_run(program.host, ctx, loop_bound)
     if isinstance(run, str):
         if mentions_streams(program.host):
             for entry in entries.values():
@@ -502,7 +519,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                 entry["races"] = "bounded"
                 entry["detail"] += f"; streams: host loops unrolled up to {loop_bound} entries per path"
     before = next((r for w in (earlier or []) if mentions_streams(w)
-                   and not isinstance(r := _host_run(w, ctx, loop_bound), str)), None)
+                   and not isinstance(r := host_run(w, ctx, loop_bound), str)), None)
     if before is not None:  # no launch is decided there: no entry to find for one
         _decide(before, ctx, file, kernels, entries, lambda op: None, diags, said, host_only=True)
     dt = __import__("time").perf_counter() - t0
@@ -510,7 +527,8 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
         entry["time_s"] = round(entry["time_s"] + dt / max(len(entries), 1), 4)
 
 
-def _host_run(host: World, ctx: Any, loop_bound: int) -> HostRun | str:
+def host_run(host: World, ctx: Any, loop_bound: int) -> HostRun | str:
+    """main's paths (`host_paths`), or why it is not modelled."""
     try:
         return host_paths(host, min(ctx.timeout_ms, 2_000), loop_bound)
     except (Unsupported, z3.Z3Exception) as e:

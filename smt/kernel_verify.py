@@ -32,7 +32,7 @@ from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_va
 from verimim.smt.kernel_queries import (
     Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids, run_command,
 )
-from verimim.smt.kernel_streams import check_streams, mentions_streams
+from verimim.smt.kernel_streams import HostRun, check_streams, host_run, mentions_streams
 from verimim.smt.solver import SpecContext
 
 SPACE_NAMES = {1: "global", 3: "shared"}
@@ -56,7 +56,11 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     # The confirming runs of the program, by argc: one run answers every kernel and code.
     runs: dict[int, Observation] = {}
     device = program.device
-    for site in launch_sites(program.host) if device is not None else []:  # no device: no launch
+    sites = launch_sites(program.host) if device is not None else []  # no device: no launch
+    # main's paths, once: when each launch is issued (its reach), and the streams below
+    main_run = host_run(program.host, ctx, loop_bound) if sites or mentions_streams(program.host) else None
+    reach = main_run.launch_reach() if isinstance(main_run, HostRun) else None
+    for site in sites:
         t0 = time.perf_counter()
         kernel = cast(World, device).externals.get(site.kernel)  # launch sites only with a device
         entry: dict[str, Any] = {"name": site.kernel, "launch": _loc_json(site.loc), "races": "unknown",
@@ -82,7 +86,9 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
                                                                  summarize_loops=True, world=program.device)
                     except (Unsupported, LoopReentry, z3.Z3Exception):
                         summarized[site.kernel] = None
-                _verify_launch(kp, summarized.get(site.kernel), site, program, ctx, file, entry, out.diagnostics, runs)
+                issued = None if reach is None else reach.get(site.app.gid, z3.BoolVal(False))
+                _verify_launch(kp, summarized.get(site.kernel), site, program, ctx, file, entry, out.diagnostics,
+                               runs, issued)
         entry["time_s"] = round(time.perf_counter() - t0, 4)
         out.entries.append(entry)
         by_site[site.app.gid] = entry
@@ -90,7 +96,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     # buffer, two copies on two streams): the streams are checked wherever the host uses them.
     if out.entries or mentions_streams(program.host):
         check_streams(program, ctx, file, {k: v for k, v in explored.items() if not isinstance(v, str)},
-                      by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []])
+                      by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []], main_run)
     return out
 
 
@@ -120,8 +126,9 @@ def _bound_note(kp: KernelPaths) -> str:
 
 def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSite, program: Program,
                    ctx: SpecContext, file: str, entry: dict[str, Any], diags: list[Diagnostic],
-                   runs: dict[int, Observation]) -> None:
-    launch = bind_launch(program.host, site, kp.inputs)
+                   runs: dict[int, Observation], issued: z3.BoolRef | None = None) -> None:
+    """Verify one launch (`issued`: when main issues it, None where that is not known)."""
+    launch = bind_launch(program.host, site, kp.inputs, issued)
     label = f"kernel {site.kernel} at {site.loc}"
     bounded = _bound_note(kp)
     notes = [f"two symbolic work-items over {len(kp.paths)} path(s) of `{site.kernel}`"]
@@ -150,7 +157,7 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
     if bounded and summary is not None and not _bound_note(summary):
         # The cut paths found nothing: with the loops summarized by their invariants every
         # iteration is covered, and a proof there is a proof (a refutation may be spurious).
-        s_launch = bind_launch(program.host, site, summary.inputs)
+        s_launch = bind_launch(program.host, site, summary.inputs, issued)
         used = []
         if entry["divergence"] == "bounded" and check_divergence(summary, s_launch, ctx, label + " (loop invariants)").status == "proved":
             entry["divergence"] = "proved"

@@ -8,7 +8,8 @@ before it) — and the sequence of barriers it reached. Local memory (5) is priv
 work-item and constant memory (4) is read-only in kernels, so neither can race.
 
 Objects: a static shared slot (`mem.slot`/`mem.mslot` in space 3) is one object per group,
-named by its node; the dynamic shared block is one more; a pointer argument points into an
+named by its node and its id (as the interpreter keys it), the same on every path: a work-item
+whose path allocates other slots first still gets the same block; the dynamic shared block is one more; a pointer argument points into an
 object given by a variable (`obj_<arg>`, tied to the host's allocation by `kernel_host`); a
 pointer loaded from memory points anywhere (fresh variables), which is sound.
 """
@@ -119,12 +120,21 @@ class KernelPaths:
 class _Trace:
     accesses: list[Access] = field(default_factory=list)
     barriers: list[Barrier] = field(default_factory=list)
-    slots: dict[int, int] = field(default_factory=dict)
     local: CellMemory = field(default_factory=CellMemory)  # the work-item's private memory (space 5)
     # the barriers the work-item has passed when an access runs: an access runs when it is
     # demanded, as in the interpreter, which may be after barriers its own token never passed
     # (a load whose token is dropped, its value used after the next barrier)
     passed: int = 0
+
+
+def _constant(v: Any) -> int | None:
+    """v's value where it is one number on every path (a literal, or a term Z3 folds to one)."""
+    if isinstance(v, int):
+        return v
+    if isinstance(v, z3.BitVecRef):
+        folded = z3.simplify(v)
+        return folded.as_long() if z3t.is_bv_value(folded) else None
+    return None
 
 
 def _space_of_type(t: Def) -> int | None:
@@ -198,7 +208,9 @@ def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: 
                               tuple(leaves(loaded)) if loaded is not None else ()))
 
 
-def _handlers(tr: _Trace) -> dict[str, Op]:
+def _handlers(tr: _Trace, slots: dict[tuple[int, int | None], int]) -> dict[str, Op]:
+    """The device's axioms, recording into `tr`; `slots` numbers the slot objects for every path
+    of the kernel alike."""
     def load(ev: Evaluator, d: App, a: list[Any]) -> Any:
         (t, _sp), (m, p) = a[0].ops, a[1]
         p = as_ptr(p, d, "a load")
@@ -219,15 +231,17 @@ def _handlers(tr: _Trace) -> dict[str, Op]:
 
     def slot(ev: Evaluator, d: App, a: list[Any]) -> Any:
         t, sp = a[0].ops
-        m = a[1][0]
+        m, slot_id = a[1][0], a[1][-1]  # (m, id) of mem.slot, (m, size, id) of mem.mslot
         space = sp.value if isinstance(sp, Lit) else -1
-        key = d.gid
-        if key not in tr.slots:
-            tr.slots[key] = FIRST_SLOT_OBJ + len(tr.slots)
-        if space == 3:
-            obj: z3.BitVecRef = z3.BitVecVal(tr.slots[key], OBJ_BITS)
-        else:  # a private slot: its own object, never shared (no access to it is recorded)
-            obj = z3.BitVecVal(tr.slots[key], OBJ_BITS)
+        number = _constant(slot_id)
+        if space == 3 and number is None:
+            # one block per id the work-items give it: which ones share one is not modelled
+            raise Unsupported(f"a shared `mem.slot` whose id is not a constant at {loc_of(d) or show(d)[:40]}")
+        key = (d.gid, number)
+        if key not in slots:
+            slots[key] = FIRST_SLOT_OBJ + len(slots)
+        # (a private slot, space 5, is an object of the work-item's own: no access to it is recorded)
+        obj = z3.BitVecVal(slots[key], OBJ_BITS)
         return (m, Ptr(space, obj, z3.BitVecVal(0, OFF_BITS), f"the slot at {loc_of(d) or show(d)[:40]}"))
 
     def sync(ev: Evaluator, d: App, a: list[Any]) -> Any:
@@ -245,7 +259,7 @@ def _scratch_handlers() -> tuple[dict[str, Op], Callable[[], bool]]:
     """Handlers recording into a trace of their own (a loop body's exploration), and whether
     that trace reached a barrier."""
     tr = _Trace()
-    return _handlers(tr), lambda: bool(tr.barriers)
+    return _handlers(tr, {}), lambda: bool(tr.barriers)
 
 
 def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND,
@@ -256,10 +270,11 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
     explorer = Explorer(assumptions=_ranges(inp), timeout_ms=timeout_ms, max_paths=MAX_PATHS)
     scopes = Scopes(world)
     loops = LoopSummaries(_scratch_handlers, timeout_ms) if summarize_loops else None
+    slots: dict[tuple[int, int | None], int] = {}  # one numbering for every path
 
     def one() -> KPath:
         tr = _Trace()
-        ev = Evaluator(explorer, scopes, _handlers(tr), loop_bound=loop_bound, loops=loops, world=world)
+        ev = Evaluator(explorer, scopes, _handlers(tr, slots), loop_bound=loop_bound, loops=loops, world=world)
         smem: Any = Ptr(3, z3.BitVecVal(DYN_SHARED_OBJ, OBJ_BITS), z3.BitVecVal(0, OFF_BITS),
                         "the dynamic shared block") if inp.dyn_shared else ()
         arg = (Tok(1), Tok(3), Tok(4), Tok(5), inp.group, inp.item, smem, inp.args, RETURN)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from verimim.diagnostics import Loc, VerimimError
+from verimim.diagnostics import LAUNCHED_HERE, Loc, VerimimError
 from verimim.frontend.loader import in_program
 from verimim.ir.defs import App, MutLam
 from verimim.ir.world import World
@@ -60,9 +60,10 @@ class ShownFault:
 
 
 def confirming_run(program: Program, code: str, kernel: KernelPaths | MutLam, argcs: Iterable[int],
-                   runs: dict[int, Observation] | None = None) -> ShownFault | None:
+                   runs: dict[int, Observation] | None = None, launch: App | None = None) -> ShownFault | None:
     """The first run (by argc, schedule 0) of the program that stops with `code` in this
-    kernel (its explored paths, or its mutable where the model could not explore it), else
+    kernel (its explored paths, or its mutable where the model could not explore it), in
+    `launch` (a kernel launched twice may fault in the other launch only), else
     None. `runs`: the runs made so far, by argc (one run answers every code)."""
     kp, mut = (kernel, kernel.kernel) if isinstance(kernel, KernelPaths) else (None, kernel)
     locs = kernel_locs(mut, program.device or program.host, kp)
@@ -74,6 +75,20 @@ def confirming_run(program: Program, code: str, kernel: KernelPaths | MutLam, ar
         seen = runs[argc]
         fault = seen.fault
         if (seen.code == code and isinstance(fault, VerimimError) and fault.loc is not None
-                and _key(fault.loc) in locs):
+                and _key(fault.loc) in locs and _in_launch(fault, launch)):
             return ShownFault(argc, fault)
     return None
+
+
+def _in_launch(fault: VerimimError, launch: App | None) -> bool:
+    """Whether the fault happened in `launch`, as far as the run names its launch (a fault
+    without the note is not told apart). The run names the application it evaluated, which
+    may be a partial one (`gpu.launch … k args`, before the memory tokens): any application
+    of the launch's chain is the launch."""
+    named = {_key(r.loc) for r in fault.related if r.message == LAUNCHED_HERE and r.loc is not None}
+    if launch is None or not named:
+        return True
+    chain: list[App] = [launch]
+    while isinstance(chain[-1].callee, App):
+        chain.append(chain[-1].callee)
+    return any(_key(a.loc) in named for a in chain if a.loc is not None)

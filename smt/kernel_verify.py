@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import z3
 
-from verimim.diagnostics import Diagnostic, Loc, Related
+from verimim.diagnostics import LAUNCHED_HERE, Diagnostic, Loc, Related
 from verimim.ir.defs import MutLam
 from verimim.ir.world import World
 from verimim.phases.base import Program
@@ -143,15 +143,15 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
             races = Verdict("unknown", "races within a group not decided: the barriers diverge")
     else:
         races, benign = check_races(kp, launch, ctx, label)
-    div, div_argc, div_shown = _confirmed(div, "E-BARRIER-DIVERGENCE", kp, launch, program, notes, runs)
-    races, race_argc, race_shown = _confirmed(races, "E-RACE", kp, launch, program, notes, runs)
+    div, div_argc, div_shown = _confirmed(div, "E-BARRIER-DIVERGENCE", kp, launch, site, program, notes, runs)
+    races, race_argc, race_shown = _confirmed(races, "E-RACE", kp, launch, site, program, notes, runs)
     if bounded or "unknown" in (div.status, races.status):
         # No proof for every input (loops cut, or undecided): a run may still show the fault, past
         # the bound (a race in iteration 37 of 40) or where Z3 gave up; it is then an error.
         div, div_argc, div_shown = _shown_past_proof((div, div_argc, div_shown), "E-BARRIER-DIVERGENCE",
-                                                     bool(bounded), kp, program, notes, runs)
+                                                     bool(bounded), kp, site, program, notes, runs)
         races, race_argc, race_shown = _shown_past_proof((races, race_argc, race_shown), "E-RACE",
-                                                         bool(bounded), kp, program, notes, runs)
+                                                         bool(bounded), kp, site, program, notes, runs)
     entry["divergence"] = _status(div, bounded)
     entry["races"] = _status(races, bounded)
     if bounded and summary is not None and not _bound_note(summary):
@@ -262,7 +262,7 @@ def _unlike_writes(v: Verdict) -> bool:
     return a.write and b.write and (a.size != b.size or len(a.value) != len(b.value))
 
 
-def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: Program,
+def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, site: LaunchSite, program: Program,
                notes: list[str], runs: dict[int, Observation]) -> tuple[Verdict, int | None, ShownFault | None]:
     """The verdict; the argc a `verimim run` line shows its fault with (None: no line); the run
     that showed it where Z3's counterexample alone does not. A refutation over main's inputs
@@ -278,7 +278,7 @@ def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: 
         return v, argc, None
     what = "race" if code == "E-RACE" else "barrier divergence"
     tried = candidate_argcs(argc if launch.tied else None)
-    shown = confirming_run(program, code, kp, tried, runs)
+    shown = confirming_run(program, code, kp, tried, runs, site.app)
     why = ("two writes of different shapes overlap (the proof compares their values whole, not "
            "the bytes they share)") if _unlike_writes(v) else \
         f"a {what} is possible for some memory contents or arguments the verifier does not track"
@@ -290,7 +290,8 @@ def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, program: 
 
 
 def _shown_past_proof(confirmed: tuple[Verdict, int | None, ShownFault | None], code: str, bounded: bool,
-                      kp: KernelPaths, program: Program, notes: list[str], runs: dict[int, Observation]
+                      kp: KernelPaths, site: LaunchSite, program: Program, notes: list[str],
+                      runs: dict[int, Observation]
                       ) -> tuple[Verdict, int | None, ShownFault | None]:
     """A verdict that proves nothing for every input (`proved` only up to a loop bound, or
     `unknown`) against the runs `verimim run FILE` and `verimim run FILE a` make: a run that
@@ -299,7 +300,7 @@ def _shown_past_proof(confirmed: tuple[Verdict, int | None, ShownFault | None], 
     v = confirmed[0]
     if not ((v.status == "proved" and bounded) or v.status == "unknown"):
         return confirmed
-    shown = confirming_run(program, code, kp, DEFAULT_ARGCS, runs)
+    shown = confirming_run(program, code, kp, DEFAULT_ARGCS, runs, site.app)
     if shown is None:
         return confirmed
     what = "race" if code == "E-RACE" else "barrier divergence"
@@ -316,7 +317,7 @@ def _shown_unmodelled(kernel: MutLam, site: LaunchSite, program: Program, file: 
     refutes it, with that run as the counterexample."""
     cexs: dict[str, Any] = {}
     for key, code in (("divergence", "E-BARRIER-DIVERGENCE"), ("races", "E-RACE")):
-        shown = confirming_run(program, code, kernel, DEFAULT_ARGCS, runs)
+        shown = confirming_run(program, code, kernel, DEFAULT_ARGCS, runs, site.app)
         if shown is None:
             continue
         cex, diag = _shown_cex(shown, site, file)
@@ -336,7 +337,10 @@ def _shown_cex(shown: ShownFault, site: LaunchSite, file: str) -> tuple[dict[str
     cex: dict[str, Any] = {"main_inputs": {"argc": shown.argc}, "run": run_command(file, shown.argc),
                            "shown_by_run": {"code": f.code, "message": f.message, **_loc_json(f.loc)}}
     msg = f"in kernel `{site.kernel}`, a run with argc = {shown.argc} shows: {f.message}"
-    return cex, Diagnostic(f.code, msg, f.loc or site.loc, "error", (*f.related, Related("launched here", site.loc)))  # type: ignore[arg-type]
+    # (the run's fault names its launch already: the one confirming_run matched with this site)
+    related = f.related if any(r.message == LAUNCHED_HERE for r in f.related) else \
+        (*f.related, Related(LAUNCHED_HERE, site.loc))  # type: ignore[arg-type]
+    return cex, Diagnostic(f.code, msg, f.loc or site.loc, "error", related)
 
 
 def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, run: str | None,
@@ -364,7 +368,7 @@ def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, run
         msg = (f"data race in kernel `{site.kernel}`: {who(0)} {what(acc[0])} {where}, which {who(1)} "
                f"{what(acc[1])} {sep}")
         sev = "error"
-    related = (Related(f"the other access ({who(1)} {what(acc[1])})", b.loc), Related("launched here", site.loc))
+    related = (Related(f"the other access ({who(1)} {what(acc[1])})", b.loc), Related(LAUNCHED_HERE, site.loc))
     return cex, Diagnostic(code, msg, a.loc or site.loc, sev, related)  # type: ignore[arg-type]
 
 
@@ -398,6 +402,6 @@ def _divergence_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSit
            f"work-item {w_other['item']}: {barriers(other)})")
     obar = other.barriers[k] if k < len(other.barriers) else None
     related = (Related(f"work-item {w_other['item']} " + ("waits here" if obar else "returns here without reaching it"),
-                       obar.loc if obar else other.end), Related("launched here", site.loc))
+                       obar.loc if obar else other.end), Related(LAUNCHED_HERE, site.loc))
     loc = bar.loc if bar is not None else site.loc
     return cex, Diagnostic("E-BARRIER-DIVERGENCE", msg, loc, "error", related)

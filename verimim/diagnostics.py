@@ -19,6 +19,9 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it; outside CLI.md's table
 
+# The note naming the launch a kernel's fault happened in (run's and check's alike).
+LAUNCHED_HERE = "launched here"
+
 # Codes whose presence means verimim itself is at fault (exit 3).
 INTERNAL_CODES = frozenset({"E-SPEC", "E-DIFF", "E-INTERNAL"})
 

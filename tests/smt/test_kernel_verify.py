@@ -781,3 +781,24 @@ def test_a_divergence_in_a_kernel_the_model_cannot_explore_is_shown_by_a_run(tmp
     path.write_text(text, encoding="utf-8")
     entries, diags = verify(str(path))
     assert entries[0]["divergence"] == "refuted" and "E-BARRIER-DIVERGENCE" in codes(diags), entries
+
+
+def test_a_run_confirms_a_refutation_only_in_the_launch_it_faulted_in() -> None:
+    """A kernel launched twice, both refutations resting on host-loaded values (shown by a run or
+    `unknown`): the run's race is in the second launch; the first is not refuted by it."""
+    path = Path(__file__).resolve().parents[1] / "programs" / "runtime_errors" / \
+        "race_in_the_second_launch_of_a_kernel.mim"
+    rep = driver.check(str(path), [])
+    first, second = rep.data["kernels"]
+    assert (first["launch"]["line"], first["races"]) == (30, "unknown"), first
+    assert (second["launch"]["line"], second["races"]) == (31, "refuted"), second
+    (race,) = [d for d in rep.diagnostics if d.code == "E-RACE"]
+    assert [r.loc.line for r in race.related if r.message == "launched here" and r.loc] == [31], race.related
+
+
+def test_a_fault_in_a_kernel_names_its_launch() -> None:
+    path = Path(__file__).resolve().parents[1] / "programs" / "runtime_errors" / \
+        "race_in_the_second_launch_of_a_kernel.mim"
+    rep = driver.run(str(path), [], [])
+    (race,) = [d for d in rep.diagnostics if d.code == "E-RACE"]
+    assert [r.loc.line for r in race.related if r.message == "launched here" and r.loc] == [31], race.related

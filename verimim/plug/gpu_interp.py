@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from verimim.diagnostics import Loc, Related
+from verimim.diagnostics import LAUNCHED_HERE, Loc, Related
 from verimim.interp.compile import SUSPEND
 from verimim.interp.memory import Block, Ptr
 from verimim.interp.races import RaceTracker
@@ -348,10 +348,11 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
             run_group(m, ls, g, threads)
         except RuntimeFault as e:
             if ls.deferred is not None and e.code != "E-RACE":
-                raise ls.deferred from None  # the uninitialised read came first
+                raise launched_here(ls.deferred, loc) from None  # the uninitialised read came first
+            launched_here(e, loc)
             raise
     if ls.deferred is not None:
-        raise ls.deferred
+        raise launched_here(ls.deferred, loc)
     for b in ls.blocks:
         if b.live:
             m.memory.end(b, loc, "the launch that made it is over")
@@ -359,6 +360,14 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
         msg, bloc, related = ls.tracker.benign
         m.warn("W-BENIGN-RACE", msg, bloc, related)
     return mems
+
+
+def launched_here(e: RuntimeFault, loc: Loc | None) -> RuntimeFault:
+    """A fault inside a kernel, with the launch it happened in as a note (a kernel launched twice
+    faults in one of the launches; `check` names its launch the same way)."""
+    if loc is not None and not any(r.message == LAUNCHED_HERE for r in e.related):
+        e.related = (*e.related, Related(LAUNCHED_HERE, loc))
+    return e
 
 
 def run_group(m: Machine, ls: LaunchState, g: int, threads: list[Thread]) -> None:

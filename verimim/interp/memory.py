@@ -176,13 +176,16 @@ class Memory:
                                f"never written", loc, (Related("allocated here", b.loc),))
         return bytes(b.data[lo:hi])
 
-    def write_bytes(self, p: Ptr, data: bytes, loc: Loc | None, pointers: tuple[int, ...] = ()) -> None:
-        """Write data at p; `pointers`: where in data a stored pointer starts (encode_marked)."""
+    def write_bytes(self, p: Ptr, data: bytes, loc: Loc | None, pointers: tuple[int, ...] = (),
+                    mask: bytes | None = None) -> None:
+        """Write data at p; `pointers`: where in data a stored pointer starts (encode_marked);
+        `mask`: the bytes that hold the value (value_mask): a store of a struct leaves its
+        padding uninitialised, as LLVM's does (a load of it is `E-UNINIT`, not a 0)."""
         self.check(p, len(data), loc, "writing")
         b = p.block
         lo = p.offset
         b.data[lo:lo + len(data)] = data
-        b.init[lo:lo + len(data)] = b"\x01" * len(data)
+        b.init[lo:lo + len(data)] = mask if mask is not None else b"\x01" * len(data)
         _remark(b, lo, lo + len(data), pointers)
 
     def copy(self, dst: Ptr, src: Ptr, size: int, loc: Loc | None) -> None:

@@ -77,7 +77,7 @@ def write(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     p, t, size = _element(m, th, rst, buf, idx, node)
     data, pointers = m.memory.encode_marked(t, val, loc_of(node))
     access(m, th, p, size, data, node)
-    m.memory.write_bytes(p, data, loc_of(node), pointers)
+    m.memory.write_bytes(p, data, loc_of(node), pointers, m.memory.value_mask(t))
     return (mem, buf)
 
 
@@ -87,7 +87,7 @@ def init(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     at = array_type(m, dims(r, s), t)
     data, pointers = m.memory.encode_marked(at, val, loc_of(node))
     access(m, th, buf, len(data), data, node)
-    m.memory.write_bytes(buf, data, loc_of(node), pointers)
+    m.memory.write_bytes(buf, data, loc_of(node), pointers, m.memory.value_mask(at))
     return (mem, buf)
 
 
@@ -98,7 +98,9 @@ def lit(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     n = prod(dims(r, s))
     data = one * n
     access(m, th, buf, len(data), data, node)
-    m.memory.write_bytes(buf, data, loc_of(node), tuple(j * len(one) + k for j in range(n) for k in marks))
+    mask = m.memory.value_mask(t)
+    m.memory.write_bytes(buf, data, loc_of(node), tuple(j * len(one) + k for j in range(n) for k in marks),
+                         None if mask is None else mask * n)
     return (mem, buf)
 
 

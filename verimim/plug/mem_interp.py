@@ -98,7 +98,7 @@ def store(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (t, _a), (mem, p, v) = args
     data, pointers = m.memory.encode_marked(t, v, loc_of(node))
     access(m, th, p, len(data), data, node)
-    m.memory.write_bytes(p, data, loc_of(node), pointers)
+    m.memory.write_bytes(p, data, loc_of(node), pointers, m.memory.value_mask(t))
     return mem
 
 

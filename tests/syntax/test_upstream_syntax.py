@@ -115,6 +115,8 @@ def test_lexical_additions() -> None:
     assert isinstance(e, ast.CharLit) and e.value == 13
     assert isinstance(parse_expr("⟪2; I8⟫"), ast.Arr)
     assert isinstance(parse_expr("insert (t, 0_2, 1)"), ast.Insert)
+    # upstream's lexer reads `★` as `*` (the type of types)
+    assert parse_expr("{T: ★} → T") == parse_expr("{T: *} → T")
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ PUNCT_ASCII: tuple[tuple[str, str], ...] = (
 PUNCT_SINGLE: frozenset[str] = frozenset("()[]{}«»‹›,;:=#@$→.*□λ⊤⊥|∪⦃⦄")
 
 # Upstream's alternative spellings of the sequence delimiters.
-PUNCT_ALTERNATIVES: dict[str, str] = {"⟨": "‹", "⟩": "›", "⟪": "«", "⟫": "»"}
+PUNCT_ALTERNATIVES: dict[str, str] = {"⟨": "‹", "⟩": "›", "⟪": "«", "⟫": "»", "★": "*"}
 
 VALID_WIDTHS: frozenset[int] = frozenset({1, 8, 16, 32, 64})
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from verimim.diagnostics import Diagnostic
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple, Var
 from verimim.ir.world import World
-from verimim.phases.base import Phase, PhaseResult, Program, is_app_of
+from verimim.phases.base import Phase, PhaseResult, Program, is_app_of, walk
 from verimim.phases.rewriter import Rewriter
 from verimim.printer import show
 from verimim.phases.witness import Rewrites
@@ -192,6 +192,21 @@ class RemoveDoubleSyncs(RewritePhase):
     name = "gpu.remove_double_syncs"
 
     def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
-        kernels = {k.gid for k in kernels_of(world)}
+        # A kernel's parameters are the launch's fresh tokens only where nothing but a launch
+        # enters it: a kernel that jumps back to itself gets tokens its own work made.
+        entered = _jumped_to(world)
+        kernels = {k.gid for k in kernels_of(world) if k.gid not in entered}
         return _RemoveDoubleSyncs(world, res, kernels)
+
+
+def _jumped_to(world: World) -> set[int]:
+    """The mutables the program uses other than as the kernel `gpu.launch` starts (called,
+    passed, stored in a tuple, ...)."""
+    out: set[int] = set()
+    for d in walk(world):
+        if isinstance(d, Var):
+            continue
+        started = d.arg if isinstance(d, App) and full_app(d, "gpu.launch", 3) else None
+        out.update(op.gid for op in d.ops if isinstance(op, MutLam) and op is not started)
+    return out
 

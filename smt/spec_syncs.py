@@ -33,12 +33,23 @@ def _is_sync(d: Def) -> bool:
 
 
 def _entry_vars(world: World) -> set[int]:
-    """Kernels: the externals of a device World and the continuations `gpu.launch` starts."""
+    """Kernels whose parameters are the launch's fresh tokens: the externals of a device World
+    and the continuations `gpu.launch` starts, unless the program itself also jumps to one (or
+    uses it any other way): re-entered, its parameters are tokens its own work made."""
     out = {m.gid for m in world.externals.values() if m.name != "main"}
-    for d in walk(world):
+    nodes = list(walk(world))
+    for d in nodes:
         if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex == "gpu.launch" \
                 and isinstance(d.arg, MutLam):
             out.add(d.arg.gid)
+    for d in nodes:
+        if isinstance(d, Var):
+            continue  # (a parameter names its mutable: no use of it)
+        launched = d.arg if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex == "gpu.launch" \
+            else None
+        for op in d.ops:
+            if isinstance(op, MutLam) and op is not launched:
+                out.discard(op.gid)
     return out
 
 

@@ -547,3 +547,22 @@ def test_remove_double_syncs_spec_answers_on_many_paths_within_the_fuzz_time_out
     res = apply(RemoveDoubleSyncs(), prog, "device")
     out = run_with_big_stack(lambda: check_spec(res, SpecContext(timeout_ms=2_000)))
     assert out.status == "bounded" and "247 path(s)" in out.detail, out.detail
+
+
+def test_a_kernel_that_jumps_back_to_itself_has_no_entry_tokens_after_the_first_pass() -> None:
+    """The barrier at the top of a kernel that re-enters itself separates one pass's accesses
+    from the next one's: the phase keeps it, and a variant that takes every kernel's parameters
+    for the launch's fresh tokens (and drops it) is refuted."""
+    from verimim.phases.repl import _RemoveDoubleSyncs, kernels_of
+
+    class TrustEveryKernelEntry(RemoveDoubleSyncs):
+        def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+            return _RemoveDoubleSyncs(world, res, {k.gid for k in kernels_of(world)})
+
+    prog = program_before(VALID / "kernel_that_jumps_back_to_itself_keeps_its_barrier.mim",
+                          "gpu.remove_double_syncs")
+    got, detail, _ = verdict(apply(RemoveDoubleSyncs(), prog, "device"))
+    assert got == "proved" and "the output is the input, node for node" in detail, detail
+    status, detail, cex = verdict(apply(TrustEveryKernelEntry(), prog, "device"))
+    assert status == "refuted", detail
+    assert cex["kernel"] == "kernel"

@@ -28,7 +28,9 @@ specification reports):
 - never an application under an immutable binder (an open argument: substituting it under
   further binders would need shifting);
 - never an external (its body is the program's interface) or a kernel, and never a mutable
-  whose local scope holds a kernel (cloning it would make two kernels of one name);
+  whose local scope holds a kernel (cloning it would make two kernels of one name); with
+  several call sites, never one whose scope holds a barrier or a static shared slot (copies
+  would be different barriers, different blocks);
 - `lam_spec` only inlines functions whose local scope has at most MAX_SPEC_NODES nodes;
 - the nodes copied by one run of a phase are bounded by a budget (GROWTH times the input,
   at least MIN_BUDGET); nested inlinings by MAX_DEPTH;
@@ -41,7 +43,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from verimim.ir.analysis import scan_mut
-from verimim.ir.defs import App, Arr, Axiom, Def, Extract, IdxT, Lit, MutLam, Pi, Sigma, Var
+from verimim.ir.defs import App, Arr, Axiom, Def, Extract, IdxT, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import IRError, World
 from verimim.phases.base import Phase, PhaseResult, Program, walk
@@ -61,6 +63,16 @@ SPEC = "spec"
 def refs_of(m: MutLam) -> set[MutLam]:
     """The mutables m's body refers to directly, plugin-defined ones (`gpu.with_streams`) included."""
     return scan_mut(m, annexes=True)[1]
+
+
+def _maybe_shared_slot(d: Def) -> bool:
+    """`mem.slot (T, a)` / `mem.mslot (T, a)` with `a` 3 or not a literal."""
+    if not (isinstance(d, App) and d.depth == 1 and isinstance(d.head, Axiom)
+            and d.head.annex in ("mem.slot", "mem.mslot")):
+        return False
+    arg = d.arg
+    space = arg.ops[1] if isinstance(arg, Tuple) and len(arg.ops) == 2 else None
+    return not isinstance(space, Lit) or space.value == 3
 
 
 def recursive_muts(world: World) -> set[int]:
@@ -176,10 +188,12 @@ class Plan:
             return "external"
         if any(m.gid in self.kernels for m in self.local_muts(f)):
             return "its scope holds a kernel (kernels must stay one of a name)"
-        if self._sites(f) > 1 and self._has_barrier(f):
-            # the copies would be different barriers: work-items that reached the one barrier
-            # from different call sites would then wait at different ones (divergence)
-            return "its scope holds a barrier and it has several call sites"
+        held = self._one_of_a_kind(f) if self._sites(f) > 1 else None
+        if held is not None:
+            # the copies would be different operations: work-items that reached the one barrier
+            # from different call sites would then wait at different ones (divergence), and
+            # would get different blocks of the one shared slot (SEMANTICS.md: one per slot)
+            return f"its scope holds {held} and it has several call sites"
         if self.mode == SPEC and self.size(f) > MAX_SPEC_NODES:
             return f"larger than {MAX_SPEC_NODES} nodes"
         return None
@@ -193,7 +207,9 @@ class Plan:
             self._site_counts = counts
         return self._site_counts[f.gid]
 
-    def _has_barrier(self, f: MutLam) -> bool:
+    def _one_of_a_kind(self, f: MutLam) -> str | None:
+        """An operation in f's scope whose copies would mean something else than it: a barrier,
+        or a static shared slot (a block per slot operation); None if there is none."""
         seen: set[int] = set()
         stack: list[Def] = [m.body for m in self.local_muts(f) if m.body is not None]
         while stack:
@@ -202,9 +218,11 @@ class Plan:
                 continue
             seen.add(d.gid)
             if isinstance(d, Axiom) and d.annex == "gpu.sync_work_items":
-                return True
+                return "a barrier"
+            if _maybe_shared_slot(d):
+                return "a shared slot"
             stack.extend(d.ops)
-        return False
+        return None
 
     def local_muts(self, f: MutLam) -> list[MutLam]:
         """The mutables nested in f (f included), in a fixed order."""

@@ -38,7 +38,7 @@ from collections import Counter
 from typing import Any
 
 from verimim.ir.analysis import apps_with_head
-from verimim.ir.defs import App, Arr, Axiom, Def, Lam, MutLam, Pi, Sigma, Var
+from verimim.ir.defs import App, Arr, Axiom, Def, Lam, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, walk
 from verimim.phases.witness import Inlining, mut_key
@@ -96,22 +96,36 @@ def _effect_axiom(ax: Axiom, memo: dict[int, bool]) -> bool:
     return hit
 
 
-def _effects(world: World) -> tuple[dict[tuple[str, str], Def], Counter[str]]:
+def _effects(world: World) -> tuple[dict[tuple[str, str], Def], Counter[tuple[str, str]]]:
     """The full applications of memory-effect axioms of a World (inside immutable lambdas too),
-    by (axiom, location); and how many barrier operations (`gpu.sync_work_items`) each source
-    location holds. Barriers without a location (inside an immutable lambda's body, and what
-    the World's own β-reduction makes of them) are not counted: as for effects, their copies
-    cannot be told from the World's own."""
+    by (axiom, location); and how many operations each source location holds of those whose
+    identity is their meaning: barriers (`gpu.sync_work_items`: work-items meet at the same
+    one) and shared slots (`mem.slot`/`mem.mslot` of space 3, or of a space not known: a block
+    per operation). Those without a location (inside an immutable lambda's body, and what the
+    World's own β-reduction makes of them) are not counted: as for effects, their copies cannot
+    be told from the World's own."""
     memo: dict[int, bool] = {}
     out: dict[tuple[str, str], Def] = {}
-    barriers: Counter[str] = Counter()
+    unique: Counter[tuple[str, str]] = Counter()
     for d in walk(world):
         if isinstance(d, App) and isinstance(d.head, Axiom) and _effect_axiom(d.head, memo) \
                 and d.depth == _arity(d.head.ops[0]):
             out.setdefault((d.head.annex, _loc(d)), d)
-            if d.head.annex == "gpu.sync_work_items" and d.loc is not None:
-                barriers[_loc(d)] += 1
-    return out, barriers
+            if d.loc is None:
+                continue
+            if d.head.annex == "gpu.sync_work_items":
+                unique[("barrier", _loc(d))] += 1
+            elif d.head.annex in ("mem.slot", "mem.mslot") and _space_may_be_shared(d):
+                unique[("shared slot", _loc(d))] += 1
+    return out, unique
+
+
+def _space_may_be_shared(slot: App) -> bool:
+    """Whether a full `mem.slot (T, a) (m, id)` may be in address space 3 (a not a literal 3)."""
+    first = slot.callee
+    pair = first.arg if isinstance(first, App) else None
+    space = pair.ops[1] if isinstance(pair, Tuple) and len(pair.ops) == 2 else None
+    return not isinstance(space, Lit) or space.value == 3
 
 
 def _indirect_calls(world: World) -> tuple[set[str], set[str]]:
@@ -146,15 +160,18 @@ def _effects_correspond(before: Program, after: Program) -> Outcome | None:
             if key[1] not in indirect[0] or key[0] not in indirect[1]:
                 return Outcome("refuted", f"the effect `{key[0]}` at {key[1]} has no counterpart in the "
                                f"input", {"operation": show(d)[:300], "location": key[1]})
-        # Inlining may move a barrier, never copy it: SEMANTICS.md asks every work-item of a
-        # group to reach the *same* barrier operation, and two copies are two operations —
-        # work-items that met at one barrier would wait at different ones (a divergence the
-        # input does not have).
-        for where, n in sorted(barriers.items()):
-            if n > had_barriers[where]:
-                return Outcome("refuted", f"the barrier at {where} is duplicated: {n} copies where the input has "
-                               f"{had_barriers[where]}; work-items that met at it would wait at different "
-                               f"barriers", {"location": where, "copies": n, "before": had_barriers[where]})
+        # Inlining may move a barrier or a shared slot, never copy it: SEMANTICS.md asks every
+        # work-item of a group to reach the *same* barrier operation, and gives them one block
+        # per slot operation — two copies are two operations: work-items that met at one barrier
+        # would wait at different ones (a divergence the input does not have), and work-items
+        # that shared one block would get two.
+        for (what, where), n in sorted(barriers.items()):
+            if n > had_barriers[(what, where)]:
+                effect = ("work-items that met at it would wait at different barriers" if what == "barrier" else
+                          "work-items that shared its block would get different blocks")
+                return Outcome("refuted", f"the {what} at {where} is duplicated: {n} copies where the input has "
+                               f"{had_barriers[(what, where)]}; {effect}",
+                               {"location": where, "copies": n, "before": had_barriers[(what, where)]})
     return None
 
 

@@ -579,3 +579,25 @@ def test_free_variables_follow_parameters_of_enclosing_mutables() -> None:
     # through loop, which depends on it.
     assert outer.gid in fv.of(muts[("body", "con")]) and inner.gid in fv.of(muts[("loop", "con")])
     assert fv.of(muts[("main", "fun")]) == frozenset() and outer.gid not in fv.of(outer)
+
+
+class CopiesAnything(Plan):
+    """Wrong: inlines into every call site, whatever the function holds (barriers, shared slots)."""
+
+    def _one_of_a_kind(self, f: MutLam) -> str | None:
+        return None
+
+
+class Copying(LamSpec):
+    planner = CopiesAnything
+
+
+def test_copying_a_shared_slot_into_two_call_sites_is_refuted() -> None:
+    # One slot operation is one block per group: two copies are two blocks (the loads of the
+    # second call site would read a block the first never wrote).
+    prog = before_inline(from_file(PROGRAMS / "valid" / "shared_slot_in_a_helper_with_two_call_sites.mim"))
+    kept = apply(LamSpec(), prog)
+    assert "fun acc@13:1" in kept.claim(Inlining).left, kept.claim(Inlining).left
+    assert "shared slot" in kept.claim(Inlining).left["fun acc@13:1"]
+    out = refuted(apply(Copying(), prog), "shared slot at", "duplicated", "different blocks")
+    assert out.counterexample["copies"] == 2 and out.counterexample["before"] == 1

@@ -234,3 +234,14 @@ def test_a_negative_number_is_a_program_argument_and_a_misspelt_option_is_not(co
     assert r.returncode == 2 and "--jsno" in r.stdout + r.stderr
     r = verimim(command, str(src), "--json", "--", "-7")
     assert r.returncode == 0 and json.loads(r.stdout)["result"] == -70
+
+
+def test_compile_takes_the_pipeline_overrides_check_takes(tmp_path: Path) -> None:
+    # So that it compiles the plan `check` verified: `compile --device-phases …` was "No such option".
+    path = PROGRAMS / "valid" / "asyn_copy_default_stream_read.mim"
+    out = str(tmp_path / "out")
+    p = verimim("compile", str(path), "-o", out, "--host-phases", "compile.cleanup", "--device-phases", "", "--json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    ran = json.loads(p.stdout)["pipeline"]["ran"]
+    assert "compile.cleanup[host]" in ran and not any(r.endswith("[device]") for r in ran), ran
+    assert verimim("compile", str(path), "-o", out, "--host-phases", "no.such_phase").returncode == 2

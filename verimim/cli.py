@@ -191,7 +191,7 @@ def _writable_dir(ctx: click.Context, param: click.Parameter, value: str | None)
 
 def pipeline_options(f: Any) -> Any:
     """--host-phases, --device-phases and --pipeline: the overrides of the program's plan, for
-    every command that runs it (check, run, diff)."""
+    every command that runs it (check, run, diff, compile)."""
     f = click.option("--pipeline", "pipeline_file", type=click.Path(dir_okay=False), default=None,
                      help="a Mim file whose `_compile` / `host_specific_phases` / `device_specific_phases` "
                           "replace the program's pipeline")(f)
@@ -310,11 +310,14 @@ def diff(file: str | None, args: tuple[str, ...], fuel: int | None, use_gpu: boo
 @click.option("-o", "out", required=True, help="output prefix: writes OUT.ll (host) and OUT.ptx (device)")
 @click.option("--sm", default="sm_90", show_default=True, callback=lambda ctx, param, v: _sm_option(v),
               help="the NVPTX target GPU architecture (sm_XY, as `sm_90` or `sm_90a`)")
+@pipeline_options
 @common
-def compile_cmd(file: str | None, out: str, sm: str, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
+def compile_cmd(file: str | None, out: str, sm: str, host_phases: str | None, device_phases: str | None,
+                pipeline_file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]) -> None:
     """Compile FILE: host LLVM IR to OUT.ll, device PTX to OUT.ptx."""
     path = resolve_file(file)
-    emit(driver.compile_to(path, list(include), out, sm), as_json, debug)
+    emit(driver.compile_to(path, list(include), out, sm, host_phases=_phase_list(host_phases),
+                           device_phases=_phase_list(device_phases), pipeline=pipeline_file), as_json, debug)
 
 
 @cli.command()

@@ -48,6 +48,11 @@ class LoopReentry(Exception):
     cover that activation, so the summarized exploration is given up (unrolling stands)."""
 
 
+# The statuses of a path cut before its end: a loop past the unrolling bound, a recursive call
+# that returns. A proof over such paths holds up to the cut only (`bounded`).
+CUT_STATUSES = frozenset({"bound", "recursion"})
+
+
 class _Stop(Exception):
     """Ends the current path early: `why` is "ub" (undefined behaviour: the run stops there, as
     the interpreter's would) or "bound" (a loop entered more often than the unrolling bound)."""
@@ -118,6 +123,15 @@ def field_offset(fields: tuple[Def, ...], k: int) -> int:
             return off
         off += lay.size
     raise Unsupported("a field index past the end of a sigma")
+
+
+def _mutables_in(v: Any) -> list[MutLam]:
+    """The continuations a value holds (a tuple's, recursively)."""
+    if isinstance(v, MutLam):
+        return [v]
+    if isinstance(v, tuple):
+        return [x for e in v for x in _mutables_in(e)]
+    return []
 
 
 def leaves(v: Any) -> list[z3.ExprRef]:
@@ -314,6 +328,13 @@ class Evaluator:
         # other entry starts a new activation of m.
         back = came_from is not None and came_from in local
         first = self.entries.get(m.gid, 0) == 0
+        if back and not first and any(x is not m and x in local for x in _mutables_in(arg)):
+            # A call of m from inside m that passes a continuation of m's own (`ret` of
+            # `ret … = m $ …`) returns to this activation: recursion, which keeps one frame per
+            # activation. The model keeps one frame per mutable (a loop's): the inner call would
+            # overwrite the outer one's values and return continuation. The path is cut here,
+            # as at the unrolling bound: what it did before stands, nothing after is claimed.
+            raise _Stop("recursion", m.name or "?")
         if self.stop_at == m.gid and not first:
             if not back:
                 raise LoopReentry(m.name or "?")

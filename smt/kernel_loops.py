@@ -14,8 +14,11 @@ replaced by fresh variables h ("any iteration"), constrained by an inductive inv
 
 The path then runs the body once from h (covering every iteration's accesses, since every
 iteration's state satisfies I) and stops at the back edge (status `loop`), or leaves the loop
-with h (covering the code after it). A loop whose body reaches a barrier, or whose body
-exploration is itself cut by the unrolling bound, is not summarized: it is unrolled as before.
+with h (covering the code after it). Only the integer parts are "any iteration": a loop whose
+body reaches a barrier, writes the work-item's local memory (which h does not cover: the path
+after the loop would read it as it was before), changes another part of the parameters (a
+continuation, a pointer, a Bool: h keeps its entry value), or whose body exploration is itself
+cut by the unrolling bound, is not summarized: it is unrolled as before.
 
 The kernel verifier uses these summaries only where unrolling was cut, and only their proofs:
 a refutation found through a summary could be an artefact of the invariant being too weak.
@@ -32,7 +35,7 @@ import z3
 from verimim.ir.analysis import scan_mut
 from verimim.ir.defs import MutLam
 from verimim.smt import z3_typed as z3t
-from verimim.smt.kernel_eval import Evaluator, LoopReentry, Op
+from verimim.smt.kernel_eval import CUT_STATUSES, Evaluator, LoopReentry, Op, Ptr
 from verimim.smt.symbolic import Explorer, SymbolicError
 
 MAX_BODY_PATHS = 64
@@ -54,6 +57,22 @@ def _bv_leaves(v: Any, out: list[z3.BitVecRef]) -> None:
             _bv_leaves(x, out)
     elif isinstance(v, z3.BitVecRef):
         out.append(v)
+
+
+def _same_but_bitvectors(a: Any, b: Any) -> bool:
+    """Whether b is a, but for its bit-vector leaves (what a summary replaces by "any
+    iteration"): every other part — a continuation, a pointer, a Bool, a token — the same. A
+    part a back edge changes is one the summary would keep at its entry value."""
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) \
+            and all(_same_but_bitvectors(x, y) for x, y in zip(a, b))
+    if isinstance(a, z3.BitVecRef) and isinstance(b, z3.BitVecRef):
+        return a.size() == b.size()
+    if isinstance(a, z3.ExprRef) or isinstance(b, z3.ExprRef):
+        return isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and a.eq(b)
+    if isinstance(a, Ptr) and isinstance(b, Ptr):
+        return a.space == b.space and a.obj.eq(b.obj) and a.off.eq(b.off)
+    return a is b or (type(a) is type(b) and a == b)
 
 
 def _replace(v: Any, new: list[z3.ExprRef]) -> Any:
@@ -158,6 +177,8 @@ class LoopSummaries:
         body = self._explore_body(ev, m, h, facts)
         if body is None:
             return None
+        if not all(_same_but_bitvectors(h, arg) for _, arg in body):
+            return None  # a back edge changes a part the summary does not make "any iteration"
         cands = self._candidates(hs, inits, body, facts)
         back = [(c, a) for c, a in body]
         changed = True
@@ -185,20 +206,20 @@ class LoopSummaries:
     def _explore_body(self, ev: Evaluator, m: MutLam, h: Any,
                       facts: list[z3.BoolRef]) -> list[tuple[z3.BoolRef, Any]] | None:
         """(condition, parameter) of every path of the body back to the header; None if some
-        path reaches a barrier, is cut, or cannot be modelled."""
+        path reaches a barrier or writes local memory, is cut, or cannot be modelled."""
         nested = Explorer(assumptions=facts, timeout_ms=self.timeout_ms, max_paths=MAX_BODY_PATHS)
 
         def one() -> tuple[str, Any, bool]:
             if self._out_of_time():
                 raise SymbolicError("loop summaries ran out of their time")
-            handlers, saw_barrier = self.make_handlers()
+            handlers, unsummarizable = self.make_handlers()
             sub = Evaluator(nested, ev.scopes, handlers, values=ev.values, loop_bound=ev.loop_bound, world=ev.world,
                             params=dict(ev.params),
                             memo=dict(ev.memo), frames=dict(ev.frames), entries=dict(ev.entries),
                             loops=self, abstracted=set(ev.abstracted), stop_at=m.gid,
                             _counter=ev._counter + NESTED_NAMES)
             status = sub.run(m, h)
-            return status, sub.backedge, saw_barrier()
+            return status, sub.backedge, unsummarizable()
 
         try:
             paths = nested.run(one)
@@ -208,8 +229,8 @@ class LoopSummaries:
         for p in paths:
             if p.error is not None or p.outcome is None:
                 return None
-            status, arg, barrier = p.outcome
-            if barrier or status == "bound":
+            status, arg, unsummarizable = p.outcome
+            if unsummarizable or status in CUT_STATUSES:
                 return None
             if status == "backedge":
                 out.append((p.condition(), arg))

@@ -125,6 +125,7 @@ class _Trace:
     # demanded, as in the interpreter, which may be after barriers its own token never passed
     # (a load whose token is dropped, its value used after the next barrier)
     passed: int = 0
+    local_writes: int = 0  # stores to the work-item's private memory (a loop summary must see them)
 
 
 def _constant(v: Any) -> int | None:
@@ -227,6 +228,7 @@ def _handlers(tr: _Trace, slots: dict[tuple[int, int | None], int]) -> dict[str,
         _record(ev, tr, d, m, p, t, v)
         if p.space == 5:
             tr.local.store(p, t, v)
+            tr.local_writes += 1
         return m
 
     def slot(ev: Evaluator, d: App, a: list[Any]) -> Any:
@@ -257,9 +259,10 @@ def _handlers(tr: _Trace, slots: dict[tuple[int, int | None], int]) -> dict[str,
 
 def _scratch_handlers() -> tuple[dict[str, Op], Callable[[], bool]]:
     """Handlers recording into a trace of their own (a loop body's exploration), and whether
-    that trace reached a barrier."""
+    that trace reached a barrier or wrote the work-item's local memory (either keeps the loop
+    from being summarized)."""
     tr = _Trace()
-    return _handlers(tr, {}), lambda: bool(tr.barriers)
+    return _handlers(tr, {}), lambda: bool(tr.barriers) or tr.local_writes > 0
 
 
 def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND,

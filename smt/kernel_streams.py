@@ -32,7 +32,8 @@ from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import (
-    DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, lea, ptr_space, size_of,
+    CUT_STATUSES, DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, lea,
+    ptr_space, size_of,
 )
 from verimim.smt.kernel_loops import path_facts
 from verimim.smt.kernel_memory import CellMemory
@@ -348,7 +349,7 @@ class HostRun:
         """When each launch (by node) is issued: the disjunction of the branch decisions that
         lead to it on main's paths; a launch on no path is never issued (`False`, absent here).
         None where a path was cut by the loop bound: a launch past the cut would be missed."""
-        if any(p.status == "bound" for p in self.paths):
+        if any(p.status in CUT_STATUSES for p in self.paths):
             return None
         conds: dict[int, list[z3.BoolRef]] = {}
         for p in self.paths:
@@ -513,11 +514,13 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                 _unknown_note(diags, f"the host code is not modelled: {run}", None)
         return
     _decide(run, ctx, file, kernels, entries, by_gid, diags, said)
-    if any(p.status == "bound" for p in run.paths) and run.uses_streams:
+    if any(p.status in CUT_STATUSES for p in run.paths) and run.uses_streams:
+        recursion = any(p.status == "recursion" for p in run.paths)
         for entry in entries.values():
             if entry["races"] == "proved":
                 entry["races"] = "bounded"
-                entry["detail"] += f"; streams: host loops unrolled up to {loop_bound} entries per path"
+                entry["detail"] += f"; streams: host loops unrolled up to {loop_bound} entries per path" + \
+                    ("; host paths cut at a recursive call that returns" if recursion else "")
     before = next((r for w in (earlier or []) if mentions_streams(w)
                    and not isinstance(r := host_run(w, ctx, loop_bound), str)), None)
     if before is not None:  # no launch is decided there: no entry to find for one

@@ -118,10 +118,17 @@ def _loc_json(loc: Loc | None) -> dict[str, int | None]:
 
 def _bound_note(kp: KernelPaths) -> str:
     cut = sorted({p.cut_at for p in kp.paths if p.status == "bound"})
-    if not cut:
+    calls = sorted({p.cut_at for p in kp.paths if p.status == "recursion"})
+    if not cut and not calls:
         return ""
-    return (f"bounded: loops unrolled up to {kp.bound} entries of a continuation per path "
-            f"(cut in {', '.join(f'`{c}`' for c in cut)}); proved up to that bound only")
+    where = []
+    if cut:
+        where.append(f"loops unrolled up to {kp.bound} entries of a continuation per path "
+                     f"(cut in {', '.join(f'`{c}`' for c in cut)})")
+    if calls:
+        where.append(f"paths cut where {', '.join(f'`{c}`' for c in calls)} calls itself and returns "
+                     f"(recursion is not modelled)")
+    return f"bounded: {'; '.join(where)}; proved up to there only"
 
 
 def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSite, program: Program,
@@ -304,7 +311,8 @@ def _shown_past_proof(confirmed: tuple[Verdict, int | None, ShownFault | None], 
     if shown is None:
         return confirmed
     what = "race" if code == "E-RACE" else "barrier divergence"
-    why = "past the loop bound of the proof" if v.status == "proved" else "where the proof was not decided"
+    why = "past where the proof's paths were cut (a loop bound, a recursive call)" if v.status == "proved" \
+        else "where the proof was not decided"
     notes.append(f"a {what} {why}: a run with argc = {shown.argc} shows it")
     return Verdict("refuted", f"a run with argc = {shown.argc} shows a {what} {why}"), shown.argc, shown
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.smt import kernel_programs as kp
 from tests.smt.test_kernel_verify import verify
 
@@ -56,3 +58,25 @@ def test_a_loop_whose_body_heads_a_loop_too_is_summarized_once() -> None:
     entries, diags = verify(str(path))
     assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")], [e["detail"] for e in entries]
     assert not [d for d in diags if d.severity == "error"]
+
+
+LOOPS = Path(__file__).resolve().parent / "loops"
+
+
+@pytest.mark.parametrize("name, code", [("l01_local_var_loop_argc3_race", "E-RACE"),
+                                        ("k01_cont_param_loop_argc3", "E-RACE"),
+                                        ("k02_cont_param_barrier_div_argc3", "E-BARRIER-DIVERGENCE")])
+def test_a_summary_covers_only_integer_loop_variables(name: str, code: str) -> None:
+    # A 40-iteration loop whose iteration 30 (with argc = 3) changes what the summary's "any
+    # iteration" does not cover: the work-item's local memory (l01), the continuation the loop
+    # carries (k01, k02: one with a barrier). Such a loop is not summarized: its verdicts stay
+    # `bounded`. They were `proved` "with loops summarized by inductive invariants", while
+    # `verimim run FILE a b` faults.
+    from verimim import driver
+
+    path = LOOPS / f"{name}.mim"
+    entries, diags = verify(str(path))
+    assert all(e["races"] != "proved" and e["divergence"] != "proved" for e in entries), entries
+    assert all("bounded" in (e["races"], e["divergence"]) for e in entries), entries
+    run = driver.run(str(path), [], ["a", "b"])
+    assert code in {d.code for d in run.diagnostics}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -349,11 +350,14 @@ def test_every_corpus_kernel_is_proved(path: Path) -> None:
     # A program whose freedom from races rests on what the model does not track says so with
     # `// KERNEL-RACES: unknown` (never refuted: that would be a false E-RACE).
     text = path.read_text(encoding="utf-8")
-    races = "unknown" if "// KERNEL-RACES: unknown" in text else "proved"
+    # (`// KERNEL-RACES: bounded`: paths cut where the model stops, recursion that returns; the
+    # divergence verdict of such a file may say the same as its races.)
+    stated = re.search(r"^// KERNEL-RACES: (\w+)", text, re.M)
+    races = stated.group(1) if stated else "proved"
     entries, diags = verify(str(path))
     assert entries, "no kernel found"
-    assert [(e["races"], e["divergence"]) for e in entries] == [(races, "proved")] * len(entries), \
-        [e["detail"] for e in entries]
+    assert all(e["races"] == races and e["divergence"] in {"proved", races} for e in entries), \
+        [(e["races"], e["divergence"], e["detail"]) for e in entries]
     assert not [d for d in diags if d.severity == "error"]
 
 

@@ -128,7 +128,7 @@ def test_loop_race_in_the_last_iteration(tmp_path: Path) -> None:
     # says `bounded`, never `proved`; a run of the program shows the race past the bound, and
     # that makes it an error, with the run.
     entries, diags = verify(path, loop_bound=3)
-    assert entries[0]["races"] == "refuted" and "past the loop bound" in entries[0]["detail"]
+    assert entries[0]["races"] == "refuted" and "past where the proof's paths were cut" in entries[0]["detail"]
     assert entries[0]["counterexample"]["shown_by_run"]["code"] == "E-RACE" and "E-RACE" in codes(diags)
 
 

@@ -9,9 +9,10 @@ work-item and constant memory (4) is read-only in kernels, so neither can race.
 
 Objects: a static shared slot (`mem.slot`/`mem.mslot` in space 3) is one object per group,
 named by its node and its id (as the interpreter keys it), the same on every path: a work-item
-whose path allocates other slots first still gets the same block; the dynamic shared block is one more; a pointer argument points into an
-object given by a variable (`obj_<arg>`, tied to the host's allocation by `kernel_host`); a
-pointer loaded from memory points anywhere (fresh variables), which is sound.
+whose path allocates other slots first still gets the same block. The dynamic shared block is
+one more; a pointer argument points into an object given by a variable (`obj_<arg>`, tied to
+the host's allocation by `kernel_host`); a pointer loaded from memory points anywhere (fresh
+variables), which is sound.
 """
 from __future__ import annotations
 

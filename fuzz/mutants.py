@@ -144,7 +144,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        "buffer.init stores zeros, not its values", "buffer.init"),
     # ---------------------------------------------------------------- compile.beta_red / lam_spec
     _m("inl-barrier-sites", _I, "compile.lam_spec", "off-by-one",
-       "if self._sites(f) > 1 and self._has_barrier(f):", "if self._sites(f) > 2 and self._has_barrier(f):",
+       "held = self._one_of_a_kind(f) if self._sites(f) > 1 else None",
+       "held = self._one_of_a_kind(f) if self._sites(f) > 2 else None",
        "a continuation with a barrier and two call sites is inlined into both", "sync_work_items"),
     _m("inl-idx2", _I, "compile.beta_red", "off-by-one",
        "t.size.value == 1\n", "t.size.value <= 2\n",

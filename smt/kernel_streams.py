@@ -248,9 +248,15 @@ def _handlers(st: _HostState) -> dict[str, Op]:
 
     def stream_init(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m0, m1, p = a[0]
+        p = as_ptr(p, d, "gpu.stream_init")
         st.handles += 1
         st.uses_streams = True
-        st.mem.store_cell(as_ptr(p, d, "gpu.stream_init"), STREAM_BYTES, ("stream", z3.BitVecVal(st.handles, 64)))
+        # SEMANTICS.md: it writes the new handle through its pointer, a host store like any
+        # other (a pending copy of that buffer conflicts with it)
+        if p.space == 0 and st.pending:
+            against_pending(HostAccess(d, p, STREAM_BYTES, True, exact=_known_object(p),
+                                       what="the handle `gpu.stream_init` writes"), None)
+        st.mem.store_cell(p, STREAM_BYTES, ("stream", z3.BitVecVal(st.handles, 64)))
         return (m0, m1)
 
     def stream_deinit(ev: Evaluator, d: App, a: list[Any]) -> Any:

@@ -520,13 +520,17 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                 _unknown_note(diags, f"the host code is not modelled: {run}", None)
         return
     _decide(run, ctx, file, kernels, entries, by_gid, diags, said)
-    if any(p.status in CUT_STATUSES for p in run.paths) and run.uses_streams:
+    if any(p.status in CUT_STATUSES for p in run.paths) and (run.uses_streams or mentions_streams(program.host)):
+        # (a path cut before its first stream operation still may have streams past the cut)
         recursion = any(p.status == "recursion" for p in run.paths)
+        cut = f"host loops unrolled up to {loop_bound} entries per path" + \
+            ("; host paths cut at a recursive call that returns" if recursion else "")
         for entry in entries.values():
             if entry["races"] == "proved":
                 entry["races"] = "bounded"
-                entry["detail"] += f"; streams: host loops unrolled up to {loop_bound} entries per path" + \
-                    ("; host paths cut at a recursive call that returns" if recursion else "")
+                entry["detail"] += f"; streams: {cut}"
+        if not entries:
+            _unknown_note(diags, f"{cut}: what follows the cut is not decided", None, "bounded")
     before = next((r for w in (earlier or []) if mentions_streams(w)
                    and not isinstance(r := host_run(w, ctx, loop_bound), str)), None)
     if before is not None:  # no launch is decided there: no entry to find for one
@@ -623,13 +627,15 @@ def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str,
             entry["detail"] += f"; streams: {why}"
 
 
-def _unknown_note(diags: list[Any], why: str, loc: Any) -> None:
+def _unknown_note(diags: list[Any], why: str, loc: Any, status: str = "unknown") -> None:
     """An undecided race between streams in a program without launches (so without `kernels`
-    entries): a note, never an error — `unknown` is not a race found, and not a proof."""
+    entries): a note, never an error — `unknown` is not a race found, and not a proof; nor is
+    `bounded` (host paths cut: decided up to the cut only)."""
     from verimim.diagnostics import Diagnostic
-    from verimim.verdicts import STREAM_NOTE
+    from verimim.verdicts import stream_note
 
-    note = Diagnostic("E-RACE", f"{STREAM_NOTE}, not proved: {why}", loc, "note")
+    settled = "not proved" if status == "unknown" else "proved up to there only"
+    note = Diagnostic("E-RACE", stream_note(status, settled, why), loc, "note")
     if note not in diags:  # the earlier host may leave the same pair undecided
         diags.append(note)
 

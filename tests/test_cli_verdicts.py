@@ -167,10 +167,13 @@ def test_a_generated_btensor_kernel_is_reported_at_the_map_reduce_it_lowers() ->
 def test_an_undecided_stream_pair_of_a_program_without_launches_is_an_unknown_verdict() -> None:
     from verimim.diagnostics import Diagnostic
 
-    note = Diagnostic("E-RACE", f"{verdicts.STREAM_NOTE}, not proved: puts may read what the copy writes",
+    note = Diagnostic("E-RACE", verdicts.stream_note("unknown", "not proved", "puts may read what the copy writes"),
                       Loc("p.mim", 20, 5), "note")
+    cut = Diagnostic("E-RACE", verdicts.stream_note("bounded", "proved up to there only", "host loops cut"),
+                     None, "note")
     other = Diagnostic("E-RACE", "a host load conflicts with a copy", Loc("p.mim", 9, 1), "error")
-    found = verdicts.from_stream_notes([note, other])
+    found = verdicts.from_stream_notes([note, cut, other])
     assert [(v.subject, v.status, v.detail, v.loc) for v in found] == [
-        ("races between streams", "unknown", "puts may read what the copy writes", Loc("p.mim", 20, 5))]
-    assert [d.code for d in verdicts.strict_diagnostics("p.mim", found)] == ["E-UNPROVED"]
+        ("races between streams", "unknown", "puts may read what the copy writes", Loc("p.mim", 20, 5)),
+        ("races between streams", "bounded", "host loops cut", None)]
+    assert [d.code for d in verdicts.strict_diagnostics("p.mim", found)] == ["E-UNPROVED", "E-UNPROVED"]

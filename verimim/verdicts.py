@@ -63,14 +63,26 @@ def from_report_data(file: str, data: Mapping[str, Any]) -> list[Verdict]:
     return out
 
 
-STREAM_NOTE = "races between streams: unknown"  # how a launch-less program's undecided pair begins
+# How a launch-less program's unsettled verdict on races between streams begins: it has no
+# `kernels` entry to carry it, so it is a note, "races between streams: STATUS, …: why".
+STREAM_NOTE = "races between streams"
+
+
+def stream_note(status: str, settled: str, why: str) -> str:
+    """The message of such a note (`settled`: what the status does and does not show)."""
+    return f"{STREAM_NOTE}: {status}, {settled}: {why}"
 
 
 def from_stream_notes(diagnostics: Iterable[Diagnostic]) -> list[Verdict]:
-    """The `unknown` verdicts that a program launching no kernel has only as notes (it has no
-    `kernels` entry to carry them: verimim.smt.kernel_streams): counted, and failing --strict."""
-    return [Verdict("races between streams", "unknown", d.message.split(": ", 2)[-1], d.loc)
-            for d in diagnostics if d.severity == "note" and d.code == "E-RACE" and d.message.startswith(STREAM_NOTE)]
+    """The `unknown` or `bounded` verdicts that a program launching no kernel has only as notes
+    (it has no `kernels` entry to carry them: verimim.smt.kernel_streams): counted, and failing
+    --strict."""
+    out = []
+    for d in diagnostics:
+        if d.severity == "note" and d.code == "E-RACE" and d.message.startswith(STREAM_NOTE + ": "):
+            status = d.message[len(STREAM_NOTE) + 2:].split(",", 1)[0]
+            out.append(Verdict("races between streams", status, d.message.split(": ", 2)[-1], d.loc))
+    return out
 
 
 def summary(verdicts: Iterable[Verdict]) -> str:

@@ -80,3 +80,16 @@ def test_a_summary_covers_only_integer_loop_variables(name: str, code: str) -> N
     assert all("bounded" in (e["races"], e["divergence"]) for e in entries), entries
     run = driver.run(str(path), [], ["a", "b"])
     assert code in {d.code for d in run.diagnostics}
+
+
+def test_streams_past_a_host_loop_cut_by_the_bound_are_bounded_without_a_launch() -> None:
+    # A 20-iteration host loop, then a host read of a pending copy's buffer (a race `run` shows):
+    # the paths are cut before it. With no launch there is no `kernels` entry to say `bounded`:
+    # `check` said ok, 7 proved, nothing else; now a note says so, and --strict fails.
+    from verimim import driver
+    from verimim.verdicts import from_stream_notes
+
+    path = LOOPS / "s06_long_host_loop_then_stream_race_no_launch.mim"
+    rep = driver.check(str(path), [])
+    assert rep.ok and [v.status for v in from_stream_notes(rep.diagnostics)] == ["bounded"], rep.diagnostics
+    assert "E-RACE" in {d.code for d in driver.run(str(path), [], []).diagnostics}

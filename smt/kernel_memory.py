@@ -40,6 +40,10 @@ class CellMemory:
     # What an object holds where nothing was written (by object id): a function of the loaded
     # type (None: any value). Dropped with the object's cells when it is forgotten.
     initial: dict[int, Callable[[Evaluator, Def, str], Any]] = field(default_factory=dict)
+    # What a load at a symbolic offset of an object gave (by object, offset term, type), until
+    # the next write to that object: the same load again reads the same value (a stream handle
+    # loaded twice from `sa[argc & 1]` is one stream, not two unknown ones).
+    symbolic: dict[tuple[int, int, int], list[tuple[z3.BitVecRef, Any]]] = field(default_factory=dict)
 
     def store(self, p: Ptr, t: Def, v: Any) -> None:
         off = concrete(p.off)
@@ -57,7 +61,10 @@ class CellMemory:
         if obj is None:
             self.objects.clear()
             self.initial.clear()
+            self.symbolic.clear()
             return
+        for key in [k for k in self.symbolic if k[0] == obj]:
+            del self.symbolic[key]
         cells = self.objects.setdefault(obj, {})
         if new is None:
             cells.clear()
@@ -70,6 +77,8 @@ class CellMemory:
 
     def load(self, ev: Evaluator, p: Ptr, t: Def, hint: str) -> Any:
         obj, off = concrete(p.obj), concrete(p.off)
+        if obj is not None and off is None:
+            return self._load_symbolic(ev, obj, p.off, t, hint)
         cells = self.objects.get(obj, {}) if obj is not None else {}
 
         def build(t: Def, o: int | None) -> Any:
@@ -88,3 +97,14 @@ class CellMemory:
             return v if v is not None else ev.fresh(t, hint)
 
         return build(t, off)
+
+    def _load_symbolic(self, ev: Evaluator, obj: int, off: z3.BitVecRef, t: Def, hint: str) -> Any:
+        """A load of a known object at an offset that is no number: any value, the same as an
+        earlier load of that offset term and type since the object was last written."""
+        seen = self.symbolic.setdefault((obj, off.hash(), t.gid), [])
+        for term, v in seen:
+            if term.eq(off):
+                return v
+        v = ev.fresh(t, hint)
+        seen.append((off, v))
+        return v

@@ -43,7 +43,7 @@ class CellMemory:
     # What a load at a symbolic offset of an object gave (by object, offset term, type), until
     # the next write to that object: the same load again reads the same value (a stream handle
     # loaded twice from `sa[argc & 1]` is one stream, not two unknown ones).
-    symbolic: dict[tuple[int, int, int], list[tuple[z3.BitVecRef, Any]]] = field(default_factory=dict)
+    symbolic: dict[int, dict[tuple[int, int], list[tuple[z3.BitVecRef, Any]]]] = field(default_factory=dict)
 
     def store(self, p: Ptr, t: Def, v: Any) -> None:
         off = concrete(p.off)
@@ -63,8 +63,7 @@ class CellMemory:
             self.initial.clear()
             self.symbolic.clear()
             return
-        for key in [k for k in self.symbolic if k[0] == obj]:
-            del self.symbolic[key]
+        self.symbolic.pop(obj, None)
         cells = self.objects.setdefault(obj, {})
         if new is None:
             cells.clear()
@@ -101,7 +100,7 @@ class CellMemory:
     def _load_symbolic(self, ev: Evaluator, obj: int, off: z3.BitVecRef, t: Def, hint: str) -> Any:
         """A load of a known object at an offset that is no number: any value, the same as an
         earlier load of that offset term and type since the object was last written."""
-        seen = self.symbolic.setdefault((obj, off.hash(), t.gid), [])
+        seen = self.symbolic.setdefault(obj, {}).setdefault((off.hash(), t.gid), [])
         for term, v in seen:
             if term.eq(off):
                 return v

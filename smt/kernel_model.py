@@ -29,7 +29,7 @@ from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_loops import LoopSummaries, path_facts
-from verimim.smt.kernel_memory import CellMemory
+from verimim.smt.kernel_memory import CellMemory, concrete
 from verimim.smt.kernel_eval import (
     OBJ_BITS, OFF_BITS, DEFAULT_LOOP_BOUND, Evaluator, Op, Ptr, RETURN, Tok, Unsupported, as_ptr, int_width, lea,
     leaves, loc_of, size_of,
@@ -129,16 +129,6 @@ class _Trace:
     local_writes: int = 0  # stores to the work-item's private memory (a loop summary must see them)
 
 
-def _constant(v: Any) -> int | None:
-    """v's value where it is one number on every path (a literal, or a term Z3 folds to one)."""
-    if isinstance(v, int):
-        return v
-    if isinstance(v, z3.BitVecRef):
-        folded = z3.simplify(v)
-        return folded.as_long() if z3t.is_bv_value(folded) else None
-    return None
-
-
 def _space_of_type(t: Def) -> int | None:
     if isinstance(t, App) and isinstance(t.head, Axiom) and t.head.annex == "mem.Ptr":
         sp = t.arg.ops[1] if isinstance(t.arg, Tuple) else None
@@ -236,7 +226,9 @@ def _handlers(tr: _Trace, slots: dict[tuple[int, int | None], int]) -> dict[str,
         t, sp = a[0].ops
         m, slot_id = a[1][0], a[1][-1]  # (m, id) of mem.slot, (m, size, id) of mem.mslot
         space = sp.value if isinstance(sp, Lit) else -1
-        number = _constant(slot_id)
+        # (one number on every path: a literal, or a term Z3 folds to one)
+        number = slot_id if isinstance(slot_id, int) else \
+            concrete(slot_id) if isinstance(slot_id, z3.BitVecRef) else None
         if space == 3 and number is None:
             # one block per id the work-items give it: which ones share one is not modelled
             raise Unsupported(f"a shared `mem.slot` whose id is not a constant at {loc_of(d) or show(d)[:40]}")

@@ -279,7 +279,8 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         name = kernel.name if isinstance(kernel, MutLam) else "?"
         live(ev, s)
         op = LaunchOp(d, name or "?", s, kargs, (n_groups, n_items))
-        st.launches.append((d.gid, z3t.And(*path_facts(ev.explorer, decisions_only=True))))
+        # (by its program point: a launch in an immutable λ's body runs as an opened copy)
+        st.launches.append((ev.program_point(d).gid, z3t.And(*path_facts(ev.explorer, decisions_only=True))))
         if _is_default(s):
             complete_all()
         else:
@@ -517,7 +518,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                     entry["races"] = "unknown"
                 entry["detail"] += f"; streams: the host code is not modelled ({run})"
             if not entries:
-                _unknown_note(diags, f"the host code is not modelled: {run}", None)
+                _stream_note(diags, f"the host code is not modelled: {run}", None)
         return
     _decide(run, ctx, file, kernels, entries, by_gid, diags, said)
     if any(p.status in CUT_STATUSES for p in run.paths) and (run.uses_streams or mentions_streams(program.host)):
@@ -530,7 +531,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                 entry["races"] = "bounded"
                 entry["detail"] += f"; streams: {cut}"
         if not entries:
-            _unknown_note(diags, f"{cut}: what follows the cut is not decided", None, "bounded")
+            _stream_note(diags, f"{cut}: what follows the cut is not decided", None, "bounded")
     before = next((r for w in (earlier or []) if mentions_streams(w)
                    and not isinstance(r := host_run(w, ctx, loop_bound), str)), None)
     if before is not None:  # no launch is decided there: no entry to find for one
@@ -619,7 +620,7 @@ def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str,
     hits = [e for op in (c.new, c.pending) if isinstance(op, LaunchOp) and (e := entry_of(op)) is not None]
     if not hits and not entries:
         pair = f"{_describe(c.new)} against {_describe(c.pending)}"
-        _unknown_note(diags, why if _describe(c.new) in why else f"{pair}: {why}", c.new.site.loc)
+        _stream_note(diags, why if _describe(c.new) in why else f"{pair}: {why}", c.new.site.loc)
         return
     for entry in hits or list(entries.values()):
         if entry["races"] != "refuted":
@@ -627,9 +628,9 @@ def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str,
             entry["detail"] += f"; streams: {why}"
 
 
-def _unknown_note(diags: list[Any], why: str, loc: Any, status: str = "unknown") -> None:
-    """An undecided race between streams in a program without launches (so without `kernels`
-    entries): a note, never an error — `unknown` is not a race found, and not a proof; nor is
+def _stream_note(diags: list[Any], why: str, loc: Any, status: str = "unknown") -> None:
+    """An unsettled verdict on races between streams in a program without launches (so without
+    `kernels` entries): a note, never an error — `unknown` is not a race found, and not a proof; nor is
     `bounded` (host paths cut: decided up to the cut only)."""
     from verimim.diagnostics import Diagnostic
     from verimim.verdicts import stream_note

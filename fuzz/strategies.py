@@ -35,7 +35,7 @@ from typing import Any, Callable, cast
 
 from hypothesis import strategies as st
 
-from verimim.fuzz import shapes_btensor, shapes_host, shapes_kernel
+from verimim.fuzz import shapes_btensor, shapes_host, shapes_kernel, shapes_state
 from verimim.interp.observe import Observation, Observations, describe, differences, observe
 from verimim.ir.defs import App, Axiom, Def, MutLam
 from verimim.ir.world import World
@@ -94,6 +94,9 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "mutual_rec": True,      # two continuations calling each other in tail position (`and`)
     "main_con": True,        # `con extern main (m0, argc, argv, return)` instead of `fun extern main`
     "host_recursion": True,  # a non-tail recursive host `fun` with a slot per level (shapes_host)
+    # state outside the parameters (fuzz/shapes_state.py): slot accumulators, carried continuations,
+    # slots in one branch arm, a helper with a shared slot called twice, races in shared memory
+    "stateful_shapes": True,
 }
 
 
@@ -413,6 +416,8 @@ class _KernelGen:
             kinds.append("cont_param")
         if f["mutual_rec"]:
             kinds.append("mutual")
+        if f["stateful_shapes"]:
+            kinds.append("stateful")
         kind = self.draw(st.sampled_from(kinds), label="op")
         getattr(self, f"op_{kind}")()
 
@@ -503,6 +508,16 @@ class _KernelGen:
 
     def op_mutual(self) -> None:
         shapes_kernel.mutual_recursion(self)
+
+    def op_stateful(self) -> None:
+        shapes = ["uneven_slot_branch"]
+        if self.f["loops"]:
+            shapes += ["loop_slot_accumulator", "loop_carrying_continuation"]
+        if self.f["shared"]:
+            shapes.append("helper_with_shared_slot")
+        if self.f["loops"] and "out" in self.argv:
+            shapes.append("value_guarded_store")
+        getattr(shapes_state, self.draw(st.sampled_from(shapes), label="stateful shape"))(self)
 
     def mems(self) -> list[Def]:
         return [self.state["m1"], self.state["m3"], self.state["m5"]]
@@ -670,24 +685,34 @@ class _KernelGen:
     def inject(self) -> None:
         b, w = self.b, self.b.w
         d = self.defect
-        if d == "race":
+        where = "global"
+        if d == "race" and self.f["stateful_shapes"]:
+            where = self.draw(st.sampled_from(["global", "global", "shared", "value_guarded"]), label="race where")
+        if where == "shared" and self.f["shared"]:
+            shapes_state.shared_race(self)
+        elif where == "value_guarded" and self.f["loops"]:
+            shapes_state.value_guarded_store(self, race=True)
+        elif d == "race":
             # every work-item writes its own id into out[0]: different values, one cell
             p = b.lea(self.N, b.I32, 1, self.argv["out"], w.lit_idx(self.N, 0))
-            self.state["m1"] = b.store(b.I32, 1, self.state["m1"], p, b.bitcast(w.nat(), b.I32, self._gnat()))
+            self.state["m1"] = b.store(b.I32, 1, self.state["m1"], p, b.bitcast(w.nat(), b.I32, self.gnat()))
         elif d == "divergence":
             iid32 = _Val(b.bitcast(w.idx_n(self.I), b.I32, self.iid), 32, 0, self.I - 1, False)
             self.pool.append(iid32)
+            cond = b.icmp("e", 32, iid32.d, w.lit_idx(2 ** 32, 0))
+            if self.f["stateful_shapes"] and self.f["loops"] \
+                    and self.draw(st.integers(0, 2), label="divergence value guarded") == 0:
+                cond = shapes_state.value_guarded_condition(self, cond)
             t, (t1, t3, t5) = self.jump_to([], "then")
             e, (e1, e3, e5) = self.jump_to([], "else")
             join, jps = self.jump_to([], "join")
-            cond = b.icmp("e", 32, iid32.d, w.lit_idx(2 ** 32, 0))
             self.cur.body = b.branch(cond, e, t, b.tup(*self.mems()))
             s = b.ap("gpu.sync_work_items", b.tup(t1, t3))
             t.body = w.app(join, b.tup(b.x(s, 2, 0), b.x(s, 2, 1), t5))
             e.body = w.app(join, b.tup(e1, e3, e5))
             self.continue_in(join, jps)
         elif d == "oob":
-            big = b.nat("add", self._gnat(), w.lit_nat(self.N))
+            big = b.nat("add", self.gnat(), w.lit_nat(self.N))
             p = b.lea(self.N, b.I32, 1, self.argv["out"], b.bitcast(w.nat(), w.idx_n(self.N), big))
             self.state["m1"] = b.store(b.I32, 1, self.state["m1"], p, w.lit_idx(2 ** 32, 1))
         elif d == "uninit":
@@ -698,7 +723,7 @@ class _KernelGen:
             m4, p = b.slot(b.I32, 4, self.state["m4"], self.fresh_id())
             self.state["m4"] = b.store(b.I32, 4, m4, p, w.lit_idx(2 ** 32, 1))
 
-    def _gnat(self) -> Def:
+    def gnat(self) -> Def:
         b, w = self.b, self.b.w
         # the cell index as a Nat (bitcast back from the Idx N cell)
         return b.bitcast(w.idx_n(self.N), w.nat(), self.cell)
@@ -1473,13 +1498,14 @@ def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[An
         return None  # no kernel and no stream: nothing for the kernel verifier
     found = {r.code for r in results if r.code is not None}
     race_free = prog.defect is None and not prog.expected_codes
+    past_bound = "loop.past_bound" in prog.features_used
 
     def verdicts_with(ctx: Any) -> KernelVerdicts:
         rep = verify_kernels(run.kernels_program, ctx, "prog.mim", earlier=run.earlier)
         return KernelVerdicts(rep.entries, {d.code for d in rep.diagnostics if d.severity == "error"})
 
     verdicts = verdicts_with(run.ctx)
-    bad = judge(verdicts, found, race_free, reproduce)
+    bad = judge(verdicts, found, race_free, reproduce, past_bound)
     if bad is not None and bad[0] == "missed" and verdicts.statuses()["unknown"]:
         # Z3's time-outs are wall-clock: on a loaded machine (a campaign beside other work) a
         # query that answers in 0.1 s can run out of its 2 s. An `unknown` beside a race the
@@ -1488,7 +1514,7 @@ def _kernel_stage(v: Verdict, prog: GeneratedProgram, run: Any, results: list[An
         from verimim.smt.solver import SpecContext
 
         verdicts = verdicts_with(SpecContext(run.ctx.timeout_ms * 5))
-        bad = judge(verdicts, found, race_free, reproduce)
+        bad = judge(verdicts, found, race_free, reproduce, past_bound)
     v.kernels.update(verdicts.statuses())
     v.mark("kernels")
     if bad is None:

@@ -18,6 +18,8 @@ the shapes of fuzz/shapes_kernel.py do, and counts a coverage feature:
     branch.value_guarded the `divergence` defect's condition conjoined with such a test
     loop.past_bound      that loop runs past the kernel verifier's unrolling bound (its
                          summaries are used): the oracle takes `bounded` for a race after it
+    launch.argc_guarded_race  a race only when argc is K, in a kernel the host launches under
+                         `argc != K` (`strategies._HostGen.guarded_launch`: launch.argc_guarded)
     race.shared          the `race` defect on a shared slot instead of global memory (in
                          `strategies._KernelGen.inject`)
 """
@@ -266,6 +268,28 @@ def helper_with_shared_slot(kg: Any) -> None:
     b.features["helper.shared_twice"] += 1
     kg.add_value(r1, 32, 0, 2 ** 32 - 1, False)
     kg.add_value(r2, 32, 0, 2 ** 32 - 1, False)
+
+
+def argc_race(kg: Any) -> None:
+    """A race only for one value K of the program's argc, which the host never launches the
+    kernel with (`strategies._HostGen.guarded_launch`):
+
+        (calm, racy)#(argc == K) (m1, m3, m5)    racy: out[0] = item (every work-item)
+    """
+    b, w = kg.b, kg.b.w
+    if kg.argc_guard is None:  # one K per kernel: its launch is guarded once
+        kg.argc_guard = kg.draw(st.integers(1, 4), label="argc guard")
+    racy, (r1, r3, r5) = kg.jump_to([], "racy")
+    calm, (c1, c3, c5) = kg.jump_to([], "calm")
+    join, jps = kg.jump_to([], "join")
+    cond = b.icmp("e", 32, kg.argv["argc"], w.lit_idx(2 ** 32, kg.argc_guard))
+    kg.cur.body = b.branch(cond, calm, racy, b.tup(*kg.mems()))
+    cell0 = b.lea(kg.N, b.I32, 1, kg.argv["out"], w.lit_idx(kg.N, 0))
+    r1 = b.store(b.I32, 1, r1, cell0, b.bitcast(w.nat(), b.I32, kg.gnat()))
+    racy.body = w.app(join, b.tup(r1, r3, r5))
+    calm.body = w.app(join, b.tup(c1, c3, c5))
+    kg.continue_in(join, jps)
+    b.features["launch.argc_guarded_race"] += 1
 
 
 def shared_race(kg: Any) -> None:

@@ -259,12 +259,16 @@ class _KernelPlan:
     # specialises it with (a literal, or None for the program's argc)
     outer: MutLam | None = None
     spec: int | None = None
+    # the kernel races when the program's argc is this value: the host launches it under
+    # `argc != argc_guard` only (shapes_state.argc_race)
+    argc_guard: int | None = None
 
 
 class _KernelGen:
     def __init__(self, b: _B, draw: Callable[..., Any], f: dict[str, Any], name: str, defect: str | None) -> None:
         self.b, self.draw, self.f, self.name, self.defect = b, draw, f, name, defect
         self.slot_id = 0
+        self.argc_guard: int | None = None
 
     def build(self) -> _KernelPlan:
         b, w, draw, f = self.b, self.b.w, self.draw, self.f
@@ -351,7 +355,8 @@ class _KernelGen:
             self.cur.body = shapes_kernel.return_param_branch(self, ret, mems)
         else:
             self.cur.body = w.app(ret, b.tup(*mems))
-        return _KernelPlan(outer if outer is not None else mut, G, I, dyn, mt, kinds, arg_types, outer, spec)
+        return _KernelPlan(outer if outer is not None else mut, G, I, dyn, mt, kinds, arg_types, outer, spec,
+                           self.argc_guard)
 
     def add_value(self, d: Def, bits: int, lo: int, hi: int, uniform: bool) -> None:
         self.add(_Val(d, bits, lo, hi, uniform))
@@ -517,6 +522,8 @@ class _KernelGen:
             shapes.append("helper_with_shared_slot")
         if self.f["loops"] and "out" in self.argv:
             shapes.append("value_guarded_store")
+        if "out" in self.argv and "argc" in self.argv and self.N >= 2:
+            shapes.append("argc_race")
         getattr(shapes_state, self.draw(st.sampled_from(shapes), label="stateful shape"))(self)
 
     def mems(self) -> list[Def]:
@@ -767,7 +774,8 @@ class _HostGen:
                 times = 2
             for _ in range(times):
                 race = self.defect == "stream_race" and i == defect_kernel and not race_in_scope
-                finish = self.launch(kp, one_kernel, race=race)
+                finish = (self.guarded_launch(kp, one_kernel) if kp.argc_guard is not None and not race
+                          else self.launch(kp, one_kernel, race=race))
                 if overlapped is not None:  # the previous stream's work overlapped this launch
                     overlapped()
                     overlapped = None
@@ -927,7 +935,38 @@ class _HostGen:
             r = b.ap(f"gpu.{name}.asyn", t, b.tup(self.s["m0"], self.s["m1"], a, c, stream))
         self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
 
-    def launch(self, kp: _KernelPlan, one_kernel: bool, race: bool = False) -> Callable[[], None] | None:
+    def guarded_launch(self, kp: _KernelPlan, one_kernel: bool) -> None:
+        """kp's launch under `argc != kp.argc_guard`, the one input for which its kernel races
+        (shapes_state.argc_race): the program is race-free for every input, and a verifier
+        that checks the launch for inputs that never issue it refutes it falsely.
+
+            (go, skip)#(argc == K) (m0, m1, m4)
+            go: the launch, its buffers freed; joined (…, result')    skip: joined (…, result)
+        """
+        b, w = self.b, self.b.w
+        mems = [("m0", b.M0), ("m1", b.M1), ("m4", b.M4)]
+        go, (g0, g1, g4) = b.con("go", mems)
+        skip, (s0, s1, s4) = b.con("skip", mems)
+        join, (j0, j1, j4, jr) = b.con("joined", [*mems, ("r", b.I32)])
+        cond = b.icmp("e", 32, self.argc, w.lit_idx(2 ** 32, cast(int, kp.argc_guard)))
+        self.cur.body = b.branch(cond, go, skip, b.tup(self.s["m0"], self.s["m1"], self.s["m4"]))
+        skip.body = w.app(join, b.tup(s0, s1, s4, self.result))
+        self.cur = go
+        self.s.update(m0=g0, m1=g1, m4=g4)
+        frees = len(self.host_frees)  # what the launch allocates on the host is freed in its arm
+        finish = self.launch(kp, one_kernel, guarded=True)
+        assert finish is None  # no manual stream: nothing pending past the arm
+        for t, p in self.host_frees[frees:]:
+            self.s["m0"] = b.free(t, 0, self.s["m0"], p)
+        del self.host_frees[frees:]
+        self.cur.body = w.app(join, b.tup(self.s["m0"], self.s["m1"], self.s["m4"], self.result))
+        self.cur = join
+        self.s.update(m0=j0, m1=j1, m4=j4)
+        self.result = jr
+        b.features["launch.argc_guarded"] += 1
+
+    def launch(self, kp: _KernelPlan, one_kernel: bool, race: bool = False,
+               guarded: bool = False) -> Callable[[], None] | None:
         """Launch kp (on a manual stream or the default one) with its buffers, and read a cell
         of its output back. On a manual stream, what follows the stream's sync is returned
         instead (the caller may run the next launch first, on its own stream, while this one is
@@ -936,7 +975,8 @@ class _HostGen:
         b, w, draw = self.b, self.b.w, self.draw
         N = kp.groups * kp.items
         t = b.arr(N, b.I32)
-        manual = race or ((not one_kernel) and self.f["streams"] and draw(st.booleans(), label="manual stream"))
+        manual = race or ((not one_kernel) and not guarded and self.f["streams"]
+                          and draw(st.booleans(), label="manual stream"))
         stream, sp = None, None  # a manual stream and the slot it is kept in
         if manual:
             b.features["stream.manual"] += 1

@@ -17,7 +17,7 @@ from verimim.fuzz.kernel_oracle import KernelVerdicts, judge
 SETTINGS = settings(deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
 
 SHAPES = {"loop.slot_acc", "loop.cont_carried", "branch.uneven_slot", "helper.shared_twice",
-          "store.value_guarded"}
+          "store.value_guarded", "launch.argc_guarded_race"}
 
 
 def _collect(strategy: Any, n: int) -> list[S.GeneratedProgram]:
@@ -134,3 +134,28 @@ def test_past_the_bound_a_bounded_verdict_is_no_miss_but_a_proof_is() -> None:
     assert judge(bounded, {"E-RACE"}, False, lambda a, s: set())[0] == "missed"
     proved = KernelVerdicts([{**entry, "races": "proved"}], set())
     assert judge(proved, {"E-RACE"}, False, lambda a, s: set(), past_bound=True)[0] == "missed"
+
+
+def _argc_race_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    def op(self: Any) -> None:
+        if "argc" in self.argv and "out" in self.argv and self.N >= 2:
+            shapes_state.argc_race(self)
+    monkeypatch.setattr(S._KernelGen, "op", op)
+
+
+def test_the_oracle_refutes_a_verifier_that_checks_launches_for_inputs_that_never_issue_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # check before 83e06f5 verified a launch for every argc, also those for which main never
+    # issues it: the kernel racing only when argc is K, launched under argc != K, was refuted.
+    from verimim.smt import kernel_streams
+
+    _argc_race_only(monkeypatch)
+    progs = [p for p in _collect(S.programs(max_ops=2, max_kernels=2), 50) if "launch.argc_guarded" in p.features_used]
+    assert len(progs) >= 3, f"{len(progs)} guarded launches in 50 programs"
+    for p in progs[:3]:
+        v = S.check_generated(p, verify=False, schedules=1)
+        assert v.ok, f"{v.kind}: {v.message}\n{p.text}"
+    monkeypatch.setattr(kernel_streams.HostRun, "launch_reach", lambda self: None)
+    for p in progs[:3]:
+        v = S.check_generated(p, verify=False, schedules=1)
+        assert (v.ok, v.kind) == (False, "false-positive"), (v.kind, v.message)

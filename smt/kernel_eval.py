@@ -13,6 +13,13 @@ computed once per activation of the mutables it depends on (`Scopes.deps`): ente
 continuation forgets exactly the nodes that depend on its parameter or on one nested in it,
 which is what re-entering a loop header means.
 
+`frames` holds one activation per mutable, the latest. A continuation passed to another
+activation (an argument of a jump: the return continuation of a call) becomes a `Closure` that
+names the activations whose parameters it uses; one that a later entry replaces (a recursive
+call that returns, `ret r = f $ …` inside f) is kept, with what it computed and the state of
+its loops, and jumping to the closure resumes it (`_resume`), as the interpreter's closure
+holds its creator's frame.
+
 What a model (device or host) adds are the axioms outside `core`: `handlers` maps an annex to a
 function of the evaluator, the application and its evaluated arguments. An application of an
 axiom that has no handler is `Unsupported`, named: the verifier then says `unknown`, never
@@ -48,8 +55,9 @@ class LoopReentry(Exception):
     cover that activation, so the summarized exploration is given up (unrolling stands)."""
 
 
-# The statuses of a path cut before its end: a loop past the unrolling bound, a recursive call
-# that returns. A proof over such paths holds up to the cut only (`bounded`).
+# The statuses of a path cut before its end: a loop or a recursion past the unrolling bound, a
+# recursive call the model does not follow (`Evaluator._resume`). A proof over such paths holds
+# up to the cut only (`bounded`).
 CUT_STATUSES = frozenset({"bound", "recursion"})
 
 
@@ -91,6 +99,43 @@ OBJ_BITS = 32
 OFF_BITS = 64
 
 
+@dataclass(frozen=True)
+class Closure:
+    """A continuation (or an immutable lambda) as a value another activation received: `acts`
+    are the activations of the mutables whose parameters it uses (`Scopes.deps`), by serial
+    number, as they were when it was passed. Jumping to it resumes them (`Evaluator._resume`)."""
+
+    fn: MutLam | Lam
+    acts: tuple[tuple[MutLam, int], ...]
+
+
+@dataclass
+class _Kept:
+    """An activation a closure captured, for when a later entry of its mutable has replaced it:
+    its parameter, the memo entries computed in it (each with the serials of every activation
+    it depends on, `_tag`), and the loop-entry state of the mutables nested in it."""
+
+    frame: Any
+    memo: dict[int, tuple[Def, Any, tuple[tuple[int, int], ...]]] = field(default_factory=dict)
+    entries: dict[int, int] = field(default_factory=dict)
+    abstracted: frozenset[int] = frozenset()
+
+
+@dataclass
+class Activations:
+    """Which activation of each mutable `Evaluator.frames` holds (a serial number, 0: none that
+    can be resumed), and the activations closures captured (`_Kept`, by serial)."""
+
+    current: dict[int, int] = field(default_factory=dict)
+    kept: dict[int, _Kept] = field(default_factory=dict)
+    count: int = 0
+
+    def copy(self) -> Activations:
+        """An independent copy (a loop body's exploration runs on from this path's state)."""
+        kept = {s: _Kept(k.frame, dict(k.memo), dict(k.entries), k.abstracted) for s, k in self.kept.items()}
+        return Activations(dict(self.current), kept, self.count)
+
+
 def loc_of(d: Def | None) -> Loc | None:
     return d.loc if d is not None and d.loc is not None else None
 
@@ -123,15 +168,6 @@ def field_offset(fields: tuple[Def, ...], k: int) -> int:
             return off
         off += lay.size
     raise Unsupported("a field index past the end of a sigma")
-
-
-def _mutables_in(v: Any) -> list[MutLam]:
-    """The continuations a value holds (a tuple's, recursively)."""
-    if isinstance(v, MutLam):
-        return [v]
-    if isinstance(v, tuple):
-        return [x for e in v for x in _mutables_in(e)]
-    return []
 
 
 def leaves(v: Any) -> list[z3.ExprRef]:
@@ -217,7 +253,8 @@ class Evaluator:
     values: dict[str, Any] = field(default_factory=dict)  # value axioms (gpu.default_stream)
     loop_bound: int = DEFAULT_LOOP_BOUND
     memo: dict[int, tuple[Def, Any]] = field(default_factory=dict)
-    frames: dict[int, Any] = field(default_factory=dict)
+    frames: dict[int, Any] = field(default_factory=dict)  # by mutable: its current activation's parameter
+    acts: Activations = field(default_factory=Activations)  # which activations `frames` holds, and kept ones
     entries: dict[int, int] = field(default_factory=dict)
     fresh_vars: list[z3.ExprRef] = field(default_factory=list)
     cut_at: str = ""  # the continuation whose unrolling bound cut the path
@@ -284,6 +321,9 @@ class Evaluator:
                 if isinstance(callee, Return):
                     self.end_loc = jumped.loc if jumped is not None else None
                     return "done"
+                if isinstance(callee, Closure):
+                    self._resume(callee)
+                    callee = callee.fn
                 if isinstance(callee, Lam) and self.world is not None:
                     # An immutable lambda (not recursive): its body opened with a placeholder
                     # for its parameter, which stands for the argument's value.
@@ -328,12 +368,11 @@ class Evaluator:
         # other entry starts a new activation of m.
         back = came_from is not None and came_from in local
         first = self.entries.get(m.gid, 0) == 0
-        if back and not first and any(x is not m and x in local for x in _mutables_in(arg)):
-            # A call of m from inside m that passes a continuation of m's own (`ret` of
-            # `ret … = m $ …`) returns to this activation: recursion, which keeps one frame per
-            # activation. The model keeps one frame per mutable (a loop's): the inner call would
-            # overwrite the outer one's values and return continuation. The path is cut here,
-            # as at the unrolling bound: what it did before stands, nothing after is claimed.
+        arg = self._close(arg)
+        if self._in_summarized(local) and self._returns_into(arg, local):
+            # Exploring a loop body for its summary, a call that returns into the activation of
+            # the loop it leaves (recursion): another activation of the loop would stop the path
+            # at its back edge, before the summarized one's. Cut: no summary (kernel_loops).
             raise _Stop("recursion", m.name or "?")
         if self.stop_at == m.gid and not first:
             if not back:
@@ -351,18 +390,142 @@ class Evaluator:
                 self.abstracted.add(m.gid)
         n = self.entries.get(m.gid, 0) + 1
         self.steps += 1
+        # (a recursive call counts as an entry too: the depth of a recursion is bounded as a loop's)
         if n > self.loop_bound or self.steps > MAX_STEPS:
             raise _Stop("bound", m.name or "?")
         self.entries[m.gid] = n
-        # The loops nested in m start anew with each entry of m: their bound is per activation.
-        for x in local:
-            if x is not m:
-                self.entries.pop(x.gid, None)
-                self.abstracted.discard(x.gid)
-        for gid, (d, _) in list(self.memo.items()):
-            if not self.scopes.deps(d).isdisjoint(local):
-                del self.memo[gid]
+        self._activate(m, arg)
+
+    # -------------------------------------------------------------- activations
+
+    def _activate(self, m: MutLam, arg: Any, loops: bool = True) -> None:
+        """Make `arg` the parameter of a new activation of m. The activations of m and of the
+        mutables nested in it end: what they computed is forgotten (kept where a closure
+        captured them) and, with `loops`, the loops nested in m start anew (their bound is per
+        activation)."""
+        local = self.scopes.local_muts(m)
+        # (A curried application activates its outer lambda in the middle of a body, which may
+        # be the inner continuation's own: that activation goes on.)
+        self._leave(local, local if loops else frozenset({m}))
+        if loops:
+            for x in local:
+                if x is not m:
+                    self.entries.pop(x.gid, None)
+                    self.abstracted.discard(x.gid)
+        self.acts.count += 1
+        self.acts.current[m.gid] = self.acts.count
         self.frames[m.gid] = arg
+
+    def _leave(self, local: frozenset[MutLam], ended: frozenset[MutLam]) -> None:
+        """Forget what the current activations of `local` computed, and end those of `ended`:
+        an activation a closure captured keeps the memo entries computed in it and, when it
+        ends, the state of its loops (an ended one's serial is 0: it is no longer current)."""
+        cur, kept = self.acts.current, self.acts.kept
+        for x in ended:
+            k = kept.get(cur.get(x.gid, 0))
+            if k is not None:
+                inner = [y.gid for y in self.scopes.local_muts(x) if y is not x]
+                k.entries = {g: self.entries[g] for g in inner if g in self.entries}
+                k.abstracted = frozenset(g for g in inner if g in self.abstracted)
+        for gid, (d, v) in list(self.memo.items()):
+            deps = self.scopes.deps(d)
+            if deps.isdisjoint(local):
+                continue
+            del self.memo[gid]
+            if kept:
+                tag = self._tag(deps)
+                for _, s in tag:
+                    if s in kept:
+                        kept[s].memo[gid] = (d, v, tag)
+        for x in ended:
+            cur[x.gid] = 0
+
+    def _tag(self, muts: frozenset[MutLam]) -> tuple[tuple[int, int], ...]:
+        """The activations a value computed from the parameters of `muts` was computed in."""
+        return tuple((x.gid, self.acts.current.get(x.gid, 0)) for x in muts)
+
+    def _close(self, v: Any) -> Any:
+        """`v` (an argument passed to another activation) with each continuation or lambda in
+        it that uses parameters of enclosing activations made a `Closure` of those."""
+        if isinstance(v, tuple):
+            out = tuple(self._close(x) for x in v)
+            return v if all(a is b for a, b in zip(out, v)) else out
+        if not isinstance(v, (MutLam, Lam)):
+            return v
+        muts = self.scopes.deps(v)
+        if not muts:
+            return v
+        acts = tuple(sorted(self._tag(muts)))
+        by_gid = {x.gid: x for x in muts}
+        for gid, s in acts:
+            if s and s not in self.acts.kept:
+                self.acts.kept[s] = _Kept(self.frames[gid])
+        return Closure(v, tuple((by_gid[gid], s) for gid, s in acts))
+
+    def _in_summarized(self, local: frozenset[MutLam]) -> bool:
+        """Whether a loop body is being explored for its summary and its header is in `local`."""
+        return self.stop_at is not None and any(x.gid == self.stop_at for x in local)
+
+    def _returns_into(self, arg: Any, local: frozenset[MutLam]) -> bool:
+        """Whether a jump with `arg` may return into a current activation of one of `local`: a
+        closure in it resumes one, or resumes another activation whose parameter holds one
+        (a return continuation, through a mutual recursion), and so on."""
+        cur, kept = self.acts.current, self.acts.kept
+        todo, seen = [arg], set()
+        while todo:
+            v = todo.pop()
+            if isinstance(v, tuple):
+                todo.extend(v)
+                continue
+            for x, s in v.acts if isinstance(v, Closure) else ():
+                if s == 0 or s in seen:
+                    continue
+                seen.add(s)
+                if cur.get(x.gid, 0) == s and x in local:
+                    return True
+                todo.append(self.frames[x.gid] if cur.get(x.gid, 0) == s else kept[s].frame)
+        return False
+
+    def _resume(self, c: Closure) -> None:
+        """Jumping to a closure: the activations it captured become current again, where later
+        entries replaced them (a recursive call returning to its caller), with what they had
+        computed and the state of their loops. An activation nobody kept cannot be resumed, nor,
+        while a loop body is explored for its summary, one around the loop (the summarized
+        activation would be left for one it does not cover): the path is cut ("recursion")."""
+        cur = self.acts.current
+        changed = [(x, s) for x, s in c.acts if cur.get(x.gid, 0) != s]
+        if not changed:
+            return
+        kept = self.acts.kept
+        local: frozenset[MutLam] = frozenset().union(*(self.scopes.local_muts(x) for x, _ in changed))
+        if any(s not in kept for _, s in changed) or self._in_summarized(local):
+            raise _Stop("recursion", c.fn.name or "?")
+        self._leave(local, local)
+        # The captured activations `_leave` ended, outer ones first: a nested activation's loop
+        # state is its own, not the copy its creator's holds. (Serial 0: none to resume.)
+        resumed = sorted((p for p in c.acts if p[0] in local and p[1] != 0),
+                         key=lambda p: -len(self.scopes.local_muts(p[0])))
+        for x, s in resumed:
+            k = kept[s]  # (`_close` kept every activation a closure names)
+            cur[x.gid] = s
+            self.frames[x.gid] = k.frame
+            for y in self.scopes.local_muts(x):
+                if y is not x:
+                    self.entries.pop(y.gid, None)
+                    self.abstracted.discard(y.gid)
+            self.entries.update(k.entries)
+            self.abstracted |= k.abstracted
+        self._recall([kept[s] for _, s in resumed])
+
+    def _recall(self, resumed: list[_Kept]) -> None:
+        """Back into the memo: what resumed activations computed, where every activation it
+        was computed in is current again (an effect runs once, a loaded value stays the one
+        loaded: recomputing them would run the effect again, in the wrong activation)."""
+        cur = self.acts.current
+        for k in resumed:
+            for gid, (d, v, tag) in k.memo.items():
+                if gid not in self.memo and all(cur.get(g, 0) == t for g, t in tag):
+                    self.memo[gid] = (d, v)
 
     def jump(self, body: Def) -> tuple[Any, Any]:
         if not isinstance(body, App):
@@ -507,14 +670,11 @@ class Evaluator:
         parameter bound to c (a new activation of the outer: values computed from its previous
         parameter are forgotten)."""
         f = self.eval(d.callee)
+        if isinstance(f, Closure) and not any(self.acts.current.get(x.gid, 0) != s for x, s in f.acts):
+            f = f.fn  # (a closure of activations still current: resuming them changes nothing)
         if not isinstance(f, MutLam) or not isinstance(f.body, MutLam) or isinstance(f.pi.codom, Bot):
             return None
-        arg = self.eval(d.arg)
-        local = self.scopes.local_muts(f)
-        for gid, (x, _) in list(self.memo.items()):
-            if not self.scopes.deps(x).isdisjoint(local):
-                del self.memo[gid]
-        self.frames[f.gid] = arg
+        self._activate(f, self._close(self.eval(d.arg)), loops=False)
         return f.body
 
     def _core(self, d: App, annex: str) -> Any:

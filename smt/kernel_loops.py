@@ -215,7 +215,7 @@ class LoopSummaries:
             handlers, unsummarizable = self.make_handlers()
             sub = Evaluator(nested, ev.scopes, handlers, values=ev.values, loop_bound=ev.loop_bound, world=ev.world,
                             params=dict(ev.params),
-                            memo=dict(ev.memo), frames=dict(ev.frames), entries=dict(ev.entries),
+                            memo=dict(ev.memo), frames=dict(ev.frames), acts=ev.acts.copy(), entries=dict(ev.entries),
                             loops=self, abstracted=set(ev.abstracted), stop_at=m.gid,
                             _counter=ev._counter + NESTED_NAMES)
             status = sub.run(m, h)

@@ -9,10 +9,12 @@ work-item and constant memory (4) is read-only in kernels, so neither can race.
 
 Objects: a static shared slot (`mem.slot`/`mem.mslot` in space 3) is one object per group,
 named by its node and its id (as the interpreter keys it), the same on every path: a work-item
-whose path allocates other slots first still gets the same block. The dynamic shared block is
-one more; a pointer argument points into an object given by a variable (`obj_<arg>`, tied to
-the host's allocation by `kernel_host`); a pointer loaded from memory points anywhere (fresh
-variables), which is sound.
+whose path allocates other slots first still gets the same block. Any other slot is a new block
+each time it runs, as in the interpreter (a stack block: each activation of a recursive helper
+has its own); the k-th run of a slot operation is one object on every path. The dynamic shared
+block is one more; a pointer argument points into an object given by a variable (`obj_<arg>`,
+tied to the host's allocation by `kernel_host`); a pointer loaded from memory points anywhere
+(fresh variables), which is sound.
 """
 from __future__ import annotations
 
@@ -127,6 +129,7 @@ class _Trace:
     # (a load whose token is dropped, its value used after the next barrier)
     passed: int = 0
     local_writes: int = 0  # stores to the work-item's private memory (a loop summary must see them)
+    slot_runs: dict[tuple[int, int | None], int] = field(default_factory=dict)  # runs of each stack slot
 
 
 def _space_of_type(t: Def) -> int | None:
@@ -200,7 +203,23 @@ def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: 
                               tuple(leaves(loaded)) if loaded is not None else ()))
 
 
-def _handlers(tr: _Trace, slots: dict[tuple[int, int | None], int]) -> dict[str, Op]:
+# A slot object's name: its node, its id, and which run of it on the path (0 for a static shared
+# slot, one block per group however often it runs).
+SlotKey = tuple[int, int | None, int]
+
+
+def _slot_key(tr: _Trace, d: App, number: int | None, space: int) -> SlotKey:
+    """The object a run of a slot operation allocates: a static shared slot's is the same each
+    time (interp: one block per group, slot operation and id); any other's is new each time (a
+    stack block: a recursive helper's activations have one each), counted along the path."""
+    if space == 3:
+        return (d.gid, number, 0)
+    run = tr.slot_runs.get((d.gid, number), 0)
+    tr.slot_runs[(d.gid, number)] = run + 1
+    return (d.gid, number, run)
+
+
+def _handlers(tr: _Trace, slots: dict[SlotKey, int]) -> dict[str, Op]:
     """The device's axioms, recording into `tr`; `slots` numbers the slot objects for every path
     of the kernel alike."""
     def load(ev: Evaluator, d: App, a: list[Any]) -> Any:
@@ -232,7 +251,7 @@ def _handlers(tr: _Trace, slots: dict[tuple[int, int | None], int]) -> dict[str,
         if space == 3 and number is None:
             # one block per id the work-items give it: which ones share one is not modelled
             raise Unsupported(f"a shared `mem.slot` whose id is not a constant at {loc_of(d) or show(d)[:40]}")
-        key = (d.gid, number)
+        key = _slot_key(tr, d, number, space)
         if key not in slots:
             slots[key] = FIRST_SLOT_OBJ + len(slots)
         # (a private slot, space 5, is an object of the work-item's own: no access to it is recorded)
@@ -266,7 +285,7 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
     explorer = Explorer(assumptions=_ranges(inp), timeout_ms=timeout_ms, max_paths=MAX_PATHS)
     scopes = Scopes(world)
     loops = LoopSummaries(_scratch_handlers, timeout_ms) if summarize_loops else None
-    slots: dict[tuple[int, int | None], int] = {}  # one numbering for every path
+    slots: dict[SlotKey, int] = {}  # one numbering for every path
 
     def one() -> KPath:
         tr = _Trace()

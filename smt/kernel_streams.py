@@ -32,8 +32,8 @@ from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import (
-    CUT_STATUSES, DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Evaluator, Op, Ptr, Tok, Unsupported, as_ptr, lea,
-    ptr_space, size_of,
+    CUT_STATUSES, DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Closure, Evaluator, Op, Ptr, Tok, Unsupported,
+    as_ptr, lea, ptr_space, size_of,
 )
 from verimim.smt.kernel_loops import path_facts
 from verimim.smt.kernel_memory import CellMemory
@@ -276,7 +276,8 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         _imp, config, kernel, kargs, tail = a
         n_groups, n_items, s = config[0], config[1], config[2]
         mems, cont = tail
-        name = kernel.name if isinstance(kernel, MutLam) else "?"
+        fn = kernel.fn if isinstance(kernel, Closure) else kernel  # (one passed through a parameter)
+        name = fn.name if isinstance(fn, MutLam) else "?"
         live(ev, s)
         op = LaunchOp(d, name or "?", s, kargs, (n_groups, n_items))
         # (by its program point: a launch in an immutable λ's body runs as an opened copy)
@@ -524,8 +525,9 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     if any(p.status in CUT_STATUSES for p in run.paths) and (run.uses_streams or mentions_streams(program.host)):
         # (a path cut before its first stream operation still may have streams past the cut)
         recursion = any(p.status == "recursion" for p in run.paths)
-        cut = f"host loops unrolled up to {loop_bound} entries per path" + \
-            ("; host paths cut at a recursive call that returns" if recursion else "")
+        cut = f"host loops and recursive calls unrolled up to {loop_bound} entries per path" + \
+            ("; host paths cut where a recursion returns into an activation the model does not resume"
+             if recursion else "")
         for entry in entries.values():
             if entry["races"] == "proved":
                 entry["races"] = "bounded"

@@ -9,7 +9,8 @@ refutation, an `E-BARRIER-DIVERGENCE` / `E-RACE` error at one access with the ot
 copies on different streams are `kernel_streams`' part.
 
 Statuses are honest: `proved` only when every path was explored to its end and Z3 found no
-pair; `bounded` when some path was cut by the unrolling bound (stated in `detail`); `unknown`
+pair; `bounded` when some path was cut by the unrolling bound, which bounds the depth of a
+recursion as it bounds a loop (stated in `detail`); `unknown`
 on a solver time-out or a construct the model does not encode (named).
 """
 from __future__ import annotations
@@ -123,11 +124,11 @@ def _bound_note(kp: KernelPaths) -> str:
         return ""
     where = []
     if cut:
-        where.append(f"loops unrolled up to {kp.bound} entries of a continuation per path "
+        where.append(f"loops and recursive calls unrolled up to {kp.bound} entries of a continuation per path "
                      f"(cut in {', '.join(f'`{c}`' for c in cut)})")
     if calls:
-        where.append(f"paths cut where {', '.join(f'`{c}`' for c in calls)} calls itself and returns "
-                     f"(recursion is not modelled)")
+        where.append(f"paths cut where {', '.join(f'`{c}`' for c in calls)} returns into an activation "
+                     f"of a recursion the model does not resume")
     return f"bounded: {'; '.join(where)}; proved up to there only"
 
 

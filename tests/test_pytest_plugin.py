@@ -336,6 +336,8 @@ def test_expect_loc_of_a_diagnostic_in_another_file_does_not_match(tmp_path: Pat
     ("// ARGS: \"a b\n// EXPECT: 42\n", "cannot be split as a shell would"),
     ("// KERNEL-RACES: banana\n// EXPECT: 42\n", "`banana` is not a status"),
     ("// EXPECT-ERROR: E-FOO\n", "`E-FOO` is not an error code"),
+    ("// EXPECT: 42\n// EXPECT-GPU-ERROR: E-FOO\n", "`E-FOO` is not an error code"),
+    ("// EXPECT-GPU-ERROR: E-UNSUPPORTED\n", "EXPECT-GPU-ERROR goes with an EXPECT result"),
     ("// EXPECT 41\n", "`// EXPECT 41` is not an annotation"),
     ("// expect: 41\n", "is not an annotation"),
     ("// EXPECTED: 41\n", "did you mean `EXPECT`"),
@@ -402,3 +404,35 @@ def test_the_failing_command_is_the_one_to_run(pytester: pytest.Pytester) -> Non
     mim(pytester, "sub/fuel.mim", "// FUEL: 5\n// EXPECT: 42\n", ANSWER)
     result = pytester.runpytest("sub/fuel.mim")
     result.stdout.fnmatch_lines(["*verimim run sub/fuel.mim --fuel 5 --target interp*"])
+
+
+def test_expect_gpu_error_is_what_the_gpu_run_must_report(pytester: pytest.Pytester) -> None:
+    # run[gpu] of a program the GPU backend does not compile: with a device (faked here, and the
+    # run's report with it), the item passes on that error and fails on a result or another code
+    pytester.makeconftest('''
+from verimim import driver
+from verimim.diagnostics import Diagnostic
+import verimim.runtime.cuda as cuda
+
+SAVED = {}
+
+def fake_run(path, include, args, **kw):
+    if kw.get("target") != "gpu":
+        return SAVED["run"](path, include, args, **kw)
+    code = open(path).read().split("GIVES: ")[1].split()[0]
+    return driver.Report(path, [Diagnostic(code, "the GPU backend cannot compile it")])
+
+# (the .mim items take no fixtures: patched around each item, restored after it)
+def pytest_runtest_setup(item):
+    SAVED.update(run=driver.run, available=cuda.device_available)
+    driver.run, cuda.device_available = fake_run, lambda: True
+
+def pytest_runtest_teardown(item):
+    driver.run, cuda.device_available = SAVED["run"], SAVED["available"]
+''')
+    mim(pytester, "a.mim", "// EXPECT: 42\n// EXPECT-GPU-ERROR: E-UNSUPPORTED\n// GIVES: E-UNSUPPORTED\n", ANSWER)
+    mim(pytester, "b.mim", "// EXPECT: 42\n// EXPECT-GPU-ERROR: E-UNSUPPORTED\n// GIVES: E-OOB\n", ANSWER)
+    result = pytester.runpytest("a.mim", "b.mim", "-k", "gpu")
+    result.assert_outcomes(passed=1, failed=1, deselected=4)
+    out = result.stdout.str()
+    assert "error E-UNSUPPORTED" in out and "error E-OOB" in out and "Traceback" not in out

@@ -11,7 +11,9 @@ annotations decide which items it gets (see `MimFile.aspects`):
     run[interp]  `verimim run` on the reference interpreter gives EXPECT / EXPECT-WARNING, or the
                  run-time EXPECT-ERROR (at EXPECT-LOC); ARGS and FUEL are honoured. Only for
                  files with EXPECT, or an EXPECT-ERROR that `check` does not report
-    run[gpu]     the same compiled and run on a GPU (skipped without a CUDA device)
+    run[gpu]     the same compiled and run on a GPU (skipped without a CUDA device); a file whose
+                 program the GPU backend does not compile says so with `// EXPECT-GPU-ERROR:
+                 CODE` (E-UNSUPPORTED: non-tail recursion, ...), and its GPU run must report it
     filecheck    the `// CHECK:` lines (FileCheck syntax) match `verimim dump [--after PHASE]`,
                  PHASE from `// CHECK-AFTER: PHASE`
 
@@ -56,7 +58,7 @@ _CHECK_LINE = re.compile(r"\s*//\s*CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\
 # A comment that starts with a word, then maybe a colon: a misspelt annotation is one of these.
 _KEYLIKE = re.compile(r"\s*//\s*([A-Za-z][A-Za-z-]*)(\s*:|\s+\S)")
 KEYS = ("ARGS", "EXPECT", "EXPECT-ERROR", "EXPECT-WARNING", "EXPECT-LOC", "FUEL", "CHECK-AFTER",
-        "KERNEL-RACES", "WHY")
+        "KERNEL-RACES", "WHY", "EXPECT-GPU-ERROR")
 # Other test tools' words for these keys, which a header comment `// WORD: value` most likely means.
 SYNONYMS = {"RESULT": "EXPECT", "RETURNS": "EXPECT", "RETURN": "EXPECT", "EXIT": "EXPECT",
             "ERROR": "EXPECT-ERROR", "ERRORS": "EXPECT-ERROR", "THROWS": "EXPECT-ERROR", "FAILS": "EXPECT-ERROR",
@@ -173,6 +175,12 @@ class Annotations:
             self.problems.append(f"{at('EXPECT')}: `// EXPECT: {expect}` is not an integer")
         if error is not None and (not error.startswith("E-") or explain.lookup(error) is None):
             self.problems.append(f"{at('EXPECT-ERROR')}: `{error}` is not an error code (`verimim explain` lists them)")
+        gpu_error = self.values.get("EXPECT-GPU-ERROR")
+        if gpu_error is not None and (not gpu_error.startswith("E-") or explain.lookup(gpu_error) is None):
+            self.problems.append(f"{at('EXPECT-GPU-ERROR')}: `{gpu_error}` is not an error code")
+        if gpu_error is not None and expect is None:
+            self.problems.append(f"{at('EXPECT-GPU-ERROR')}: EXPECT-GPU-ERROR goes with an EXPECT result "
+                                 f"(what the interpreter gives)")
         for w in self.warnings:
             if not w.startswith("W-") or explain.lookup(w) is None:
                 self.problems.append(f"{at('EXPECT-WARNING')}: `{w}` is not a warning code")
@@ -549,7 +557,16 @@ class MimGpuItem(MimRunItem):
 
         if not device_available():
             pytest.skip("no CUDA device (cuda-python, an NVIDIA driver and a GPU are needed)")
-        super().runtest()
+        code = self.ann.get("EXPECT-GPU-ERROR")
+        if code is None:
+            super().runtest()
+            return
+        # A limit of the GPU backend, stated: the run must stop with it, not give a result or
+        # another error (the interpreter's result is run[interp]'s)
+        report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel, target=self.target)
+        args = ["--", *self.ann.args] if self.ann.args else []
+        what = driver.shell_command(["verimim", "run", _shown(self.path), "--target", self.target, *args])
+        _expect_error(what, report, code, None, self.path)
 
 
 class MimFileCheckItem(MimItem):

@@ -134,7 +134,8 @@ def _add_exact(kg: Any, d: Def, exact: int | None, uniform: bool) -> Any:
 def _guard_loop(kg: Any) -> tuple[Def, int]:
     """A loop with state outside its parameters, started from a literal: (its result, the
     value the generator computed for it)."""
-    shape = kg.draw(st.sampled_from(["slot", "carried"]), label="guard loop")
+    shape = kg.draw(st.sampled_from(["slot", "carried"] if kg.f["carried_continuations"] else ["slot"]),
+                    label="guard loop")
     made = (loop_slot_accumulator if shape == "slot" else loop_carrying_continuation)(kg, literal_init=True)
     exact = _exact(made)
     assert exact is not None  # a literal start: the loop's result is computed

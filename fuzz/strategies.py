@@ -97,6 +97,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     # state outside the parameters (fuzz/shapes_state.py): slot accumulators, carried continuations,
     # slots in one branch arm, a helper with a shared slot called twice, races in shared memory
     "stateful_shapes": True,
+    "carried_continuations": True,  # of those, loops carrying a continuation (not on the GPU: task.GPU_FEATURES)
 }
 
 
@@ -517,7 +518,7 @@ class _KernelGen:
     def op_stateful(self) -> None:
         shapes = ["uneven_slot_branch"]
         if self.f["loops"]:
-            shapes += ["loop_slot_accumulator", "loop_carrying_continuation"]
+            shapes += ["loop_slot_accumulator"] + (["loop_carrying_continuation"] if self.f["carried_continuations"] else [])
         if self.f["shared"]:
             shapes.append("helper_with_shared_slot")
         if self.f["loops"] and "out" in self.argv:
@@ -1620,7 +1621,7 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
         index += 1
 
         def one() -> tuple[GeneratedProgram, Verdict | None]:
-            prog, _ = generate(index_seed, defect_ratio=defect_ratio, defect_kinds=defect_kinds)
+            prog, _ = generate(index_seed, defect_ratio=defect_ratio, defect_kinds=defect_kinds, gpu=gpu)
             fp = fingerprint(prog)
             if fp in seen:
                 return prog, None  # drawn before: checked already

@@ -84,25 +84,33 @@ def program_seed(campaign_seed: int, index: int) -> int:
 
 
 def generate(seed: int | None = None, choices: tuple[Choice, ...] | None = None,
-             defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | None = None) -> tuple[Any, tuple[Choice, ...]]:
-    """(GeneratedProgram, its choice sequence) from a seed, or replayed from choices."""
+             defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | None = None,
+             gpu: bool = False) -> tuple[Any, tuple[Choice, ...]]:
+    """(GeneratedProgram, its choice sequence) from a seed, or replayed from choices. `gpu`: for
+    a campaign that also runs the programs on the GPU (`GPU_FEATURES`)."""
     from hypothesis.internal.conjecture.data import ConjectureData
 
     if choices is not None:
         data = ConjectureData.for_choices(choices)
     else:
         data = ConjectureData(random=random.Random(seed))
-    prog = data.draw(_mix(defect_ratio, defect_kinds))
+    prog = data.draw(_mix(defect_ratio, defect_kinds, gpu))
     data.freeze()
     return prog, tuple(data.choices)
 
 
+# What a GPU campaign does not draw: constructs the GPU backend states it does not compile
+# (E-UNSUPPORTED: a continuation chosen at run time and carried as a value), which would be
+# reported as differences from the interpreter on every such program.
+GPU_FEATURES: dict[str, Any] = {"carried_continuations": False}
+
+
 @functools.lru_cache(maxsize=8)
-def _mix(defect_ratio: float, defect_kinds: tuple[str, ...] | None) -> Any:
+def _mix(defect_ratio: float, defect_kinds: tuple[str, ...] | None, gpu: bool = False) -> Any:
     """The campaign's strategy, built once per process (not once per program)."""
     from verimim.fuzz.strategies import mixed_programs
 
-    return mixed_programs(defect_ratio, defect_kinds)
+    return mixed_programs(defect_ratio, defect_kinds, **(GPU_FEATURES if gpu else {}))
 
 
 def _stats(prog: Any) -> dict[str, Any]:
@@ -140,7 +148,8 @@ def generate_index(settings: Settings, index: int) -> Generated:
 
 def _draw(settings: Settings, index: int) -> tuple[Any, tuple[Choice, ...], float]:
     t0 = time.perf_counter()
-    prog, choices = generate(program_seed(settings.seed, index), defect_ratio=settings.defect_ratio)
+    prog, choices = generate(program_seed(settings.seed, index), defect_ratio=settings.defect_ratio,
+                             gpu=settings.gpu)
     return prog, choices, time.perf_counter() - t0
 
 
@@ -250,7 +259,7 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
     from verimim.fuzz.strategies import canonical, check_generated, runs_clean
 
     start = time.monotonic()
-    prog, _ = generate(choices=choices, defect_ratio=settings.defect_ratio)
+    prog, _ = generate(choices=choices, defect_ratio=settings.defect_ratio, gpu=settings.gpu)
     original = prog.text
     state = {"kept": prog, "candidate": prog}  # the program a text belongs to (its args, its defect)
     how = evidence(signature)
@@ -262,7 +271,7 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
 
     def regenerate(cs: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]] | None:
         try:
-            p, normal = generate(choices=cs, defect_ratio=settings.defect_ratio)
+            p, normal = generate(choices=cs, defect_ratio=settings.defect_ratio, gpu=settings.gpu)
         except Exception:  # noqa: BLE001 — an invalid choice sequence
             return None
         except BaseException as e:  # Hypothesis stops a replay that runs out of choices this way

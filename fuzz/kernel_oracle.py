@@ -49,13 +49,16 @@ class KernelVerdicts:
     rejected: bool = False  # a phase rejected the program: no kernel or stream was verified
 
     def refutes(self, code: str) -> bool:
-        key = "races" if code == "E-RACE" else "divergence"
-        return code in self.codes or any(e[key] == "refuted" for e in self.entries)
+        return code in self.codes or self._has(code, "refuted")
 
     def bounded(self, code: str) -> bool:
         """Whether some kernel's verdict for `code` is `bounded` (paths were cut)."""
+        return self._has(code, "bounded")
+
+    def _has(self, code: str, status: str) -> bool:
+        """Whether some kernel's verdict for `code` (races or divergence) has this status."""
         key = "races" if code == "E-RACE" else "divergence"
-        return any(e[key] == "bounded" for e in self.entries)
+        return any(e[key] == status for e in self.entries)
 
     def statuses(self) -> Counter[str]:
         return Counter(e[k] for e in self.entries for k in ("races", "divergence"))

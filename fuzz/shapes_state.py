@@ -167,7 +167,9 @@ def value_guarded_store(kg: Any, race: bool = False) -> None:
     N = kg.N
     same = b.icmp("e", 32, r, w.lit_idx(2 ** 32, exact))
     zero = w.lit_idx(N, 0)
-    idx = b.ap("core.select", w.idx_n(N), b.tup(same, *( (zero, kg.cell) if race else (kg.cell, zero))))
+    # core.select (c, x, y) is x where c holds
+    if_same, if_not = (zero, kg.cell) if race else (kg.cell, zero)
+    idx = b.ap("core.select", w.idx_n(N), b.tup(same, if_same, if_not))
     p = b.lea(N, b.I32, 1, kg.argv["out"], idx)
     item = b.bitcast(w.nat(), b.I32, kg.gnat())
     kg.state["m1"] = b.store(b.I32, 1, kg.state["m1"], p, item)

@@ -693,17 +693,8 @@ class _KernelGen:
     def inject(self) -> None:
         b, w = self.b, self.b.w
         d = self.defect
-        where = "global"
-        if d == "race" and self.f["stateful_shapes"]:
-            where = self.draw(st.sampled_from(["global", "global", "shared", "value_guarded"]), label="race where")
-        if where == "shared" and self.f["shared"]:
-            shapes_state.shared_race(self)
-        elif where == "value_guarded" and self.f["loops"]:
-            shapes_state.value_guarded_store(self, race=True)
-        elif d == "race":
-            # every work-item writes its own id into out[0]: different values, one cell
-            p = b.lea(self.N, b.I32, 1, self.argv["out"], w.lit_idx(self.N, 0))
-            self.state["m1"] = b.store(b.I32, 1, self.state["m1"], p, b.bitcast(w.nat(), b.I32, self.gnat()))
+        if d == "race":
+            self.race()
         elif d == "divergence":
             iid32 = _Val(b.bitcast(w.idx_n(self.I), b.I32, self.iid), 32, 0, self.I - 1, False)
             self.pool.append(iid32)
@@ -730,6 +721,22 @@ class _KernelGen:
         elif d == "addr_space":
             m4, p = b.slot(b.I32, 4, self.state["m4"], self.fresh_id())
             self.state["m4"] = b.store(b.I32, 4, m4, p, w.lit_idx(2 ** 32, 1))
+
+    def race(self) -> None:
+        """The `race` defect: in global memory, or (stateful shapes) in a shared slot or behind a
+        store whose cell a loop's result chooses."""
+        b, w = self.b, self.b.w
+        where = "global"
+        if self.f["stateful_shapes"]:
+            where = self.draw(st.sampled_from(["global", "global", "shared", "value_guarded"]), label="race where")
+        if where == "shared" and self.f["shared"]:
+            shapes_state.shared_race(self)
+        elif where == "value_guarded" and self.f["loops"]:
+            shapes_state.value_guarded_store(self, race=True)
+        else:
+            # every work-item writes its own id into out[0]: different values, one cell
+            p = b.lea(self.N, b.I32, 1, self.argv["out"], w.lit_idx(self.N, 0))
+            self.state["m1"] = b.store(b.I32, 1, self.state["m1"], p, b.bitcast(w.nat(), b.I32, self.gnat()))
 
     def gnat(self) -> Def:
         b, w = self.b, self.b.w

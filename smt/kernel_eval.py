@@ -408,13 +408,17 @@ class Evaluator:
         # be the inner continuation's own: that activation goes on.)
         self._leave(local, local if loops else frozenset({m}))
         if loops:
-            for x in local:
-                if x is not m:
-                    self.entries.pop(x.gid, None)
-                    self.abstracted.discard(x.gid)
+            self._restart_loops(m)
         self.acts.count += 1
         self.acts.current[m.gid] = self.acts.count
         self.frames[m.gid] = arg
+
+    def _restart_loops(self, m: MutLam) -> None:
+        """The loops nested in m start anew: no entries counted, no summary in force."""
+        for x in self.scopes.local_muts(m):
+            if x is not m:
+                self.entries.pop(x.gid, None)
+                self.abstracted.discard(x.gid)
 
     def _leave(self, local: frozenset[MutLam], ended: frozenset[MutLam]) -> None:
         """Forget what the current activations of `local` computed, and end those of `ended`:
@@ -509,10 +513,7 @@ class Evaluator:
             k = kept[s]  # (`_close` kept every activation a closure names)
             cur[x.gid] = s
             self.frames[x.gid] = k.frame
-            for y in self.scopes.local_muts(x):
-                if y is not x:
-                    self.entries.pop(y.gid, None)
-                    self.abstracted.discard(y.gid)
+            self._restart_loops(x)
             self.entries.update(k.entries)
             self.abstracted |= k.abstracted
         self._recall([kept[s] for _, s in resumed])

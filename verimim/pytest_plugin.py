@@ -512,17 +512,21 @@ def _expect_race_status(what: str, report: driver.Report, status: str) -> None:
 class MimRunItem(MimItem):
     target = "interp"
 
-    def runtest(self) -> None:
-        code = self.ann.get("EXPECT-ERROR")
-        state = self.parent.phase_code_checked() if code in PHASE_CODES else False
-        if state:
-            pytest.skip(f"check rejects the program with {code} (the `check` item tests it): it never runs")
+    def run_program(self) -> tuple[driver.Report, str]:
+        """`verimim run` of the file with its annotations, and the command that does it."""
         report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel, target=self.target)
         fuel = ["--fuel", str(self.ann.fuel)] if self.ann.fuel is not None else []
         target = ["--target", self.target]  # (without it, run picks the GPU where there is one)
         # options first, then `--`: an argument such as `-v` reaches main, as it did here
         args = ["--", *self.ann.args] if self.ann.args else []
-        what = driver.shell_command(["verimim", "run", _shown(self.path), *fuel, *target, *args])
+        return report, driver.shell_command(["verimim", "run", _shown(self.path), *fuel, *target, *args])
+
+    def runtest(self) -> None:
+        code = self.ann.get("EXPECT-ERROR")
+        state = self.parent.phase_code_checked() if code in PHASE_CODES else False
+        if state:
+            pytest.skip(f"check rejects the program with {code} (the `check` item tests it): it never runs")
+        report, what = self.run_program()
         if code is not None:
             if code in PHASE_CODES and state is None and not any(d.code == code for d in report.diagnostics):
                 pytest.xfail(f"{code} is not reported at run time: a phase rejection? {NO_PHASES_REASON}")
@@ -563,9 +567,7 @@ class MimGpuItem(MimRunItem):
             return
         # A limit of the GPU backend, stated: the run must stop with it, not give a result or
         # another error (the interpreter's result is run[interp]'s)
-        report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel, target=self.target)
-        args = ["--", *self.ann.args] if self.ann.args else []
-        what = driver.shell_command(["verimim", "run", _shown(self.path), "--target", self.target, *args])
+        report, what = self.run_program()
         _expect_error(what, report, code, None, self.path)
 
 

@@ -37,14 +37,19 @@ def refuted_by_the_model(entry: dict[str, Any]) -> bool:
     return entry["races"] == "refuted" and "work_items" in cex and "shown_by_run" not in cex
 
 
+def assert_proved_and_runs_to(path: Path, result: int) -> None:
+    """check proves races and divergence away, and `run` returns `result`."""
+    entries, found = verdicts(path)
+    assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")], entries
+    assert not found
+    run = driver.run(str(path), [], [])
+    assert run.ok and run.data["result"] == result
+
+
 def test_a_recursion_that_returns_is_followed_back_to_its_caller() -> None:
     # sum 5 = 15 through five returns, each adding its own activation's n: the store after the
     # call is the work-item's own cell only with the right sum. Proved (it was `bounded`).
-    entries, found = verdicts(SUM)
-    assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")], entries
-    assert not found
-    run = driver.run(str(SUM), [], [])
-    assert run.ok and run.data["result"] == 18
+    assert_proved_and_runs_to(SUM, 18)
 
 
 def test_a_race_after_the_recursion_returns_is_refuted_by_the_model() -> None:
@@ -75,11 +80,7 @@ def test_a_recursion_as_deep_as_argc_is_bounded_never_proved() -> None:
 def test_each_activation_has_its_own_local_slot() -> None:
     # Each activation's `mem.slot (I32, 5)` is a new block (interp: a stack block per run):
     # what the inner activations store does not reach the outer ones' slots.
-    entries, found = verdicts(LOCAL_SLOT)
-    assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")], entries
-    assert not found
-    run = driver.run(str(LOCAL_SLOT), [], [])
-    assert run.ok and run.data["result"] == 18
+    assert_proved_and_runs_to(LOCAL_SLOT, 18)
 
 
 MUTUAL = """fun even (n: I32): I32 =
@@ -120,7 +121,7 @@ def test_a_mutual_recursion_resumes_each_caller(tmp_path: Path, total: int, race
     assert ("E-RACE" in found) == (races == "refuted") == ("E-RACE" in run_codes(path))
 
 
-LOOP_CALLS_SUM = """fun sum (n: I32): I32 =
+SUM_HELPER = """fun sum (n: I32): I32 =
     (deeper, base)#(core.icmp.e (n, 0I32)) ()
     where
         con base () = return 0I32;
@@ -129,13 +130,13 @@ LOOP_CALLS_SUM = """fun sum (n: I32): I32 =
             return (core.wrap.add 0 (r, n));
     end;
 
-con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
-            group_id: Idx 1, item_id: Idx 4, (), (out: gpu.GlobalPtr «4; I32», ac: I32),
-            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    loop (m1, 0I32)
+"""
+# A loop to the kernel's argument n (argc - 1) calling `sum 3` in each iteration; the cell is
+# the work-item's own only when the sum is 6.
+LOOP_CALLS_SUM = """    loop (m1, 0I32)
     where
         con loop (m1: gpu.GlobalM, k: I32) =
-            (exit, body)#(core.icmp.sl (k, ac)) m1
+            (exit, body)#(core.icmp.sl (k, n)) m1
             where
                 con exit (m1: gpu.GlobalM) = return (m1, m3, m4, m5);
                 con body (m1: gpu.GlobalM) =
@@ -144,23 +145,7 @@ con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
                     let m1 = mem.store (m1, mem.lea (out, cell), core.wrap.add 0 (s, k));
                     loop (m1, core.wrap.add 0 (k, 1I32));
             end;
-    end;
-"""
-LOOP_MAIN = """
-fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
-              : [mem.M 0, I32] =
-    let (m0, m1, m4) = gpu.init m0;
-    let (m0, arr) = mem.alloc («4; I32», 0) m0;
-    let m0 = mem.store (m0, arr, ‹4; 0I32›);
-    let (m0, m1, d) = gpu.alloc_copy.block (m0, m1, arr);
-    ret (m0, m1, m4) = gpu.launch (1, 4, gpu.default_stream, ff, ()) kernel (d, argc) $ (m0, m1, m4);
-    let (m0, m1) = gpu.copy_to_host.block (m0, m1, d, arr);
-    let m1 = gpu.free.block (m1, d);
-    let (m0, v) = mem.load (m0, mem.lea (arr, 3_4));
-    let m0 = mem.free (m0, arr);
-    let m0 = gpu.deinit (m0, m1, m4);
-    return (m0, v);
-"""
+    end;"""
 
 
 def test_a_loop_whose_body_calls_a_recursive_helper_is_summarized(tmp_path: Path) -> None:
@@ -168,7 +153,8 @@ def test_a_loop_whose_body_calls_a_recursive_helper_is_summarized(tmp_path: Path
     # is followed inside the loop body's exploration too (it leaves the loop's activation
     # alone), so the loop is summarized and the kernel proved. It was `bounded`: every path was
     # cut at the recursive call, in the summary's exploration too.
-    path = Path(kp.write(tmp_path, "loop_calls_sum", "plugin core;\nplugin mem;\nplugin gpu;\n\n" + LOOP_CALLS_SUM + LOOP_MAIN))
+    text = kp.arg_program(LOOP_CALLS_SUM, groups=1, items=4, n=4)
+    path = Path(kp.write(tmp_path, "loop_calls_sum", text.replace("con kernel", SUM_HELPER + "con kernel", 1)))
     entries, found = verdicts(path)
     assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")], entries
     assert "inductive invariants" in entries[0]["detail"] and not found

@@ -374,6 +374,9 @@ class Evaluator:
             # the loop it leaves (recursion): another activation of the loop would stop the path
             # at its back edge, before the summarized one's. Cut: no summary (kernel_loops).
             raise _Stop("recursion", m.name or "?")
+        if self.stop_at is not None and m.gid != self.stop_at and self.loops is not None \
+                and self.loops.left_loop(self, m, arg):
+            raise _Stop("exit", m.name or "?")  # no back edge follows (LoopSummaries.left_loop)
         if self.stop_at == m.gid and not first:
             if not back:
                 raise LoopReentry(m.name or "?")
@@ -383,7 +386,7 @@ class Evaluator:
             if not back:  # a second activation the summary does not cover: no summary at all
                 raise LoopReentry(m.name or "?")
             raise _Stop("loop", m.name or "?")
-        if self.loops is not None and first and m.gid != self.stop_at and self.loops.is_header(m):
+        if self.loops is not None and first and m.gid != self.stop_at and self.loops.is_header(m, self.scopes):
             h = self.loops.summarize(self, m, arg)
             if h is not None:
                 arg = h

@@ -33,9 +33,10 @@ from typing import Any, cast
 import z3
 
 from verimim.ir.analysis import scan_mut
-from verimim.ir.defs import MutLam
+from verimim.ir.defs import Lam, MutLam
+from verimim.ir.schedule import Scopes
 from verimim.smt import z3_typed as z3t
-from verimim.smt.kernel_eval import CUT_STATUSES, Evaluator, LoopReentry, Op, Ptr
+from verimim.smt.kernel_eval import CUT_STATUSES, Closure, Evaluator, LoopReentry, Op, Ptr
 from verimim.smt.symbolic import Explorer, SymbolicError
 
 MAX_BODY_PATHS = 64
@@ -111,6 +112,7 @@ class LoopSummaries:
     timeout_ms: int = 2_000
     notes: dict[str, str] = field(default_factory=dict)
     _headers: dict[int, bool] = field(default_factory=dict)
+    _reaches: dict[int, frozenset[int]] = field(default_factory=dict)
     _summarizing: set[int] = field(default_factory=set)  # headers whose summary is being made
     # Wall-clock seconds for all the summaries of one kernel: a body explored from "any
     # iteration" may branch at every step of an inner loop it has to unroll (a btensor
@@ -119,24 +121,81 @@ class LoopSummaries:
     budget_s: float = 10.0
     _deadline: float | None = None
 
-    def is_header(self, m: MutLam) -> bool:
-        """Whether m's body can reach m again (it heads a loop)."""
+    def is_header(self, m: MutLam, scopes: Scopes) -> bool:
+        """Whether m's body can reach m again (it heads a loop), not through a mutable m is
+        nested in: entering that starts a new activation of m's scope, and m's entries anew
+        (`Evaluator._restart_loops`), so m is never re-entered as a loop header is (a loop's
+        body reaches itself through its header). Summarized as a loop of its own, each entry
+        of such a body was a first one, its back edge never met: its exploration unrolled the
+        enclosing loop to the bound, branching at each step."""
         hit = self._headers.get(m.gid)
+        if hit is not None:
+            return hit
+        hit = False
+        seen: set[int] = set()
+        stack = list(scan_mut(m)[1])
+        while stack and not hit:
+            x = stack.pop()
+            hit = x is m
+            if x.gid in seen or m in scopes.local_muts(x):
+                continue
+            seen.add(x.gid)
+            stack.extend(scan_mut(x)[1])
+        self._headers[m.gid] = hit
+        return hit
+
+    def _reach(self, m: MutLam) -> frozenset[int]:
+        """The mutables m's body can reach by naming them (m included), by id."""
+        hit = self._reaches.get(m.gid)
         if hit is None:
             seen: set[int] = set()
-            stack = list(scan_mut(m)[1])
-            hit = False
+            stack = [m]
             while stack:
                 x = stack.pop()
-                if x is m:
-                    hit = True
-                    break
-                if x.gid in seen:
-                    continue
-                seen.add(x.gid)
-                stack.extend(scan_mut(x)[1])
-            self._headers[m.gid] = hit
+                if x.gid not in seen:
+                    seen.add(x.gid)
+                    stack.extend(scan_mut(x)[1])
+            hit = self._reaches[m.gid] = frozenset(seen)
         return hit
+
+    def left_loop(self, ev: Evaluator, q: MutLam, arg: Any) -> bool:
+        """Whether a path exploring the body of the loop headed by `ev.stop_at`, entering q with
+        `arg`, has left the loop for good: no back edge can follow, so the path is of no use to
+        the summary (which asks only what the back edges pass) and stops here.
+
+        q's body must not name the header (through any mutable it names), and no continuation
+        the path can still jump to may: those in `arg`, in the parameters of the activations
+        whose parameters the mutables q reaches read (`Scopes.free`: a return continuation
+        an enclosing helper received), and, for a closure, in the activations it captured —
+        followed on through the continuations found there, and those an opened immutable
+        lambda's body reads. An immutable lambda as a value is not looked into: the path goes on. Exploring such a path to the kernel's
+        end cost time exponential in the loops that follow, and whatever it met there (a
+        barrier, a write of local memory, a cut) kept the loop from being summarized."""
+        header = ev.stop_at
+        if header is None:
+            return False
+        # (the placeholders of opened immutable lambdas: what their bodies read)
+        todo: list[Any] = [arg, q, *ev.params.values()]
+        seen: set[int] = set()
+        while todo:
+            v = todo.pop()
+            if isinstance(v, tuple):
+                todo.extend(v)
+                continue
+            if isinstance(v, Closure):
+                for x, s in v.acts:
+                    kept = ev.acts.kept.get(s)
+                    todo.append(kept.frame if kept is not None else ev.frames.get(x.gid))
+                v = v.fn
+            if isinstance(v, Lam):
+                return False
+            if not isinstance(v, MutLam) or v.gid in seen:
+                continue
+            seen.add(v.gid)
+            if header in self._reach(v):
+                return False
+            todo.extend(ev.frames.get(x.gid) for x in ev.scopes.free(v))
+        return True
 
     def _out_of_time(self) -> bool:
         now = time.monotonic()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.smt import kernel_programs as kp
-from tests.smt.test_kernel_verify import verify
+from tests.smt.test_kernel_verify import codes, verify
 
 
 def _loop(tmp: Path, name: str, stride: int, extra: str = "") -> str:
@@ -93,3 +93,83 @@ def test_streams_past_a_host_loop_cut_by_the_bound_are_bounded_without_a_launch(
     rep = driver.check(str(path), [])
     assert rep.ok and [v.status for v in from_stream_notes(rep.diagnostics)] == ["bounded"], rep.diagnostics
     assert "E-RACE" in {d.code for d in driver.run(str(path), [], []).diagnostics}
+
+
+# A loop past the unrolling bound (n = argc - 1) with a barrier after it: what follows the
+# loop's exit is no part of its body. Its summary's exploration ran every path on to the
+# kernel's end, so the barrier there kept the loop from being summarized (`bounded`).
+LOOP_THEN_BARRIER = """    let t = {T};
+    loop (m1, 0I32)
+    where
+        con loop (m1: gpu.GlobalM, k: I32) =
+            (exit, body)#(core.icmp.ul (k, n)) m1
+            where
+                con body (m1: gpu.GlobalM) =
+                    let j = core.nat.add (t, core.nat.mul (core.bitcast Nat k, 8));
+                    let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 1024) j), core.bitcast I32 t);
+                    loop (m1, core.wrap.add 0 (k, 1I32));
+            end;
+        con exit (m1: gpu.GlobalM) =
+            let (m1, m3) = gpu.sync_work_items (m1, m3);
+            return (m1, m3, m4, m5);
+    end;"""
+
+# The loop's body calls a helper declared outside the loop, passing it a continuation back into
+# the loop: the helper's body names no part of the loop, yet the path returns to the header.
+# (Verified as written: the pipeline would copy the helper into its call site.)
+# Only iteration 20 (past the bound) writes the common cell out[1000].
+LOOP_THROUGH_A_HELPER = """    let t = {T};
+    loop (m1, 0I32)
+    where
+        con put (m1: gpu.GlobalM, k: I32, back: Cn gpu.GlobalM) =
+            (next, clash)#(core.icmp.e (k, 20I32)) m1
+            where
+                con clash (m1: gpu.GlobalM) =
+                    let m1 = mem.store (m1, mem.lea (out, 1000_1024), core.bitcast I32 t);
+                    back m1;
+                con next (m1: gpu.GlobalM) = back m1;
+            end;
+        con loop (m1: gpu.GlobalM, k: I32) =
+            (exit, body)#(core.icmp.ul (k, n)) m1
+            where
+                con body (m1: gpu.GlobalM) =
+                    put (m1, k, again)
+                    where
+                        con again (m1: gpu.GlobalM) = loop (m1, core.wrap.add 0 (k, 1I32));
+                    end;
+            end;
+        con exit (m1: gpu.GlobalM) = return (m1, m3, m4, m5);
+    end;"""
+
+
+def test_what_follows_a_loops_exit_does_not_keep_it_from_being_summarized(tmp_path: Path) -> None:
+    entries, diags = verify(kp.write(tmp_path, "then_barrier", kp.arg_program(LOOP_THEN_BARRIER, n=1024)))
+    assert (entries[0]["races"], entries[0]["divergence"]) == ("proved", "proved"), entries[0]
+    assert "inductive invariants" in entries[0]["detail"] and not diags
+
+
+def test_a_path_through_a_helper_back_into_the_loop_has_not_left_it(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from verimim.smt import kernel_loops
+
+    from verimim.driver import load
+    from verimim.phases.base import Program
+    from verimim.smt.kernel_verify import verify_kernels
+    from verimim.smt.specs import SpecContext
+
+    path = kp.write(tmp_path, "helper", kp.arg_program(LOOP_THROUGH_A_HELPER, n=1024))
+
+    def verify(path: str) -> tuple[list[dict], list]:
+        rep = verify_kernels(Program(load(path, [])[0]), SpecContext(timeout_ms=10_000), path)
+        return rep.entries, rep.diagnostics
+
+    entries, diags = verify(path)
+    assert entries[0]["races"] == "bounded" and "E-RACE" not in codes(diags), entries[0]
+    # A wrong variant: a path that enters a mutable not naming the header has left the loop
+    # (the continuation it was passed not looked at). The back edge through the helper is then
+    # never seen, the invariant `k = entry` survives, and the race at k = 20 is "proved" absent.
+    original = kernel_loops.LoopSummaries.left_loop
+    monkeypatch.setattr(kernel_loops.LoopSummaries, "left_loop",
+                        lambda self, ev, q, arg: original(self, ev, q, ()) and ev.stop_at not in self._reach(q))
+    entries, _ = verify(path)
+    assert entries[0]["races"] == "proved", entries[0]

@@ -258,6 +258,7 @@ class Evaluator:
     entries: dict[int, int] = field(default_factory=dict)
     fresh_vars: list[z3.ExprRef] = field(default_factory=list)
     cut_at: str = ""  # the continuation whose unrolling bound cut the path
+    cut_gid: int | None = None  # … its id, where the bound cut it
     # Loop summaries (`kernel_loops.LoopSummaries`): a loop header's first entry runs "any
     # iteration" under an inductive invariant; re-entering it ends the path ("loop").
     loops: Any = None
@@ -395,6 +396,7 @@ class Evaluator:
         self.steps += 1
         # (a recursive call counts as an entry too: the depth of a recursion is bounded as a loop's)
         if n > self.loop_bound or self.steps > MAX_STEPS:
+            self.cut_gid = m.gid
             raise _Stop("bound", m.name or "?")
         self.entries[m.gid] = n
         self._activate(m, arg)

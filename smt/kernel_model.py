@@ -84,6 +84,7 @@ class KPath:
     cut_at: str
     fresh: tuple[z3.ExprRef, ...]  # the path's memory values and loaded pointers (per work-item)
     end: Loc | None = None  # where a path that returned returns
+    cut_gid: int | None = None  # the mutable whose entries past the bound cut the path ("bound")
 
 
 @dataclass
@@ -278,13 +279,15 @@ def _scratch_handlers() -> tuple[dict[str, Op], Callable[[], bool]]:
 
 
 def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND,
-                   summarize_loops: bool = False, world: Any = None) -> KernelPaths:
+                   summarize_loops: bool = False, world: Any = None,
+                   summarize_only: frozenset[int] | None = None) -> KernelPaths:
     """Every path of one generic work-item of `kernel` (Unsupported for what it cannot model);
-    with `summarize_loops`, loops run as "any iteration" under inferred invariants."""
+    with `summarize_loops`, loops run as "any iteration" under inferred invariants (with
+    `summarize_only`, the loops headed by those mutables; the others are unrolled)."""
     inp = kernel_inputs(kernel)
     explorer = Explorer(assumptions=_ranges(inp), timeout_ms=timeout_ms, max_paths=MAX_PATHS)
     scopes = Scopes(world)
-    loops = LoopSummaries(_scratch_handlers, timeout_ms) if summarize_loops else None
+    loops = LoopSummaries(_scratch_handlers, timeout_ms, only=summarize_only) if summarize_loops else None
     slots: dict[SlotKey, int] = {}  # one numbering for every path
 
     def one() -> KPath:
@@ -295,7 +298,7 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
         arg = (Tok(1), Tok(3), Tok(4), Tok(5), inp.group, inp.item, smem, inp.args, RETURN)
         status = ev.run(kernel, arg)
         return KPath(z3.BoolVal(True), tuple(tr.accesses), tuple(tr.barriers), status, ev.cut_at,
-                     tuple(ev.fresh_vars), ev.end_loc)
+                     tuple(ev.fresh_vars), ev.end_loc, ev.cut_gid)
 
     try:
         raw = explorer.run(one)
@@ -307,7 +310,7 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
             raise Unsupported(f"{type(p.error).__name__}: {p.error}")
         assert p.outcome is not None
         o = p.outcome
-        paths.append(KPath(p.condition(), o.accesses, o.barriers, o.status, o.cut_at, o.fresh, o.end))
+        paths.append(KPath(p.condition(), o.accesses, o.barriers, o.status, o.cut_at, o.fresh, o.end, o.cut_gid))
     return KernelPaths(kernel, inp, paths, loop_bound, explorer.feasibility_queries,
                        dict(loops.notes) if loops is not None else {})
 

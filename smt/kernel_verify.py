@@ -82,11 +82,8 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
             else:
                 if _bound_note(kp) and site.kernel not in summarized:
                     # Unrolling was cut: try loop invariants instead (used only for proofs).
-                    try:
-                        summarized[site.kernel] = explore_kernel(kernel, min(ctx.timeout_ms, 2_000), loop_bound,
-                                                                 summarize_loops=True, world=program.device)
-                    except (Unsupported, LoopReentry, z3.Z3Exception):
-                        summarized[site.kernel] = None
+                    summarized[site.kernel] = _explore_summarized(kernel, kp, min(ctx.timeout_ms, 2_000),
+                                                                  loop_bound, program.device)
                 issued = None if reach is None else reach.get(site.app.gid, z3.BoolVal(False))
                 _verify_launch(kp, summarized.get(site.kernel), site, program, ctx, file, entry, out.diagnostics,
                                runs, issued)
@@ -99,6 +96,28 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
         check_streams(program, ctx, file, {k: v for k, v in explored.items() if not isinstance(v, str)},
                       by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []], main_run)
     return out
+
+
+def _explore_summarized(kernel: MutLam, kp: KernelPaths, timeout_ms: int, loop_bound: int,
+                        world: World | None) -> KernelPaths | None:
+    """The kernel's paths with loops summarized by inductive invariants; None where that
+    cannot be modelled. First only the loops whose headers the unrolling bound cut (in `kp`),
+    the others unrolled; where that is cut again (the bound cut a recursive helper a loop
+    calls, not the loop; or a loop after a summarized one runs "any" number of times), every
+    loop is summarized."""
+    only = _cut_loops(kp) or None
+    try:
+        summary = explore_kernel(kernel, timeout_ms, loop_bound, summarize_loops=True, world=world,
+                                 summarize_only=only)
+        if only is not None and _bound_note(summary):
+            summary = explore_kernel(kernel, timeout_ms, loop_bound, summarize_loops=True, world=world)
+        return summary
+    except (Unsupported, LoopReentry, z3.Z3Exception):
+        return None
+
+
+def _cut_loops(kp: KernelPaths) -> frozenset[int]:
+    return frozenset(p.cut_gid for p in kp.paths if p.status == "bound" and p.cut_gid is not None)
 
 
 def _split_for_verification(program: Program) -> Program:

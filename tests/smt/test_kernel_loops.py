@@ -173,3 +173,46 @@ def test_a_path_through_a_helper_back_into_the_loop_has_not_left_it(tmp_path: Pa
                         lambda self, ev, q, arg: original(self, ev, q, ()) and ev.stop_at not in self._reach(q))
     entries, _ = verify(path)
     assert entries[0]["races"] == "proved", entries[0]
+
+
+# A short loop (two iterations: acc = 5 · 3 · 3 = 45) whose result guards a store: out[t] when
+# acc = 45, else out[0] (a race). Then the loop to n = argc - 1, which the bound cuts.
+SHORT_LOOP_GUARD_THEN_LONG_LOOP = """    let t = {T};
+    short (m1, 0I32, 5I32)
+    where
+        con short (m1: gpu.GlobalM, i: I32, acc: I32) =
+            (done, step)#(core.icmp.ul (i, 2I32)) (m1, acc)
+            where
+                con step (m1: gpu.GlobalM, a: I32) = short (m1, core.wrap.add 0 (i, 1I32), core.wrap.mul 0 (a, 3I32));
+            end;
+        con done (m1: gpu.GlobalM, acc: I32) =
+            let cell = (0_1024, core.bitcast (Idx 1024) t)#(core.icmp.e (acc, 45I32));
+            let m1 = mem.store (m1, mem.lea (out, cell), core.bitcast I32 t);
+            loop (m1, 0I32)
+            where
+                con loop (m1: gpu.GlobalM, k: I32) =
+                    (exit, body)#(core.icmp.ul (k, n)) m1
+                    where
+                        con body (m1: gpu.GlobalM) =
+                            let j = core.nat.add (t, core.nat.mul (core.bitcast Nat k, 8));
+                            let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 1024) j), core.bitcast I32 t);
+                            loop (m1, core.wrap.add 0 (k, 1I32));
+                    end;
+                con exit (m1: gpu.GlobalM) = return (m1, m3, m4, m5);
+            end;
+    end;"""
+
+
+def test_only_the_loops_the_bound_cut_are_summarized(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The short loop is unrolled, as without summaries: its result stays 45, and the guarded
+    # store writes the work-item's own cell. Summarized too ("any iteration" of it: acc any
+    # value its invariants allow), the store might write out[0]: the races stayed `bounded`.
+    from verimim.smt import kernel_verify
+
+    path = kp.write(tmp_path, "short_then_long", kp.arg_program(SHORT_LOOP_GUARD_THEN_LONG_LOOP, n=1024))
+    entries, diags = verify(path)
+    assert (entries[0]["races"], entries[0]["divergence"]) == ("proved", "proved"), entries[0]
+    assert "`loop`" in entries[0]["detail"] and "`short`" not in entries[0]["detail"], entries[0]["detail"]
+    monkeypatch.setattr(kernel_verify, "_cut_loops", lambda kp: frozenset())  # summarize every loop
+    entries, diags = verify(path)
+    assert entries[0]["races"] == "bounded", entries[0]

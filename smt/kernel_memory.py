@@ -2,10 +2,13 @@
 
 Used for memory only one thread of control sees while it runs — a work-item's local memory
 (space 5) and the host's memory as main runs — so that a value stored and loaded back is the
-value stored (a local variable, a stream handle), not an unknown one. A store at an offset that
-is not a constant forgets the object (an unknown object: all of it); a load of a cell not
-written, or written with another size, is a fresh value of the type. Both are sound: forgetting
-only makes more values possible.
+value stored (a local variable, a stream handle), not an unknown one. An object written only at
+constant offsets is a map of cells. Once written at an offset that is not a constant, an object
+keeps the log of its writes (offset term, size, value) over its unknown first contents: a load
+is the last write at an equal offset (`If(off = o₂, x₂, If(off = o₁, x₁, …))`), any value where a
+write of another size may overlap, else the object's first contents there — one unknown value
+per offset, the same for equal offsets however written. A store through a pointer to an unknown
+object forgets every object. All of this is sound: where it does not know, it allows any value.
 """
 from __future__ import annotations
 
@@ -40,44 +43,60 @@ class CellMemory:
     # What an object holds where nothing was written (by object id): a function of the loaded
     # type (None: any value). Dropped with the object's cells when it is forgotten.
     initial: dict[int, Callable[[Evaluator, Def, str], Any]] = field(default_factory=dict)
-    # What a load at a symbolic offset of an object gave (by object, offset term, type), until
-    # the next write to that object: the same load again reads the same value (a stream handle
-    # loaded twice from `sa[argc & 1]` is one stream, not two unknown ones).
-    symbolic: dict[int, dict[tuple[int, int], list[tuple[z3.BitVecRef, Any]]]] = field(default_factory=dict)
+    # The objects written at an offset that is no constant: every write since, in order
+    # (offset term, size, value), over their first contents (`objects` then holds none of them).
+    logs: dict[int, list[tuple[z3.BitVecRef, int, Any]]] = field(default_factory=dict)
+    # An object's unknown first contents as loads read them: (offset term, type id, value).
+    first: dict[int, list[tuple[z3.BitVecRef, int, Any]]] = field(default_factory=dict)
 
     def store(self, p: Ptr, t: Def, v: Any) -> None:
-        off = concrete(p.off)
-        self._write(p, _cells(t, off, v) if off is not None else None)
+        self._write(p, _cells(t, 0, v))
 
     def store_cell(self, p: Ptr, size: int, v: Any) -> None:
-        off = concrete(p.off)
-        self._write(p, [(off, size, v)] if off is not None else None)
+        self._write(p, [(0, size, v)])
 
     def forget(self, p: Ptr) -> None:
         self._write(p, None)
 
     def _write(self, p: Ptr, new: list[tuple[int, int, Any]] | None) -> None:
+        """Write `new` (cells at offsets relative to p) through p; None: p's object is unknown
+        from here on."""
         obj = concrete(p.obj)
         if obj is None:
             self.objects.clear()
             self.initial.clear()
-            self.symbolic.clear()
+            self.logs.clear()
+            self.first.clear()
             return
-        self.symbolic.pop(obj, None)
         cells = self.objects.setdefault(obj, {})
         if new is None:
             cells.clear()
             self.initial.pop(obj, None)
+            self.logs.pop(obj, None)
+            self.first.pop(obj, None)
             return
+        off = concrete(p.off)
+        if off is None and obj not in self.logs:
+            # (what was written at constants, first; what nobody wrote stays the first contents,
+            # less what `initial` knew of it)
+            self.logs[obj] = [(z3.BitVecVal(k, p.off.size()), s, x) for k, (s, x) in sorted(cells.items())]
+            cells.clear()
+            self.initial.pop(obj, None)
+        log = self.logs.get(obj)
+        if log is not None:
+            log.extend((p.off + o, size, x) for o, size, x in new)
+            return
+        assert off is not None
         for o, size, x in new:
+            o += off
             for k in [k for k, (s, _) in cells.items() if k < o + size and o < k + s]:
                 del cells[k]
             cells[o] = (size, x)
 
     def load(self, ev: Evaluator, p: Ptr, t: Def, hint: str) -> Any:
         obj, off = concrete(p.obj), concrete(p.off)
-        if obj is not None and off is None:
-            return self._load_symbolic(ev, obj, p.off, t, hint)
+        if obj is not None and (off is None or obj in self.logs):
+            return self._load_at(ev, obj, p.off, t, hint)
         cells = self.objects.get(obj, {}) if obj is not None else {}
 
         def build(t: Def, o: int | None) -> Any:
@@ -91,19 +110,59 @@ class CellMemory:
             if hit is not None and hit[0] == size:
                 return hit[1]
             unwritten = o is not None and not any(k < o + size and o < k + s for k, (s, _) in cells.items())
-            known = self.initial.get(obj) if obj is not None and unwritten else None
+            if not unwritten or obj is None:
+                return ev.fresh(t, hint)
+            known = self.initial.get(obj)
             v = known(ev, t, hint) if known is not None else None
-            return v if v is not None else ev.fresh(t, hint)
+            return v if v is not None else self._first(ev, obj, z3.BitVecVal(o, p.off.size()), t, hint)
 
         return build(t, off)
 
-    def _load_symbolic(self, ev: Evaluator, obj: int, off: z3.BitVecRef, t: Def, hint: str) -> Any:
-        """A load of a known object at an offset that is no number: any value, the same as an
-        earlier load of that offset term and type since the object was last written."""
-        seen = self.symbolic.setdefault(obj, {}).setdefault((off.hash(), t.gid), [])
-        for term, v in seen:
-            if term.eq(off):
+    def _load_at(self, ev: Evaluator, obj: int, off: z3.BitVecRef, t: Def, hint: str) -> Any:
+        """A load of a known object at an offset that is no constant, or of an object written
+        at one (its log). An aggregate: any value."""
+        if isinstance(t, (Arr, Sigma)):
+            return ev.fresh(t, hint)
+        size = size_of(t, "a loaded value")
+        log = self.logs.get(obj)
+        writes = log if log is not None else \
+            [(z3.BitVecVal(k, off.size()), s, x) for k, (s, x) in sorted(self.objects.get(obj, {}).items())]
+        v = self._first(ev, obj, off, t, hint)
+        for o, s, x in writes:
+            if s == size:
+                v = _select(off == o, x, v)
+            else:
+                overlap = z3t.And(z3.ULT(off, o + s), z3.ULT(o, off + size))
+                if not z3.is_false(z3.simplify(overlap)):
+                    v = _select(overlap, ev.fresh(t, hint), v)
+        return v
+
+    def _first(self, ev: Evaluator, obj: int, off: z3.BitVecRef, t: Def, hint: str) -> Any:
+        """The object's first contents at `off` as a value of type t: one value per offset and
+        type, the same for offset terms that are equal."""
+        seen = self.first.setdefault(obj, [])
+        for term, gid, v in seen:
+            if gid == t.gid and term.eq(off):
                 return v
         v = ev.fresh(t, hint)
-        seen.append((off, v))
+        for term, gid, earlier in seen:
+            if gid == t.gid:
+                v = _select(off == term, earlier, v)
+        seen.append((off, t.gid, v))
         return v
+
+
+def _select(cond: z3.BoolRef | bool, a: Any, b: Any) -> Any:
+    """`If(cond, a, b)` for values of the models (bit-vectors, pointers, tagged tuples such as
+    stream handles); b where their shapes differ (b is any value: sound, only less exact)."""
+    if isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef):
+        return z3.If(cond, a, b) if a.sort() == b.sort() else b
+    if isinstance(a, Ptr) and isinstance(b, Ptr):
+        if a.space != b.space:
+            return b
+        return Ptr(a.space, _select(cond, a.obj, b.obj), _select(cond, a.off, b.off), b.label)
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        parts = [_select(cond, x, y) if isinstance(x, (z3.ExprRef, Ptr, tuple)) else (y if x == y else None)
+                 for x, y in zip(a, b)]
+        return b if any(p is None for p in parts) else tuple(parts)
+    return b

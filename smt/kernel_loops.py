@@ -10,7 +10,8 @@ replaced by fresh variables h ("any iteration"), constrained by an inductive inv
 2. those that hold at entry (Z3, under the path's condition) and are preserved by every path of
    the body back to the header (the body explored from h, assuming the surviving candidates,
    Z3 asked for each back edge whether the new values satisfy each) survive — repeated until
-   none is dropped.
+   none is dropped. A path of the body that leaves the loop for good ends there
+   (`LoopSummaries.left_loop`): what follows the loop is no part of its body.
 
 The path then runs the body once from h (covering every iteration's accesses, since every
 iteration's state satisfies I) and stops at the back edge (status `loop`), or leaves the loop
@@ -20,7 +21,8 @@ after the loop would read it as it was before), changes another part of the para
 continuation, a pointer, a Bool: h keeps its entry value), or whose body exploration is itself
 cut by the unrolling bound, is not summarized: it is unrolled as before.
 
-The kernel verifier uses these summaries only where unrolling was cut, and only their proofs:
+The kernel verifier uses these summaries only where unrolling was cut (first for the loops
+whose headers the bound cut only, `kernel_verify._explore_summarized`), and only their proofs:
 a refutation found through a summary could be an artefact of the invariant being too weak.
 """
 from __future__ import annotations
@@ -170,11 +172,12 @@ class LoopSummaries:
         q's body must not name the header (through any mutable it names), and no continuation
         the path can still jump to may: those in `arg`, in the parameters of the activations
         whose parameters the mutables q reaches read (`Scopes.free`: a return continuation
-        an enclosing helper received), and, for a closure, in the activations it captured —
-        followed on through the continuations found there, and those an opened immutable
-        lambda's body reads. An immutable lambda as a value is not looked into: the path goes on. Exploring such a path to the kernel's
-        end cost time exponential in the loops that follow, and whatever it met there (a
-        barrier, a write of local memory, a cut) kept the loop from being summarized."""
+        an enclosing helper received), for a closure in the activations it captured, and
+        those an opened immutable lambda's body reads — followed on through the continuations
+        found there. An immutable lambda as a value is not looked into: the path goes on.
+        Exploring such a path to the kernel's end cost time exponential in the loops that
+        follow, and whatever it met there (a barrier, a write of local memory, a cut) kept the
+        loop from being summarized. (Saying "not left" is always sound: the path goes on.)"""
         header = ev.stop_at
         if header is None:
             return False

@@ -14,10 +14,11 @@ another stream becomes a candidate, decided by Z3 afterwards on its host path:
 - copy against pending copy, host access against a pending copy's host buffer: overlapping
   ranges, one writing.
 
-Host memory is modelled as typed cells at concrete offsets (enough for the stream handles that
-`stream_init` writes and main loads back); a store at a symbolic offset forgets the object, a
-load of an unknown cell is a fresh value. Stream handles are compared as values: two streams
-not provably equal are taken as different (the sound side for finding races).
+Host memory is modelled by value (`kernel_memory.CellMemory`: the stream handles that
+`stream_init` writes and main loads back, also through indices that are not constants). Stream
+handles are compared as values: whether an operation's stream is the default one, or the one a
+`stream_sync` completes, is decided on each path (the path branches where only its condition
+decides it); a race candidate keeps "the streams differ" in its formula, decided by Z3.
 """
 from __future__ import annotations
 
@@ -137,8 +138,20 @@ def _stream_eq(a: Any, b: Any) -> z3.BoolRef:
     return z3.BoolVal(False)
 
 
-def _is_default(s: Any) -> bool:
-    return z3.is_true(z3.simplify(_stream_eq(s, DEFAULT_STREAM)))
+def _same_stream(ev: Evaluator, a: Any, b: Any) -> bool:
+    """Whether a and b are one stream on this path: where their values alone do not decide it
+    (a stream loaded at an index only the path's condition fixes: `sa[argc >> 31]` is `sa[0]`
+    for every argc ≥ 1), the path branches on it. (Taking such streams as different kept work
+    pending after the `stream_sync` that completes it: a false E-RACE.)"""
+    eq = _stream_eq(a, b)
+    simple = z3.simplify(eq)
+    if z3.is_true(simple) or z3.is_false(simple):
+        return z3.is_true(simple)
+    return ev.explorer.decide(eq)
+
+
+def _is_default(ev: Evaluator, s: Any) -> bool:
+    return _same_stream(ev, s, DEFAULT_STREAM)
 
 
 # ------------------------------------------------------------------ the host's axioms
@@ -155,7 +168,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
     def live(ev: Evaluator, s: Any) -> None:
         """A stream operation on an ended stream is `E-STREAM` in `run`, which stops there: so
         does the path (nothing after it is issued, so nothing after it races)."""
-        if st.dead and not _is_default(s):
+        if st.dead and not _is_default(ev, s):
             ev.assume(z3t.And(*[z3t.Not(_stream_eq(s, x)) for x in st.dead]))
 
     def init(ev: Evaluator, d: App, a: list[Any]) -> Any:
@@ -202,7 +215,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         m1, s = a[1]
         live(ev, s)
         p = new_obj(1, d, "the device allocation")
-        if not _is_default(s):  # pending on its stream, as a `gpu.free.asyn` is
+        if not _is_default(ev, s):  # pending on its stream, as a `gpu.free.asyn` is
             st.uses_streams = True
             whole = (Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), UNBOUNDED, True)
             st.pending.append(CopyOp(d, "the allocation by `gpu.alloc.asyn`", s, (whole,)))
@@ -219,7 +232,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         st.uses_streams = True
         op = CopyOp(d, "`gpu.free.asyn`", s, ((Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), UNBOUNDED, True),))
         against_pending(op, s)
-        if not _is_default(s):
+        if not _is_default(ev, s):
             st.pending.append(op)
         return m1
 
@@ -241,7 +254,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
             st.uses_streams = True
             op = CopyOp(d, what, s, ((src, size, False), (dst, size, True)))
             against_pending(op, s)
-            if not _is_default(s):
+            if not _is_default(ev, s):
                 st.pending.append(op)
             return (m0, m1)
         return run
@@ -262,14 +275,14 @@ def _handlers(st: _HostState) -> dict[str, Op]:
     def stream_deinit(ev: Evaluator, d: App, a: list[Any]) -> Any:
         s = a[0][2]
         live(ev, s)
-        if not _is_default(s):
+        if not _is_default(ev, s):
             st.dead.append(s)
         return a[0][:2]
 
     def stream_sync(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m0, m1, s = a[0]
         live(ev, s)
-        st.pending = [p for p in st.pending if not z3.is_true(z3.simplify(_stream_eq(p.stream, s)))]
+        st.pending = [p for p in st.pending if not _same_stream(ev, p.stream, s)]
         return (m0, m1)
 
     def launch(ev: Evaluator, d: App, a: list[Any]) -> Any:
@@ -282,7 +295,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         op = LaunchOp(d, name or "?", s, kargs, (n_groups, n_items))
         # (by its program point: a launch in an immutable λ's body runs as an opened copy)
         st.launches.append((ev.program_point(d).gid, z3t.And(*path_facts(ev.explorer, decisions_only=True))))
-        if _is_default(s):
+        if _is_default(ev, s):
             complete_all()
         else:
             st.uses_streams = True

@@ -8,9 +8,13 @@ Coverage features (`GeneratedProgram.features_used`):
     c.atoi               `ccon atoi` on a program argument (`argv[j]`, numeric)
     c.printf             `cfun printf [M0, Ptr0 «⊤:Nat; I8», I32]: [M0, I32]` with a format
                          string stored in a slot; what it prints and returns is compared
+    stream.indexed       a manual stream's handle in cell c of a two-handle array, initialised,
+                         loaded and synced through index terms that are c for every argc ≥ 1
+                         but differ as terms (`(argc >> 31) ^ c`, `(argc - argc) + c`, `c`)
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from hypothesis import strategies as st
@@ -169,3 +173,51 @@ def recursive_call(host: Any, value: Def) -> Def:
     host.cur, host.s["m0"] = k_main, m0
     b.features["fun.recursive"] += 1
     return b.wrap("add", 32, 0, value, res)
+
+
+@dataclass(frozen=True)
+class StreamCell:
+    """Where a manual stream's handle is kept: the block (of type t) to free, and the pointers
+    `stream_init` writes through, the launch's load reads through and (None: the launch's
+    handle) the sync's load reads through."""
+
+    t: Def
+    block: Def
+    init_at: Def
+    load_at: Def
+    sync_at: Def | None
+
+
+def stream_cell(host: Any) -> StreamCell:
+    """A slot of its own half the time; else (`stream.indexed`) cell c of «2; gpu.Stream», each
+    access through an index term of its own that is c for every argc ≥ 1. The verifier's host
+    model must see one stream there: only Z3 with main's argc ≥ 1, not the terms, says so (two
+    false E-RACEs came from such programs)."""
+    b, draw = host.b, host.draw
+    if not host.f["indexed_streams"] or not draw(st.booleans(), label="indexed stream"):
+        host.s["m0"], sp = b.alloc(b.stream_t, 0, host.s["m0"])
+        return StreamCell(b.stream_t, sp, sp, sp, None)
+    b.features["stream.indexed"] += 1
+    t = b.arr(2, b.stream_t)
+    host.s["m0"], sa = b.alloc(t, 0, host.s["m0"])
+    c = draw(st.integers(0, 1), label="stream cell")
+
+    def at() -> Def:
+        return b.lea(2, b.stream_t, 0, sa, _index_equal_to(host, c))
+
+    return StreamCell(t, sa, at(), at(), at())
+
+
+def _index_equal_to(host: Any, c: int) -> Def:
+    """An index of «2; T» that is c for every argc ≥ 1, as a term of the generator's choice."""
+    b, w = host.b, host.b.w
+    kind = host.draw(st.sampled_from(["literal", "sign", "difference"]), label="stream index")
+    if kind == "literal":
+        return w.lit_idx(2, c)
+    lit = w.lit_idx(2 ** 32, c)
+    if kind == "sign":  # argc >> 31 is 0: argc ≥ 1
+        v = b.ap("core.bit2.xor_", w.lit_nat(2 ** 32), w.lit_nat(0),
+                 b.tup(b.ap("core.shr.l", w.lit_nat(2 ** 32), b.tup(host.argc, w.lit_idx(2 ** 32, 31))), lit))
+    else:
+        v = b.wrap("add", 32, 0, b.wrap("sub", 32, 0, host.argc, host.argc), lit)
+    return b.bitcast(b.I32, w.idx_n(2), v)

@@ -80,6 +80,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "synced_scope": True,
     "local_slots": True,
     "streams": True,         # manual streams: stream_init, async alloc/copies/free, stream_sync
+    "indexed_streams": True,  # of those, handles kept in an array, read through index terms (shapes_host)
     "with_streams": True,
     "malloc": True,          # mem.malloc / mem.alloc in address space 1
     "alloc_copy": True,
@@ -986,12 +987,14 @@ class _HostGen:
         manual = race or ((not one_kernel) and not guarded and self.f["streams"]
                           and draw(st.booleans(), label="manual stream"))
         stream, sp = None, None  # a manual stream and the slot it is kept in
+        cell = None  # where the manual stream's handle is kept
         if manual:
             b.features["stream.manual"] += 1
-            self.s["m0"], sp = b.alloc(self.b.stream_t, 0, self.s["m0"])
-            r = b.ap("gpu.stream_init", b.tup(self.s["m0"], self.s["m1"], sp))
+            cell = shapes_host.stream_cell(self)
+            sp = cell.block
+            r = b.ap("gpu.stream_init", b.tup(self.s["m0"], self.s["m1"], cell.init_at))
             self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
-            self.s["m0"], stream = b.load(self.b.stream_t, 0, self.s["m0"], sp)
+            self.s["m0"], stream = b.load(self.b.stream_t, 0, self.s["m0"], cell.load_at)
         devs: list[tuple[Def, str]] = []
         launch_args: list[Def] = []
         h_out = None
@@ -1054,14 +1057,17 @@ class _HostGen:
         def finish() -> None:
             """Wait for the stream, read a cell of the copied output, end the stream."""
             if stream is not None:
-                r = b.ap("gpu.stream_sync", b.tup(self.s["m0"], self.s["m1"], stream))
+                synced = stream
+                if cell is not None and cell.sync_at is not None:  # loaded again, through another term
+                    self.s["m0"], synced = b.load(self.b.stream_t, 0, self.s["m0"], cell.sync_at)
+                r = b.ap("gpu.stream_sync", b.tup(self.s["m0"], self.s["m1"], synced))
                 self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
             if h is not None and not race:
                 self.add_cell(h, N, "result cell")
             if stream is not None and sp is not None:  # (both or neither)
                 r = b.ap("gpu.stream_deinit", b.tup(self.s["m0"], self.s["m1"], stream))
                 self.s["m0"], self.s["m1"] = b.x(r, 2, 0), b.x(r, 2, 1)
-                self.s["m0"] = b.free(self.b.stream_t, 0, self.s["m0"], sp)
+                self.s["m0"] = b.free(cell.t if cell is not None else self.b.stream_t, 0, self.s["m0"], sp)
 
         if stream is None:
             finish()

@@ -76,3 +76,23 @@ def test_a_write_through_an_unknown_object_forgets_every_object() -> None:
     unknown = Ptr(0, z3.BitVec("o", OBJ_BITS), z3.BitVecVal(0, OFF_BITS), "somewhere")
     mem.store(unknown, I32, z3.BitVecVal(1, 32))
     assert not _valid(mem.load(ev, _at(0), I32, "v") == 7)
+
+
+def test_a_work_items_local_array_read_through_another_index_term_is_what_it_wrote(tmp_path: Any) -> None:
+    # la[t & 1] := 7, then v := la[(t + 2) & 1], the same cell: out[t] is written only where
+    # v = 7, else out[0] (a race). The load was an unknown value of its own (another term):
+    # races `unknown` ("possible for some memory contents … no run shows it"); now `proved`.
+    from tests.smt import kernel_programs as kp
+    from tests.smt.test_kernel_verify import verify
+
+    body = """    let t = {T};
+    let (m5, la) = mem.slot («2; I32», 5) (m5, 0);
+    let ti = core.bitcast I32 t;
+    let m5 = mem.store (m5, mem.lea (la, core.bitcast (Idx 2) (core.bit2.and_ 0 (ti, 1I32))), 7I32);
+    let (m5, v) = mem.load (m5, mem.lea (la, core.bitcast (Idx 2) (core.bit2.and_ 0 (core.wrap.add 0 (ti, 2I32), 1I32))));
+    let cell = (0_16, core.bitcast (Idx 16) t)#(core.icmp.e (v, 7I32));
+    let m1 = mem.store (m1, mem.lea (out, cell), ti);
+    return (m1, m3, m4, m5);"""
+    entries, diags = verify(kp.write(tmp_path, "local_two_terms", kp.program(body)))
+    assert (entries[0]["races"], entries[0]["divergence"]) == ("proved", "proved"), entries[0]
+    assert not diags

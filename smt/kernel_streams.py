@@ -23,7 +23,7 @@ decides it); a race candidate keeps "the streams differ" in its formula, decided
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import z3
 
@@ -41,6 +41,9 @@ from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_model import KernelPaths
 from verimim.smt.kernel_queries import WorkItem, model_preferring, run_command, small_argc, work_item
 from verimim.smt.symbolic import Explorer, SymbolicError
+
+if TYPE_CHECKING:
+    from verimim.interp.observe import Observation
 
 DEFAULT_STREAM = ("stream", z3.BitVecVal(0, 64))
 FIRST_OBJ = 0x10000  # argv; the program's allocations follow
@@ -358,6 +361,7 @@ class HostPath:
     status: str
     cut_at: str
     launches: tuple[tuple[int, z3.BoolRef], ...] = ()  # (launch node, the decisions before it)
+    fresh: frozenset[str] = frozenset()  # the names of the unknown values the path made (memory)
 
 
 @dataclass
@@ -388,7 +392,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
     scopes = Scopes(host)
     uses = [False]
 
-    def one() -> tuple[tuple[Candidate, ...], str, str, tuple[tuple[int, z3.BoolRef], ...]]:
+    def one() -> tuple[tuple[Candidate, ...], str, str, tuple[tuple[int, z3.BoolRef], ...], frozenset[str]]:
         st = _HostState()
         st.mem.initial[FIRST_OBJ] = _argv_cell
         ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
@@ -405,7 +409,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
             arg = ((Tok(0), argc, argv) if with_args else Tok(0), RETURN)
         status = ev.run(main, arg)
         uses[0] = uses[0] or st.uses_streams
-        return tuple(st.candidates), status, ev.cut_at, tuple(st.launches)
+        return tuple(st.candidates), status, ev.cut_at, tuple(st.launches), frozenset(str(v) for v in ev.fresh_vars)
 
     try:
         raw = explorer.run(one)
@@ -416,8 +420,8 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
         if p.error is not None:
             raise Unsupported(f"{type(p.error).__name__}: {p.error}")
         assert p.outcome is not None
-        cands, status, cut, launches = p.outcome
-        out.append(HostPath(p.condition(), cands, status, cut, launches))
+        cands, status, cut, launches, fresh = p.outcome
+        out.append(HostPath(p.condition(), cands, status, cut, launches, fresh))
     return HostRun(out, uses[0], argc)
 
 
@@ -509,7 +513,8 @@ def _describe(e: Event) -> str:
 
 def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPaths],
                   entries: dict[int, dict[str, Any]], diags: list[Any], loop_bound: int,
-                  earlier: list[World] | None = None, main_run: "HostRun | str | None" = None) -> None:
+                  earlier: list[World] | None = None, main_run: "HostRun | str | None" = None,
+                  runs: "dict[int, Observation] | None" = None) -> None:
     """Races between streams: an `E-RACE` per conflicting pair found, recorded in the launch's
     `kernels` entry; where main cannot be modelled and it uses streams, the entries say `unknown`.
 
@@ -520,8 +525,18 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     program that the lowering hides is still the program's race, as `run` finds it. (The first
     World is often not readable yet: `gpu.with_streams` before specialisation.) There only
     host accesses and copies are decided: its launches carry the arguments they had before
-    split_apply, which the device World's kernels need not take."""
+    split_apply, which the device World's kernels need not take.
+
+    A conflict Z3 finds only for values the model does not know (what a host buffer holds after
+    a copy back from the device, what a pointer to an unknown object may have overwritten)
+    stands where a run of the program shows it (`runs`: the runs made so far, by argc), else it
+    is undecided (`unknown`), as the kernels' refutations are (smt.kernel_confirm)."""
     t0 = __import__("time").perf_counter()
+    runs = {} if runs is None else runs
+
+    def confirm(c: Candidate, argc: int) -> int | None:
+        return _shown_by_run(program, c, argc, runs)
+
     said: set[tuple[Any, Any]] = set()  # the pairs (by location) decided or reported
     by_gid: Callable[[Event], dict[str, Any] | None] = lambda op: entries.get(op.site.gid)
     run = main_run if main_run is not None else host_run(program.host, ctx, loop_bound)
@@ -534,7 +549,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
             if not entries:
                 _stream_note(diags, f"the host code is not modelled: {run}", None)
         return
-    _decide(run, ctx, file, kernels, entries, by_gid, diags, said)
+    _decide(run, ctx, file, kernels, entries, by_gid, diags, said, confirm)
     if any(p.status in CUT_STATUSES for p in run.paths) and (run.uses_streams or mentions_streams(program.host)):
         # (a path cut before its first stream operation still may have streams past the cut)
         recursion = any(p.status == "recursion" for p in run.paths)
@@ -550,7 +565,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     before = next((r for w in (earlier or []) if mentions_streams(w)
                    and not isinstance(r := host_run(w, ctx, loop_bound), str)), None)
     if before is not None:  # no launch is decided there: no entry to find for one
-        _decide(before, ctx, file, kernels, entries, lambda op: None, diags, said, host_only=True)
+        _decide(before, ctx, file, kernels, entries, lambda op: None, diags, said, confirm, host_only=True)
     dt = __import__("time").perf_counter() - t0
     for entry in entries.values():
         entry["time_s"] = round(entry["time_s"] + dt / max(len(entries), 1), 4)
@@ -574,10 +589,12 @@ def _pair_key(c: Candidate) -> tuple[Any, Any]:
 
 def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], entries: dict[int, dict[str, Any]],
             entry_of: Callable[[Event], dict[str, Any] | None], diags: list[Any], said: set[tuple[Any, Any]],
-            host_only: bool = False) -> None:
+            confirm: Callable[[Candidate, int], int | None], host_only: bool = False) -> None:
     """Each candidate of the host's paths decided by Z3: an E-RACE, undecided, or excluded.
-    `host_only`: only host accesses and copies (a World before split_apply launches kernels
-    with the arguments they had then, which the device World's kernels need not take)."""
+    A conflict that rests on values the model does not know is an E-RACE only where `confirm`
+    (a run) shows it, with the run's argc. `host_only`: only host accesses and copies (a World
+    before split_apply launches kernels with the arguments they had then, which the device
+    World's kernels need not take)."""
     from verimim.diagnostics import Diagnostic, Related
     from verimim.smt.kernel_model import int_value, signed
 
@@ -593,7 +610,8 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
             if any(n not in kernels for n in names):
                 continue  # that kernel is `unknown` already
             s = ctx.solver()
-            s.add(run.argc >= 1, path.condition, c.streams_differ, conflict_formula(c, kernels))
+            conflict = conflict_formula(c, kernels)
+            s.add(run.argc >= 1, path.condition, c.streams_differ, conflict)
             r = ctx.check(s, f"streams: {_describe(c.new)} at {c.new.site.loc} against {_describe(c.pending)}")
             if r == z3.unsat:
                 continue
@@ -606,9 +624,21 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
                     told.add((key, why))
                     _undecided(entries, c, why, entry_of, diags)
                 continue
-            said.add(key)
             model = model_preferring(ctx, s, small_argc(run.argc), "streams")
             argc = signed(int_value(model, run.argc), 32)
+            if _rests_on_unknowns([path.condition, c.streams_differ, conflict], path.fresh, c, kernels):
+                shown = confirm(c, argc)
+                if shown is None:
+                    why = (f"{_describe(c.new)} at {c.new.site.loc} may conflict with {_describe(c.pending)} at "
+                           f"{c.pending.site.loc} for memory contents the host model does not track (a buffer "
+                           f"copied back from the device, an object a store through an unknown pointer may "
+                           f"have changed), and no run shows it: not refuted, not proved")
+                    if (key, why) not in told:
+                        told.add((key, why))
+                        _undecided(entries, c, why, entry_of, diags)
+                    continue
+                argc = shown
+            said.add(key)
             # The host is no stream: its access conflicts with work pending on the work's stream.
             where = "on its stream" if isinstance(c.new, HostAccess) else "on another stream"
             msg = (f"{_describe(c.new)} conflicts with {_describe(c.pending)}, still pending {where} "
@@ -625,6 +655,47 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
                     hit["races"] = "refuted"
                     hit["counterexample"] = hit["counterexample"] or cex
                     hit["detail"] += f"; streams: {msg}"
+
+
+def _rests_on_unknowns(terms: list[z3.ExprRef], host_fresh: frozenset[str], c: Candidate,
+                       kernels: dict[str, KernelPaths]) -> bool:
+    """Whether the conflict's formula mentions a value the models do not know: one the host's
+    path made (a load of memory it does not track) or a kernel's path did (a value loaded from
+    global memory), renamed per work-item (`name@k`)."""
+    fresh = set(host_fresh)
+    for op in (c.new, c.pending):
+        if isinstance(op, LaunchOp) and op.kernel in kernels:
+            fresh |= {str(v) for p in kernels[op.kernel].paths for v in p.fresh}
+    if not fresh:
+        return False
+    return any(str(v).split("@")[0] in fresh for t in terms for v in z3.z3util.get_vars(t))
+
+
+def _shown_by_run(program: Any, c: Candidate, argc: int, runs: "dict[int, Observation]") -> int | None:
+    """The argc of the first run (the counterexample's, then 1 and 2; schedule 0) that stops
+    with E-RACE at one of the candidate's operations (a launch: any application of its chain,
+    which a kernel's fault names as where it was launched), else None."""
+    from verimim.interp.observe import observe
+    from verimim.smt.kernel_confirm import CONFIRM_FUEL, candidate_argcs
+
+    sites: set[tuple[Any, Any]] = set()
+    for op in (c.new, c.pending):
+        d: Any = op.site
+        while isinstance(d, App):
+            if d.loc is not None:
+                sites.add((d.loc.line, d.loc.col))
+            d = d.callee
+    for n in candidate_argcs(argc):
+        if n not in runs:
+            runs[n] = observe(program.host, ["prog", *["a"] * (n - 1)], device=program.device,
+                              fuel=CONFIRM_FUEL, crash_ok=True)
+        fault = runs[n].fault
+        if runs[n].code != "E-RACE" or fault is None:
+            continue
+        locs = [getattr(fault, "loc", None), *(r.loc for r in getattr(fault, "related", ()))]
+        if any(loc is not None and (loc.line, loc.col) in sites for loc in locs):
+            return n
+    return None
 
 
 def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str,

@@ -94,7 +94,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     # buffer, two copies on two streams): the streams are checked wherever the host uses them.
     if out.entries or mentions_streams(program.host):
         check_streams(program, ctx, file, {k: v for k, v in explored.items() if not isinstance(v, str)},
-                      by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []], main_run)
+                      by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []], main_run, runs)
     return out
 
 

@@ -96,3 +96,31 @@ def test_a_work_items_local_array_read_through_another_index_term_is_what_it_wro
     entries, diags = verify(kp.write(tmp_path, "local_two_terms", kp.program(body)))
     assert (entries[0]["races"], entries[0]["divergence"]) == ("proved", "proved"), entries[0]
     assert not diags
+
+
+def test_a_stream_conflict_resting_on_untracked_memory_stands_only_where_a_run_shows_it(
+        monkeypatch: Any) -> None:
+    # Stream handles copied to the device and back: the host model does not know them after the
+    # copy. One stream in both cells: the conflict Z3 finds is no race (`unknown`, no E-RACE);
+    # two streams: the run shows the race, and the refutation stands. Without the confirming
+    # run (a wrong variant: every satisfiable conflict reported) the first was a false E-RACE.
+    from pathlib import Path
+
+    from verimim import driver
+    from verimim.smt import kernel_streams
+
+    progs = Path(__file__).resolve().parents[1] / "programs"
+    one = str(progs / "valid" / "one_stream_after_a_copy_back_from_the_device.mim")
+    two = str(progs / "runtime_errors" / "two_streams_after_a_copy_back_from_the_device.mim")
+
+    def races(path: str) -> tuple[set[str], set[str]]:
+        rep = driver.check(path, [])
+        return {e["races"] for e in rep.data["kernels"]}, {d.code for d in rep.diagnostics if d.severity == "error"}
+
+    assert races(one) == ({"unknown"}, set())
+    assert races(two) == ({"refuted"}, {"E-RACE"})
+    monkeypatch.setattr(kernel_streams, "_rests_on_unknowns", lambda *a: False)
+    assert races(one)[1] == {"E-RACE"}
+    monkeypatch.undo()
+    monkeypatch.setattr(kernel_streams, "_shown_by_run", lambda *a: None)  # no run shows anything
+    assert races(two) == ({"unknown"}, set())

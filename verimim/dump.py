@@ -81,11 +81,22 @@ class Dumper:
             if not fv:
                 extra_top.append(m)
                 continue
-            parent = max(fv, key=lambda o: (len(free_muts(o, self.fv_cache)), o.gid))
-            self.children.setdefault(parent.gid, []).append(m)
+            self.children.setdefault(self._parent(fv).gid, []).append(m)
         for lst in self.children.values():
             lst.sort(key=lambda x: x.gid)
         return sorted(extra_top, key=lambda x: x.gid)
+
+    def _parent(self, fv: frozenset[MutLam]) -> MutLam:
+        """Where a mutable using the parameters of `fv` is printed: the one of them whose own
+        free mutables hold all the others (the innermost scope: inside it, every parameter
+        used is in scope); else the one with the most free mutables. (That count alone once
+        put `after_depth`, using the parameters of `after_atoi` and of `joined`, beside
+        `after_atoi` in `joined`: both have two free mutables, and `v` was out of scope.)"""
+        def depth(o: MutLam) -> tuple[int, int]:
+            return len(free_muts(o, self.fv_cache)), o.gid
+
+        inner = [o for o in fv if all(x is o or x in free_muts(o, self.fv_cache) for x in fv)]
+        return max(inner or fv, key=depth)
 
     # ------------------------------------------------------------------ printing mutables
 

@@ -1,5 +1,7 @@
 """Robustness of the lexer and parser: random and mutated input either parses or raises
-ParseError (never another exception), deep nesting is a ParseError, and big flat input parses."""
+ParseError (never another exception) — or, for a typed literal whose value does not fit its type
+(`427i8`: the tokens `42` and `7i8` run together), the located E-TYPE the lexer reports, as
+upstream's World::lit does — deep nesting is a ParseError, and big flat input parses."""
 from __future__ import annotations
 
 import sys
@@ -8,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from verimim.diagnostics import ParseError
+from verimim.diagnostics import ParseError, TypeError_
 from verimim.syntax import ast
 from verimim.syntax.lexer import EOF, tokenize
 from verimim.syntax.parser import MAX_DEPTH, parse_expr, parse_module
@@ -43,11 +45,16 @@ PROGRAMS = [
 
 
 def check_module(text: str) -> None:
-    """Parsing succeeds (a Module) or fails with a located ParseError; nothing else may escape."""
+    """Parsing succeeds (a Module) or fails with a located ParseError (or a literal's E-TYPE);
+    nothing else may escape."""
     try:
         result = parse_module(text, "fuzz.mim")
     except ParseError as err:
         assert err.code == "E-PARSE"
+        assert err.loc is not None and err.loc.line >= 1 and err.loc.col >= 1
+        return
+    except TypeError_ as err:
+        assert "does not fit" in err.message, err
         assert err.loc is not None and err.loc.line >= 1 and err.loc.col >= 1
         return
     assert isinstance(result, ast.Module)
@@ -59,7 +66,17 @@ def check_expr(text: str) -> None:
     except ParseError as err:
         assert err.loc is not None and err.loc.line >= 1
         return
+    except TypeError_ as err:
+        assert "does not fit" in err.message and err.loc is not None and err.loc.line >= 1, err
+        return
     assert isinstance(result, ast.Expr)
+
+
+def test_a_typed_literal_that_does_not_fit_is_a_located_type_error() -> None:
+    # (found by test_random_token_sequences: `42` and `7i8` run together)
+    check_module("427i8")
+    with pytest.raises(TypeError_):
+        parse_module("427i8", "fuzz.mim")
 
 
 def token_texts(text: str) -> list[str]:

@@ -171,3 +171,15 @@ def test_a_gpu_campaign_draws_no_loop_carrying_a_continuation() -> None:
     assert any("loop.slot_acc" in p.features_used for p in gpu)
     interp = [run_with_big_stack(lambda i=i: generate(i))[0] for i in range(150)]
     assert any("loop.cont_carried" in p.features_used for p in interp)
+
+
+def test_a_kernel_with_an_injected_defect_is_not_launched_behind_an_argc_guard(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Run with argc = K, such a launch never happens and the defect never shows: the oracle
+    # reported a missed race (`fuzz --oracle kernels --budget 300 --seed 2027`).
+    _argc_race_only(monkeypatch)
+    clean = _collect(S.kernels(max_ops=2), 40)
+    assert any("launch.argc_guarded" in p.features_used for p in clean)
+    for defect in ("race", "divergence"):
+        progs = _collect(S.kernels(defect=defect, max_ops=2), 30)
+        assert not any("launch.argc_guarded" in p.features_used for p in progs), defect

@@ -599,6 +599,12 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
     from verimim.smt.kernel_model import int_value, signed
 
     told: set[tuple[tuple[Any, Any], str]] = set()  # undecided pairs, said once
+
+    def tell(key: tuple[Any, Any], c: Candidate, why: str) -> None:
+        if (key, why) not in told:
+            told.add((key, why))
+            _undecided(entries, c, why, entry_of, diags)
+
     for path in run.paths:
         for c in path.candidates:
             key = _pair_key(c)
@@ -620,9 +626,7 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
                        f"{_describe(c.new)} at {c.new.site.loc} may access what {_describe(c.pending)} at "
                        f"{c.pending.site.loc} accesses (how many bytes it reads, or which object it "
                        f"reaches, is not known statically)")
-                if (key, why) not in told:
-                    told.add((key, why))
-                    _undecided(entries, c, why, entry_of, diags)
+                tell(key, c, why)
                 continue
             model = model_preferring(ctx, s, small_argc(run.argc), "streams")
             argc = signed(int_value(model, run.argc), 32)
@@ -633,9 +637,7 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
                            f"{c.pending.site.loc} for memory contents the host model does not track (a buffer "
                            f"copied back from the device, an object a store through an unknown pointer may "
                            f"have changed), and no run shows it: not refuted, not proved")
-                    if (key, why) not in told:
-                        told.add((key, why))
-                        _undecided(entries, c, why, entry_of, diags)
+                    tell(key, c, why)
                     continue
                 argc = shown
             said.add(key)

@@ -98,21 +98,11 @@ def test_streams_past_a_host_loop_cut_by_the_bound_are_bounded_without_a_launch(
 # A loop past the unrolling bound (n = argc - 1) with a barrier after it: what follows the
 # loop's exit is no part of its body. Its summary's exploration ran every path on to the
 # kernel's end, so the barrier there kept the loop from being summarized (`bounded`).
-LOOP_THEN_BARRIER = """    let t = {T};
-    loop (m1, 0I32)
-    where
-        con loop (m1: gpu.GlobalM, k: I32) =
-            (exit, body)#(core.icmp.ul (k, n)) m1
-            where
-                con body (m1: gpu.GlobalM) =
-                    let j = core.nat.add (t, core.nat.mul (core.bitcast Nat k, 8));
-                    let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 1024) j), core.bitcast I32 t);
-                    loop (m1, core.wrap.add 0 (k, 1I32));
-            end;
-        con exit (m1: gpu.GlobalM) =
-            let (m1, m3) = gpu.sync_work_items (m1, m3);
-            return (m1, m3, m4, m5);
-    end;"""
+LOOP_THEN_BARRIER = kp.ARG_LOOP.replace("STRIDE", "8").replace(
+    "        con exit (m1: gpu.GlobalM) = return (m1, m3, m4, m5);",
+    "        con exit (m1: gpu.GlobalM) =\n"
+    "            let (m1, m3) = gpu.sync_work_items (m1, m3);\n"
+    "            return (m1, m3, m4, m5);")
 
 # The loop's body calls a helper declared outside the loop, passing it a continuation back into
 # the loop: the helper's body names no part of the loop, yet the path returns to the header.

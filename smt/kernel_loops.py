@@ -288,7 +288,7 @@ class LoopSummaries:
             return status, sub.backedge, unsummarizable()
 
         try:
-            paths = nested.run(one)
+            paths = nested.run(one, stop_at_error=True)
         except (SymbolicError, LoopReentry):
             return None
         out = []

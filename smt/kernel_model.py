@@ -301,7 +301,7 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
                      tuple(ev.fresh_vars), ev.end_loc, ev.cut_gid)
 
     try:
-        raw = explorer.run(one)
+        raw = explorer.run(one, stop_at_error=True)
     except SymbolicError as e:
         raise Unsupported(f"a kernel with {e}") from None
     paths = []

@@ -412,7 +412,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
         return tuple(st.candidates), status, ev.cut_at, tuple(st.launches), frozenset(str(v) for v in ev.fresh_vars)
 
     try:
-        raw = explorer.run(one)
+        raw = explorer.run(one, stop_at_error=True)
     except SymbolicError as e:
         raise Unsupported(f"main with {e}") from None
     out = []

@@ -168,9 +168,12 @@ class Explorer:
 
     # -------------------------------------------------------------- exploration
 
-    def run(self, fn: Callable[[], T]) -> list[Path[T]]:
+    def run(self, fn: Callable[[], T], stop_at_error: bool = False) -> list[Path[T]]:
         """The paths of `fn`, depth first: every feasible one (and maybe some infeasible ones,
-        see `_possible`). Raises SymbolicError past `max_paths`."""
+        see `_possible`). Raises SymbolicError past `max_paths`. `stop_at_error`: the paths up
+        to the first that fails, for a caller that gives up on any failure (the kernel and
+        host models: a program with one path they cannot follow is not modelled, and an
+        unreadable earlier World was followed down every other path before it said so)."""
         paths: list[Path[T]] = []
         prefixes: list[list[bool]] = [[]]
         while prefixes:
@@ -182,6 +185,8 @@ class Explorer:
                 paths.append(Path(tuple(self._pc), outcome))
             except (SymbolicError, ArithmeticError, ValueError, TypeError) as e:
                 paths.append(Path(tuple(self._pc), None, e))
+                if stop_at_error:
+                    return paths
             # Open the other side of each new decision, deepest last so that it runs first.
             for i, d in enumerate(self._trail):
                 if d.other_side_open:

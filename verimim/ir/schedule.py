@@ -204,6 +204,8 @@ class Scopes:
         self._sched: dict[int, dict[int, Def]] = {}
         self._shared: dict[int, list[Def]] = {}
         self._avail: dict[int, dict[int, Def]] = {}
+        self._avail_busy: set[int] = set()  # continuations whose captures are being found
+        self._available: dict[int, set[int]] = {}
 
     def refs(self, m: MutLam) -> frozenset[MutLam]:
         """The mutables m's body refers to (`scan_mut`), once per mutable: the nesting analyses
@@ -554,7 +556,16 @@ class Scopes:
         return out
 
     def available(self, k: MutLam, is_leaf: Callable[[Def], bool]) -> set[int]:
-        return set(self.sched(k, is_leaf)) | set(self.avail(k, is_leaf)) | {k.gid}
+        """What k's activation has at hand: what it computes, what its closure captured, and k.
+        Kept once k's captures are final (not while `avail` of k is still being found: a cycle
+        of closures is cut there); every continuation k creates asks for it."""
+        hit = self._available.get(k.gid)
+        if hit is not None:
+            return hit
+        out = set(self.sched(k, is_leaf)) | set(self.avail(k, is_leaf)) | {k.gid}
+        if k.gid not in self._avail_busy:
+            self._available[k.gid] = out
+        return out
 
     def avail(self, c: MutLam, is_leaf: Callable[[Def], bool]) -> dict[int, Def]:
         """What c's closure captures: the nodes c's bodies use from outside that its creator's
@@ -567,35 +578,48 @@ class Scopes:
         self._avail[c.gid] = out  # cut cycles: a creator never needs its children's captures
         if parent is None:
             return out
-        have = self.available(parent, is_leaf)
+        self._avail_busy.add(c.gid)
+        try:
+            self._find_captures(c, self.available(parent, is_leaf), is_leaf, out)
+        finally:
+            self._avail_busy.discard(c.gid)
+        return out
+
+    def _find_captures(self, c: MutLam, have: set[int], is_leaf: Callable[[Def], bool], out: dict[int, Def]) -> None:
         # what the closures c makes capture is taken from c's activation, so through c's closure
         local = self.nested(c)
+        c_local = self.local_muts(c)
+        deps = self.deps
         seen: set[int] = set()
         stack: list[Def] = [m.body for m in local if m.body is not None]
         while stack:
             x = stack.pop()
-            if x.gid in seen:
+            gid = x.gid
+            if gid in seen:
                 continue
-            seen.add(x.gid)
-            if isinstance(x, Lam):
+            seen.add(gid)
+            kind = type(x)
+            if kind is Lam:
                 # an immutable λ made here reads what its body uses from outside through c's
                 # closure too (the interpreter's LamValue): look into it
                 stack.extend(x.ops)
                 continue
-            if isinstance(x, Var) or (not isinstance(x, MutLam) and is_leaf(x)):
+            if kind is Var:
                 continue
-            if isinstance(x, MutLam):
-                if x not in local and x.gid in have:
-                    out[x.gid] = x
+            if kind is MutLam:
+                if gid in have and x not in local:
+                    out[gid] = x
                 continue
-            if self.is_local(c, x):
+            if is_leaf(x):
+                continue
+            d = deps(x)
+            if d and not d.isdisjoint(c_local):  # local to c (Scopes.is_local)
                 stack.extend(x.ops)
                 continue
-            if x.gid in have:
-                out[x.gid] = x
+            if gid in have:
+                out[gid] = x
                 continue
             stack.extend(x.ops)
-        return out
 
 
 def _holds_continuation(x: Def) -> bool:

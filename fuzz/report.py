@@ -27,14 +27,16 @@ _SEED_PLUGINS = ("core", "mem", "gpu", "buffer")
 def seed_operations() -> list[str]:
     """Every operation the seed plugins declare: annexes (axioms, and functions written in Mim
     such as `gpu.synced_scope`) of a function type that are neither type constructors
-    (`mem.M: Nat → *`) nor phases and passes (`… → compile.Pass`)."""
+    (`mem.M: Nat → *`) nor phases and passes (`… → compile.Pass`). Each once, by its own
+    name: an alias (core.mim's upstream spellings, `core.icmp.XygLe` for `core.icmp.ul`) names
+    the same operation, which a program's World holds under that name only."""
     from verimim.fuzz.strategies import fresh_world
     from verimim.ir.defs import Pi
 
     w = fresh_world()
     out = []
     for name, d in w.annexes.items():
-        if name.split(".")[0] not in _SEED_PLUGINS:
+        if name.split(".")[0] not in _SEED_PLUGINS or getattr(d, "annex", name) != name:
             continue
         t = w.type_of(d)
         shown = str(t)

@@ -11,6 +11,9 @@ Coverage features (`GeneratedProgram.features_used`):
     stream.indexed       a manual stream's handle in cell c of a two-handle array, initialised,
                          loaded and synced through index terms that are c for every argc ≥ 1
                          but differ as terms (`(argc >> 31) ^ c`, `(argc - argc) + c`, `c`)
+    host.generic         `fun box {T: *} (m0, v: T): [M0, Ptr0 T]` (a `mem.malloc` of
+                         `core.trait.size T`, a store), called at two integer types: a
+                         polymorphic function that lam_spec specialises
 """
 from __future__ import annotations
 
@@ -221,3 +224,46 @@ def _index_equal_to(host: Any, c: int) -> Def:
     else:
         v = b.wrap("add", 32, 0, b.wrap("sub", 32, 0, host.argc, host.argc), lit)
     return b.bitcast(b.I32, w.idx_n(2), v)
+
+
+GENERIC_WIDTHS = (8, 16, 32, 64)
+
+
+def generic_box(host: Any, value: Def) -> Def:
+    """`fun box {T: *} (m0: mem.M 0, v: T): [mem.M 0, mem.Ptr0 T]`: a fresh heap cell of
+    `core.trait.size T` bytes holding v (the size stays an operation until lam_spec gives T),
+    called at two integer types drawn apart (`box @I16 $ (m0, v)`); both cells are read back,
+    freed, and their sum (truncated to I32) is the new value."""
+    b, w, draw = host.b, host.b.w, host.draw
+    star = w.star()
+    t = w.param(star, "T")
+    codom = w.cn(w.sigma([w.sigma([b.M0, t]), w.cn(w.sigma([b.M0, b.ptr(t, 0)]))]))
+    outer = w.mut_lam(w.pi(star, w.abstract(codom, t), implicit=True, names=("T",)), "box", "lam")
+    outer.param_names = ("T",)
+    elem = w.var(outer)
+    inner = w.mut_lam(w.cn(w.sigma([w.sigma([b.M0, elem]), w.cn(w.sigma([b.M0, b.ptr(elem, 0)]))])), "box", "fun")
+    inner.param_names = ("m0", "v")
+    outer.body = inner
+    args, ret = b.x(w.var(inner), 2, 0), b.x(w.var(inner), 2, 1)
+    m0, cell = b.malloc(elem, 0, b.x(args, 2, 0))
+    inner.body = w.app(ret, b.tup(b.store(elem, 0, m0, cell, b.x(args, 2, 1)), cell))
+
+    def call(bits: int) -> Def:
+        ty = b.I(bits)
+        k, (m0k, cell) = b.con("boxed", [("m0", b.M0), ("p", b.ptr(ty, 0))])
+        host.cur.body = w.app(w.app(outer, ty), b.tup(b.tup(host.s["m0"], b.conv(32, bits, value)), k))
+        host.cur, host.s["m0"] = k, m0k
+        return cell
+
+    widths = [draw(st.sampled_from(GENERIC_WIDTHS), label=f"box type {i}") for i in range(2)]
+    cells = [call(bits) for bits in widths]
+    total: Def | None = None
+    for bits, cell in zip(widths, cells):
+        host.s["m0"], x = b.load(b.I(bits), 0, host.s["m0"], cell)
+        host.s["m0"] = b.free(b.I(bits), 0, host.s["m0"], cell)
+        x32 = b.conv(bits, 32, x)
+        total = x32 if total is None else b.wrap("add", 32, 0, total, x32)
+        b.features[f"core.I{bits}"] += 1
+    b.features["host.generic"] += 1
+    assert total is not None
+    return total

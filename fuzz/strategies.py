@@ -95,6 +95,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "mutual_rec": True,      # two continuations calling each other in tail position (`and`)
     "main_con": True,        # `con extern main (m0, argc, argv, return)` instead of `fun extern main`
     "host_recursion": True,  # a non-tail recursive host `fun` with a slot per level (shapes_host)
+    "generic": True,         # a host `fun box {T: *}` called at two types (shapes_host.generic_box)
     # state outside the parameters (fuzz/shapes_state.py): slot accumulators, carried continuations,
     # slots in one branch arm, a helper with a shared slot called twice, races in shared memory
     "stateful_shapes": True,
@@ -819,6 +820,8 @@ class _HostGen:
         self.s["m0"] = m0
         if f["c_calls"] and draw(st.integers(0, 2), label="c call") < 2:
             self.c_call()
+        if f["generic"] and draw(st.integers(0, 3), label="generic host function") == 3:
+            self.result = shapes_host.generic_box(self, self.result)
         if f["host_recursion"] and draw(st.integers(0, 3), label="recursive host function") == 3:
             self.result = shapes_host.recursive_call(self, self.result)
         self.cur.body = w.app(ret, b.tup(self.s["m0"], self.result))

@@ -144,3 +144,22 @@ def test_printf_output_is_compared_by_the_oracle(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(c_interp.SEMANTICS, "printf", drifting)
     v = check_generated(p, verify=False, schedules=1)
     assert not v.ok and v.kind == "diff", (v.kind, v.message)
+
+
+def test_generic_host_functions_are_specialised_per_type_and_pass_the_oracle() -> None:
+    """`fun box {T: *}` (shapes_host.generic_box): printed as upstream writes a polymorphic
+    function, called with explicit type arguments, and through the pipeline (lam_spec gives T,
+    the normalizer then lays `core.trait.size T` out) the result stays the source's."""
+    progs = [p for p in _collect(programs(max_kernels=1, max_ops=2, host_recursion=False, streams=False,
+                                          with_streams=False, buffers=False, btensor=False), 40)
+             if "host.generic" in p.features_used]
+    assert progs, "no generic host function in 40 programs"
+    header = re.compile(r"^fun box \{T: \*\} \(m0: mem\.M 0, v: T\): \[mem\.M 0, mem\.Ptr \(T, 0\)\] =\n"
+                        r"\s+let \w+ = mem\.malloc \(T, 0\) \(m0, core\.trait\.size T\);", re.M)
+    for p in progs[:2]:
+        assert header.search(p.text), p.text
+        assert re.search(r"\bbox @I(8|16|32|64) \(\(", p.text), p.text
+        assert canonical(p.text) == p.text
+        v = check_generated(p, verify=True, schedules=1)
+        assert v.ok, f"{v.kind}: {v.message}\n{p.text}"
+        assert dict(v.phases)["compile.lam_spec"] == "proved", v.phases

@@ -187,13 +187,44 @@ def as_ptr(v: Any, d: App, what: str) -> Ptr:
     return v
 
 
+def type_args(v: Any) -> tuple[Any, ...]:
+    """The components of an operation's first, type-level argument (`(T, a)` of `mem.load`,
+    `(n, Ts, a)` of `mem.lea`): the IR tuple's operands, or, in a function generic in T (before
+    lam_spec gives T), the components its activation computed — the type parameter's value (an
+    IR type) and numbers as ints. (A handler read `.ops` of the latter, a Python tuple, and
+    `check` stopped with E-INTERNAL on a generic helper's `mem.alloc (T, 0)`.)"""
+    if isinstance(v, Def):
+        return tuple(v.ops)
+    if isinstance(v, tuple):
+        return tuple(x.as_long() if isinstance(x, z3.BitVecNumRef) else x for x in v)
+    raise Unsupported(f"a type argument the model holds as `{v!r:.60}`")
+
+
+def number_of(x: Any) -> int | None:
+    """A component of `type_args` that is a known number (an address space, a count)."""
+    if isinstance(x, Lit) and isinstance(x.value, int):
+        return x.value
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
 def lea(ev: Evaluator, d: App, a: list[Any]) -> Any:
     """`mem.lea @(n, Ts, a) (p, i)`: element i of an array (i · size) or field i of a sigma."""
-    _n, ts, _sp = a[0].ops
+    _n, ts, _sp = type_args(a[0])
     p, i = a[1]
     p = as_ptr(p, d, "an address computation")
     if not isinstance(i, z3.BitVecRef):
         raise Unsupported(f"an index that is not an integer: `{show(d)[:80]}`")
+    if isinstance(ts, tuple) and ts and all(isinstance(x, Def) for x in ts):
+        # Ts computed by a generic activation: n copies of one type (an array's `‹n; T›`), or the fields
+        ts = ts[0] if all(x is ts[0] for x in ts) and len(ts) > 1 else ts
+        if isinstance(ts, Def):
+            elem = size_of(ts, "an element")
+            wide = z3.ZeroExt(OFF_BITS - i.size(), i) if i.size() < OFF_BITS else z3t.Extract(OFF_BITS - 1, 0, i)
+            return Ptr(p.space, p.obj, p.off + wide * elem, p.label)
+        k = z3.simplify(i)
+        if not z3t.is_bv_value(k):
+            raise Unsupported("a field of a sigma chosen by a symbolic index")
+        return Ptr(p.space, p.obj, p.off + field_offset(ts, k.as_long()), p.label)
     if isinstance(ts, Pack):
         elem = size_of(ts.ops[1], "an element")
         wide = z3.ZeroExt(OFF_BITS - i.size(), i) if i.size() < OFF_BITS else z3t.Extract(OFF_BITS - 1, 0, i)
@@ -203,9 +234,9 @@ def lea(ev: Evaluator, d: App, a: list[Any]) -> Any:
         if not z3t.is_bv_value(k):
             raise Unsupported("a field of a sigma chosen by a symbolic index")
         return Ptr(p.space, p.obj, p.off + field_offset(ts.ops, k.as_long()), p.label)
-    if isinstance(_n, Lit) and _n.value == 1:  # «1; T» is T itself: its only index is 0
+    if number_of(_n) == 1:  # «1; T» is T itself: its only index is 0
         return Ptr(p.space, p.obj, p.off, p.label)
-    raise Unsupported(f"an address computation into `{show(ts)[:60]}`")
+    raise Unsupported(f"an address computation into `{show(ts)[:60] if isinstance(ts, Def) else ts}`")
 
 
 class _LazyEnv(dict):  # type: ignore[type-arg]
@@ -684,6 +715,8 @@ class Evaluator:
         return f.body
 
     def _core(self, d: App, annex: str) -> Any:
+        if annex in ("core.trait.size", "core.trait.align"):
+            return self._trait(d, annex)
         if annex == "core.bitcast" and d.depth == 3:
             moved = self._pointer_cast(d)
             if moved is not None:
@@ -698,6 +731,16 @@ class Evaluator:
         if not z3.is_false(ub):
             self.assume(z3t.Not(ub))
         return enc.value
+
+    def _trait(self, d: App, annex: str) -> z3.BitVecRef:
+        """The size or alignment of the type an activation holds (`core.trait.size T` in a
+        function generic in T, before lam_spec gives T; the normalizers fold those of known
+        types): the layout's, the model's one (NVPTX64, whose sizes are the host's too)."""
+        t = self.eval(d.arg)
+        lay = layout_of(t, NVPTX64) if isinstance(t, Def) and t.closed and not t.has_param else None
+        if lay is None:
+            raise Unsupported(f"`{annex}` of a type without a known layout: `{show(d.arg)[:60]}`")
+        return z3.BitVecVal(lay.size if annex == "core.trait.size" else lay.align, bv.NAT_BITS)
 
     def _pointer_cast(self, d: App) -> Ptr | None:
         """`core.bitcast` of a pointer to a pointer type of the same address space (a C

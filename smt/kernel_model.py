@@ -34,7 +34,7 @@ from verimim.smt.kernel_loops import LoopSummaries, path_facts
 from verimim.smt.kernel_memory import CellMemory, concrete
 from verimim.smt.kernel_eval import (
     OBJ_BITS, OFF_BITS, DEFAULT_LOOP_BOUND, Evaluator, Op, Ptr, RETURN, Tok, Unsupported, as_ptr, int_width, lea,
-    leaves, loc_of, size_of,
+    leaves, loc_of, number_of, size_of, type_args,
 )
 from verimim.smt.symbolic import Explorer, SymbolicError
 
@@ -224,7 +224,7 @@ def _handlers(tr: _Trace, slots: dict[SlotKey, int]) -> dict[str, Op]:
     """The device's axioms, recording into `tr`; `slots` numbers the slot objects for every path
     of the kernel alike."""
     def load(ev: Evaluator, d: App, a: list[Any]) -> Any:
-        (t, _sp), (m, p) = a[0].ops, a[1]
+        (t, _sp), (m, p) = type_args(a[0]), a[1]
         p = as_ptr(p, d, "a load")
         if p.space == 5:
             _record(ev, tr, d, m, p, t, None)
@@ -234,7 +234,7 @@ def _handlers(tr: _Trace, slots: dict[SlotKey, int]) -> dict[str, Op]:
         return (m, v)
 
     def store(ev: Evaluator, d: App, a: list[Any]) -> Any:
-        (t, _sp), (m, p, v) = a[0].ops, a[1]
+        (t, _sp), (m, p, v) = type_args(a[0]), a[1]
         p = as_ptr(p, d, "a store")
         _record(ev, tr, d, m, p, t, v)
         if p.space == 5:
@@ -243,9 +243,10 @@ def _handlers(tr: _Trace, slots: dict[SlotKey, int]) -> dict[str, Op]:
         return m
 
     def slot(ev: Evaluator, d: App, a: list[Any]) -> Any:
-        t, sp = a[0].ops
+        _t, sp = type_args(a[0])
         m, slot_id = a[1][0], a[1][-1]  # (m, id) of mem.slot, (m, size, id) of mem.mslot
-        space = sp.value if isinstance(sp, Lit) else -1
+        space = number_of(sp)
+        space = -1 if space is None else space
         # (one number on every path: a literal, or a term Z3 folds to one)
         number = slot_id if isinstance(slot_id, int) else \
             concrete(slot_id) if isinstance(slot_id, z3.BitVecRef) else None

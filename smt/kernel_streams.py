@@ -34,7 +34,7 @@ from verimim.ir.world import World
 from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import (
     CUT_STATUSES, DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Closure, Evaluator, Op, Ptr, Tok, Unsupported,
-    as_ptr, lea, ptr_space, size_of,
+    as_ptr, lea, number_of, ptr_space, size_of, type_args,
 )
 from verimim.smt.kernel_loops import path_facts
 from verimim.smt.kernel_memory import CellMemory
@@ -182,9 +182,9 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         return a[0][0]
 
     def alloc(ev: Evaluator, d: App, a: list[Any]) -> Any:
-        t, sp = a[0].ops
+        _t, sp = type_args(a[0])
         m = a[1][0] if isinstance(a[1], tuple) else a[1]
-        return (m, new_obj(sp.value if isinstance(sp, Lit) else 0, d, "the allocation"))
+        return (m, new_obj(number_of(sp) or 0, d, "the allocation"))
 
     def free(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m, p = a[1]
@@ -198,13 +198,13 @@ def _handlers(st: _HostState) -> dict[str, Op]:
             against_pending(HostAccess(d, p, size_of(t, "an access"), write, exact=_known_object(p)), None)
 
     def load(ev: Evaluator, d: App, a: list[Any]) -> Any:
-        (t, _sp), (m, p) = a[0].ops, a[1]
+        (t, _sp), (m, p) = type_args(a[0]), a[1]
         p = as_ptr(p, d, "a host load")
         host_access(ev, d, p, t, False)
         return (m, st.mem.load(ev, p, t, "host"))
 
     def store(ev: Evaluator, d: App, a: list[Any]) -> Any:
-        (t, _sp), (m, p, v) = a[0].ops, a[1]
+        (t, _sp), (m, p, v) = type_args(a[0]), a[1]
         p = as_ptr(p, d, "a host store")
         host_access(ev, d, p, t, True)
         st.mem.store(p, t, v)

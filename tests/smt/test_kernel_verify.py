@@ -572,6 +572,25 @@ def test_the_race_free_twin_without_a_kernel_is_ok() -> None:
     assert got.ok and got.diagnostics == []
 
 
+@pytest.mark.parametrize("name", ["generic_helper_alloc_with_streams.mim", "generic_helper_malloc_with_streams.mim"])
+def test_the_host_with_a_generic_helper_is_modelled_as_written_before_lam_spec(name: str) -> None:
+    """`mem.alloc (T, 0)` in `fun box {T: *}`: the type argument is computed by box's activation
+    (the type parameter's value and the space), which the host model's handlers read as an IR
+    tuple, and `check` stopped with E-INTERNAL on the earliest World it models for streams;
+    `core.trait.size T` (a malloc's size) is the layout of the type the activation holds."""
+    from verimim.frontend.loader import load_text
+    from verimim.smt.kernel_streams import host_run
+
+    path = C_PROGRAMS / "valid" / name
+    world, _ = load_text(path.read_text(), str(path))
+    run = host_run(world, SpecContext(timeout_ms=10_000), 8)
+    assert not isinstance(run, str), run
+    # (argc ≥ 4 reads past `arr`: undefined, that path stops)
+    assert run.uses_streams and sorted(p.status for p in run.paths) == ["done", "ub"]
+    got = driver.check(str(path), [])
+    assert got.ok and got.diagnostics == []
+
+
 def test_an_undecided_stream_pair_without_a_launch_is_a_note_never_ok_or_an_error(tmp_path: Path) -> None:
     # puts(r) while a copy into r's second half is pending, no kernel: how far puts reads is not
     # known statically, so check cannot decide; with no `kernels` entry to mark `unknown`, a

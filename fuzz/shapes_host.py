@@ -12,8 +12,8 @@ Coverage features (`GeneratedProgram.features_used`):
                          loaded and synced through index terms that are c for every argc ≥ 1
                          but differ as terms (`(argc >> 31) ^ c`, `(argc - argc) + c`, `c`)
     host.generic         `fun box {T: *} (m0, v: T): [M0, Ptr0 T]` (a `mem.malloc` of
-                         `core.trait.size T`, a store), called at two integer types: a
-                         polymorphic function that lam_spec specialises
+                         `core.trait.size T` or a `mem.alloc (T, 0)`, a store), called at two
+                         integer types: a polymorphic function that lam_spec specialises
 """
 from __future__ import annotations
 
@@ -230,8 +230,9 @@ GENERIC_WIDTHS = (8, 16, 32, 64)
 
 
 def generic_box(host: Any, value: Def) -> Def:
-    """`fun box {T: *} (m0: mem.M 0, v: T): [mem.M 0, mem.Ptr0 T]`: a fresh heap cell of
-    `core.trait.size T` bytes holding v (the size stays an operation until lam_spec gives T),
+    """`fun box {T: *} (m0: mem.M 0, v: T): [mem.M 0, mem.Ptr0 T]`: a fresh heap cell of type T
+    holding v (a malloc of `core.trait.size T`, which stays an operation until lam_spec gives T,
+    or an alloc),
     called at two integer types drawn apart (`box @I16 $ (m0, v)`); both cells are read back,
     freed, and their sum (truncated to I32) is the new value."""
     b, w, draw = host.b, host.b.w, host.draw
@@ -245,7 +246,9 @@ def generic_box(host: Any, value: Def) -> Def:
     inner.param_names = ("m0", "v")
     outer.body = inner
     args, ret = b.x(w.var(inner), 2, 0), b.x(w.var(inner), 2, 1)
-    m0, cell = b.malloc(elem, 0, b.x(args, 2, 0))
+    # a malloc of core.trait.size T, or an alloc: each leaves its type argument `(T, 0)` open
+    allocate = b.malloc if draw(st.booleans(), label="box allocation") else b.alloc
+    m0, cell = allocate(elem, 0, b.x(args, 2, 0))
     inner.body = w.app(ret, b.tup(b.store(elem, 0, m0, cell, b.x(args, 2, 1)), cell))
 
     def call(bits: int) -> Def:

@@ -247,3 +247,22 @@ def test_an_array_of_unknown_arity_takes_the_arity_of_what_it_meets(tmp_path: Pa
 def test_an_array_of_unknown_arity_still_checks_its_elements() -> None:
     e = fails("import compile;\nlam _compile (): compile.Phase = compile.phases ff (1I32, 2I32);\n")
     assert e.code == "E-TYPE"
+
+
+def test_a_fun_called_in_direct_style_is_told_how_it_is_called() -> None:
+    """`let (m0, r) = twice (m0, x);` checks `(m0, x)` against (arguments, return continuation):
+    the mismatch points at `m0`; a note at the callee says the calling convention and `ret`."""
+    body = ("plugin mem;\n"
+            "fun twice (m0: %mem.M 0, v: I32): [%mem.M 0, I32] = return (m0, %core.wrap.add 0 (v, v));\n"
+            "fun f (m0: %mem.M 0, x: I32): [%mem.M 0, I32] =\n"
+            "    let (m0, r) = twice (m0, x);\n"
+            "    return (m0, r);\n")
+    e = fails(body)
+    assert e.code == "E-TYPE" and (e.loc.line, e.loc.col) == at(body, "m0, x)")
+    (note,) = e.related
+    assert note.loc is not None and (note.loc.line, note.loc.col) == at(body, "twice (m0, x)")
+    assert "continuation-passing style" in note.message and "`ret … = twice $ (…);`" in note.message
+    assert "[[mem.M 0, I32], Cn [mem.M 0, I32]]" in note.message
+    # A mismatch in an argument of something that is no `fun` has no such note.
+    e = fails("lam g (x: I32): I32 = x;\nlet y = g 1I64;\n")
+    assert e.code == "E-TYPE" and e.related == ()

@@ -729,9 +729,30 @@ class Elaborator:
         if not isinstance(ct, Pi):
             raise TypeError_(f"`{show(callee)}` of type `{show(ct)}` is not a function and cannot be "
                              f"applied", e.callee.loc)
-        arg = self.check(e.arg, ct.dom, scope)
+        try:
+            arg = self.check(e.arg, ct.dom, scope)
+        except TypeError_ as err:
+            note = self.cps_call_note(ct, e)
+            if note is not None and note not in err.related:
+                err.related = (*err.related, note)
+            raise
         res = w.app(w.zonk(callee), w.zonk(arg))
         return self.partially_evaluated(res) or res
+
+    def cps_call_note(self, ct: Pi, e: ast.App) -> Related | None:
+        """Where the callee is a `fun` (`Cn [arguments, Cn result]`), how it is called: a call
+        written in direct style (`let (m0, r) = f (m0, x);`) is checked against the pair of its
+        arguments and its return continuation, and the mismatch alone points at `m0`."""
+        w = self.world
+        dom = w.zonk(ct.dom)
+        if not (w.is_cn(ct) and isinstance(dom, Sigma) and len(dom.ops) == 2 and w.is_cn(dom.ops[1])):
+            return None
+        name = self.describe(e.callee)
+        call = name.strip("`") if name.startswith("`") else "f"
+        return Related(f"{name} is a function in continuation-passing style (`fun`): its argument is "
+                       f"(its arguments, its return continuation), of type `{show(dom)}`; "
+                       f"`ret … = {call} $ (…);` calls it with the rest of the block as that "
+                       f"continuation", e.callee.loc)
 
     def partially_evaluated(self, d: Def) -> Def | None:
         """A call of a recursive `lam` (filter `tt`, upstream's default for `lam`) unfolded at

@@ -266,3 +266,21 @@ def test_a_fun_called_in_direct_style_is_told_how_it_is_called() -> None:
     # A mismatch in an argument of something that is no `fun` has no such note.
     e = fails("lam g (x: I32): I32 = x;\nlet y = g 1I64;\n")
     assert e.code == "E-TYPE" and e.related == ()
+
+
+@pytest.mark.parametrize("arg, note", [
+    ("%mem.lea (a, 2)", "the `Idx 4` literal 2 is written `2_4`"),
+    ("%mem.lea (a, 9)", "9 is no value of `Idx 4` (0 to 3)"),
+])
+def test_a_number_without_suffix_where_an_index_is_expected_says_how_the_literal_is_written(arg: str, note: str) -> None:
+    body = ("plugin mem;\n"
+            "fun f (m0: %mem.M 0, a: %mem.Ptr0 «4; I32»): [%mem.M 0, I32] =\n"
+            f"    let (m0, v) = %mem.load (m0, {arg});\n"
+            "    return (m0, v);\n")
+    e = fails(body)
+    assert e.code == "E-TYPE" and "expected `Idx 4`, found `Nat`" in e.message
+    assert [r.message for r in e.related] == [f"a number without suffix is a `Nat`; {note}"]
+    e = fails("lam g (x: I32): I32 = x;\nlet y = g 7;\n")
+    assert [r.message for r in e.related] == ["a number without suffix is a `Nat`; the `I32` literal 7 is written `7I32`"]
+    e = fails("lam g (x: Bool): Bool = x;\nlet y = g 1;\n")
+    assert [r.message for r in e.related] == ["a number without suffix is a `Nat`; the `Bool` literal 1 is written `tt` or `1_2`"]

@@ -435,8 +435,31 @@ class Elaborator:
         if isinstance(e, ast.Block) or isinstance(e, ast.Where):
             return self.infer_block_like(e, scope, exp)
         v, t = self.infer(e, scope)
-        self.expect(e.loc, self._with_value(exp, w.zonk(v), t), t)
+        try:
+            self.expect(e.loc, self._with_value(exp, w.zonk(v), t), t)
+        except TypeError_ as err:
+            note = self.literal_note(e, exp)
+            if note is not None:
+                err.related = (*err.related, note)
+            raise
         return self._fit_unsafe_index(w.zonk(v), exp)
+
+    def literal_note(self, e: ast.Expr, exp: Def) -> Related | None:
+        """A number without suffix is a `Nat` (upstream's rule): where an `Idx s` is expected
+        and the number is one of its values, how that literal is written (`2_4`, `1I32`, `tt`)."""
+        if not (isinstance(e, ast.NumLit) and e.bits is None and e.size is None and e.ascribed is None):
+            return None
+        exp = self.world.zonk(exp)
+        if not (isinstance(exp, IdxT) and isinstance(exp.size, Lit) and isinstance(exp.size.value, int)):
+            return None
+        s, n = exp.size.value, e.value
+        if not 0 <= n < s:
+            return Related(f"a number without suffix is a `Nat`; {n} is no value of `{show(exp)}` (0 to {s - 1})", e.loc)
+        spelled = [f"`{n}I{s.bit_length() - 1}`"] if s in (2 ** 8, 2 ** 16, 2 ** 32, 2 ** 64) else [f"`{n}_{s}`"]
+        if s == 2:
+            spelled.insert(0, "`tt`" if n else "`ff`")
+        return Related(f"a number without suffix is a `Nat`; the `{show(exp)}` literal {n} is written "
+                       + " or ".join(spelled), e.loc)
 
     def _with_value(self, exp: Def, v: Def, t: Def) -> Def:
         """A dependent sigma expected of the value v: its fields instantiated with v's own

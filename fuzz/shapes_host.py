@@ -11,7 +11,7 @@ Coverage features (`GeneratedProgram.features_used`):
     stream.indexed       a manual stream's handle in cell c of a two-handle array, initialised,
                          loaded and synced through index terms that are c for every argc ≥ 1
                          but differ as terms (`(argc >> 31) ^ c`, `(argc - argc) + c`, `c`)
-    host.generic         `fun box {T: *} (m0, v: T): [M0, Ptr0 T]` (a `mem.malloc` of
+    host.generic         `fun box {T: *} (bm, bv: T): [M0, Ptr0 T]` (a `mem.malloc` of
                          `core.trait.size T` or a `mem.alloc (T, 0)`, a store), called at two
                          integer types: a polymorphic function that lam_spec specialises
 """
@@ -243,7 +243,7 @@ def generic_box(host: Any, value: Def) -> Def:
     outer.param_names = ("T",)
     elem = w.var(outer)
     inner = w.mut_lam(w.cn(w.sigma([w.sigma([b.M0, elem]), w.cn(w.sigma([b.M0, b.ptr(elem, 0)]))])), "box", "fun")
-    inner.param_names = ("m0", "v")
+    inner.param_names = ("bm", "bv")
     outer.body = inner
     args, ret = b.x(w.var(inner), 2, 0), b.x(w.var(inner), 2, 1)
     # a malloc of core.trait.size T, or an alloc: each leaves its type argument `(T, 0)` open

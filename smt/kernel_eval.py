@@ -207,6 +207,18 @@ def number_of(x: Any) -> int | None:
     return x if isinstance(x, int) and not isinstance(x, bool) else None
 
 
+def _lea_shape(ts: Any) -> tuple[Def | None, tuple[Def, ...] | None]:
+    """What `mem.lea`'s Ts indexes: an array's element type, or a sigma's field types. Ts as a
+    generic activation computed it is a Python tuple of types: n copies of one are an array."""
+    if isinstance(ts, Pack):
+        return ts.ops[1], None
+    if isinstance(ts, Tuple):
+        return None, ts.ops
+    if isinstance(ts, tuple) and ts and all(isinstance(x, Def) for x in ts):
+        return (ts[0], None) if len(ts) > 1 and all(x is ts[0] for x in ts) else (None, ts)
+    return None, None
+
+
 def lea(ev: Evaluator, d: App, a: list[Any]) -> Any:
     """`mem.lea @(n, Ts, a) (p, i)`: element i of an array (i · size) or field i of a sigma."""
     _n, ts, _sp = type_args(a[0])
@@ -214,26 +226,16 @@ def lea(ev: Evaluator, d: App, a: list[Any]) -> Any:
     p = as_ptr(p, d, "an address computation")
     if not isinstance(i, z3.BitVecRef):
         raise Unsupported(f"an index that is not an integer: `{show(d)[:80]}`")
-    if isinstance(ts, tuple) and ts and all(isinstance(x, Def) for x in ts):
-        # Ts computed by a generic activation: n copies of one type (an array's `‹n; T›`), or the fields
-        ts = ts[0] if all(x is ts[0] for x in ts) and len(ts) > 1 else ts
-        if isinstance(ts, Def):
-            elem = size_of(ts, "an element")
-            wide = z3.ZeroExt(OFF_BITS - i.size(), i) if i.size() < OFF_BITS else z3t.Extract(OFF_BITS - 1, 0, i)
-            return Ptr(p.space, p.obj, p.off + wide * elem, p.label)
-        k = z3.simplify(i)
-        if not z3t.is_bv_value(k):
-            raise Unsupported("a field of a sigma chosen by a symbolic index")
-        return Ptr(p.space, p.obj, p.off + field_offset(ts, k.as_long()), p.label)
-    if isinstance(ts, Pack):
-        elem = size_of(ts.ops[1], "an element")
+    elem_t, fields = _lea_shape(ts)
+    if elem_t is not None:
+        elem = size_of(elem_t, "an element")
         wide = z3.ZeroExt(OFF_BITS - i.size(), i) if i.size() < OFF_BITS else z3t.Extract(OFF_BITS - 1, 0, i)
         return Ptr(p.space, p.obj, p.off + wide * elem, p.label)
-    if isinstance(ts, Tuple):
+    if fields is not None:
         k = z3.simplify(i)
         if not z3t.is_bv_value(k):
             raise Unsupported("a field of a sigma chosen by a symbolic index")
-        return Ptr(p.space, p.obj, p.off + field_offset(ts.ops, k.as_long()), p.label)
+        return Ptr(p.space, p.obj, p.off + field_offset(fields, k.as_long()), p.label)
     if number_of(_n) == 1:  # «1; T» is T itself: its only index is 0
         return Ptr(p.space, p.obj, p.off, p.label)
     raise Unsupported(f"an address computation into `{show(ts)[:60] if isinstance(ts, Def) else ts}`")

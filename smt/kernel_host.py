@@ -42,7 +42,21 @@ class LaunchSite:
 
     @property
     def loc(self) -> Loc | None:
-        return self.app.loc
+        return op_loc(self.app)
+
+
+def op_loc(d: App) -> Loc | None:
+    """Where the program writes an operation: for a launch, its `gpu.launch …` expression, as
+    `run` and E-STREAM point at it (the application to its continuation that `ret (…) =
+    gpu.launch … $ (…);` makes has the place of the whole statement, its `ret`)."""
+    c = d.callee
+    if d.depth == 5 and isinstance(c, App) and c.loc is not None and is_launch(d):
+        return c.loc
+    return d.loc
+
+
+def is_launch(d: App) -> bool:
+    return isinstance(d.head, Axiom) and d.head.annex == "gpu.launch"
 
 
 def launch_sites(host: World) -> list[LaunchSite]:

@@ -36,6 +36,7 @@ from verimim.smt.kernel_eval import (
     CUT_STATUSES, DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Closure, Evaluator, Op, Ptr, Tok, Unsupported,
     as_ptr, lea, number_of, ptr_space, size_of, type_args,
 )
+from verimim.smt.kernel_host import op_loc
 from verimim.smt.kernel_loops import path_facts
 from verimim.smt.kernel_memory import CellMemory
 from verimim.smt.kernel_model import KernelPaths
@@ -497,7 +498,13 @@ def conflict_formula(c: Candidate, kernels: dict[str, KernelPaths]) -> z3.BoolRe
 
 
 def site_loc(e: Event) -> Loc | None:
-    return e.site.loc
+    """Where the program writes the operation (kernel_host.op_loc)."""
+    return op_loc(e.site)
+
+
+def _op_json(e: Event) -> dict[str, Any]:
+    loc = site_loc(e)
+    return {"operation": _describe(e), "line": loc.line if loc else None, "col": loc.col if loc else None}
 
 
 # ------------------------------------------------------------------ verdicts
@@ -583,8 +590,10 @@ def _pair_key(c: Candidate) -> tuple[Any, Any]:
     """A candidate's pair of operations by their source locations (the same in every World a
     phase makes) and what they are (the operations a seed helper issues share its call's
     position: `gpu.alloc_copy.asyn` allocates and copies), else by node."""
-    return tuple((op.site.loc.line, op.site.loc.col, _describe(op)) if op.site.loc and op.site.loc.line else op.site.gid
-                 for op in (c.new, c.pending))  # type: ignore[return-value]
+    def key(op: Event) -> Any:
+        loc = site_loc(op)
+        return (loc.line, loc.col, _describe(op)) if loc and loc.line else op.site.gid
+    return (key(c.new), key(c.pending))
 
 
 def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], entries: dict[int, dict[str, Any]],
@@ -618,13 +627,13 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
             s = ctx.solver()
             conflict = conflict_formula(c, kernels)
             s.add(run.argc >= 1, path.condition, c.streams_differ, conflict)
-            r = ctx.check(s, f"streams: {_describe(c.new)} at {c.new.site.loc} against {_describe(c.pending)}")
+            r = ctx.check(s, f"streams: {_describe(c.new)} at {site_loc(c.new)} against {_describe(c.pending)}")
             if r == z3.unsat:
                 continue
             if r != z3.sat or (isinstance(c.new, HostAccess) and not c.new.exact):
                 why = ("the solver gave no answer" if r != z3.sat else
-                       f"{_describe(c.new)} at {c.new.site.loc} may access what {_describe(c.pending)} at "
-                       f"{c.pending.site.loc} accesses (how many bytes it reads, or which object it "
+                       f"{_describe(c.new)} at {site_loc(c.new)} may access what {_describe(c.pending)} at "
+                       f"{site_loc(c.pending)} accesses (how many bytes it reads, or which object it "
                        f"reaches, is not known statically)")
                 tell(key, c, why)
                 continue
@@ -633,8 +642,8 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
             if _rests_on_unknowns([path.condition, c.streams_differ, conflict], path.fresh, c, kernels):
                 shown = confirm(c, argc)
                 if shown is None:
-                    why = (f"{_describe(c.new)} at {c.new.site.loc} may conflict with {_describe(c.pending)} at "
-                           f"{c.pending.site.loc} for memory contents the host model does not track (a buffer "
+                    why = (f"{_describe(c.new)} at {site_loc(c.new)} may conflict with {_describe(c.pending)} at "
+                           f"{site_loc(c.pending)} for memory contents the host model does not track (a buffer "
                            f"copied back from the device, an object a store through an unknown pointer may "
                            f"have changed), and no run shows it: not refuted, not proved")
                     tell(key, c, why)
@@ -645,10 +654,9 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
             where = "on its stream" if isinstance(c.new, HostAccess) else "on another stream"
             msg = (f"{_describe(c.new)} conflicts with {_describe(c.pending)}, still pending {where} "
                    f"(no `gpu.stream_sync` in between)")
-            diags.append(Diagnostic("E-RACE", msg, c.new.site.loc, "error",
-                                    (Related(f"{_describe(c.pending)}, pending", c.pending.site.loc),)))
-            cex = {"streams": [{"operation": _describe(op), "line": op.site.loc.line if op.site.loc else None,
-                                "col": op.site.loc.col if op.site.loc else None} for op in (c.new, c.pending)],
+            diags.append(Diagnostic("E-RACE", msg, site_loc(c.new), "error",
+                                    (Related(f"{_describe(c.pending)}, pending", site_loc(c.pending)),)))
+            cex = {"streams": [_op_json(op) for op in (c.new, c.pending)],
                    "main_inputs": {"argc": argc},
                    "run": run_command(file, argc)}
             for op in (c.new, c.pending):
@@ -708,7 +716,7 @@ def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str,
     hits = [e for op in (c.new, c.pending) if isinstance(op, LaunchOp) and (e := entry_of(op)) is not None]
     if not hits and not entries:
         pair = f"{_describe(c.new)} against {_describe(c.pending)}"
-        _stream_note(diags, why if _describe(c.new) in why else f"{pair}: {why}", c.new.site.loc)
+        _stream_note(diags, why if _describe(c.new) in why else f"{pair}: {why}", site_loc(c.new))
         return
     for entry in hits or list(entries.values()):
         if entry["races"] != "refuted":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -765,6 +767,24 @@ def test_a_stream_race_between_launches_names_both_launches() -> None:
     res = driver.run(str(KERNELS / "streams_two_race.mim"), [], [])
     (d,) = [d for d in res.diagnostics if d.code == "E-RACE"]
     assert d.message.count("the kernel launched at ") == 2, d.message
+
+
+def test_check_places_a_launch_at_its_gpu_launch_expression_as_run_does() -> None:
+    """`ret (…) = gpu.launch … $ (…);` makes an application to the continuation whose place is
+    the statement's `ret`: check's stream race and each kernel entry's `launch` pointed there,
+    while `run` ("the kernel launched at 28:32") and E-STREAM point at `gpu.launch`."""
+    path = KERNELS / "streams_two_race.mim"
+    lines = path.read_text().splitlines()
+    col = {n: lines[n - 1].index("gpu.launch") + 1 for n in (27, 28)}
+    got = driver.check(str(path), [])
+    (d,) = [d for d in got.diagnostics if d.code == "E-RACE"]
+    assert (d.loc.line, d.loc.col) == (28, col[28]) and [(r.loc.line, r.loc.col) for r in d.related] == [(27, col[27])]
+    ran = driver.run(str(path), [], [])
+    (f,) = [x for x in ran.diagnostics if x.code == "E-RACE"]
+    assert f"launched at 28:{col[28]}" in f.message and f"launched at 27:{col[27]}" in f.message, f.message
+    p = subprocess.run([sys.executable, "-m", "verimim.cli", "check", str(path), "--json"], capture_output=True, text=True)
+    assert sorted((k["launch"]["line"], k["launch"]["col"]) for k in json.loads(p.stdout)["kernels"]) == \
+        [(27, col[27]), (28, col[28])]
 
 
 def test_a_kernel_the_model_cannot_explore_is_refuted_by_a_run_that_shows_the_fault() -> None:

@@ -49,6 +49,13 @@ MAIN = ("fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.
         "              : [mem.M 0, I32] =\n")
 
 
+def generated(n: int) -> list[str]:
+    """The texts of the first n programs a seed-0 fuzz campaign checks (what `fuzz` parses)."""
+    from verimim.fuzz.task import Settings, generate, program_seed
+
+    return [generate(program_seed(0, i))[0].text for i in range(n)]
+
+
 def synthetic(n: int) -> str:
     """`n` chained lets; each depends on the previous one and on `argc`, so nothing folds."""
     lines = ["plugin core;", "plugin mem;", "", MAIN, "    let x_0 = argc;\n"]
@@ -171,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="timed runs per program (median; default 5)")
     ap.add_argument("--sizes", default="1000,2000,4000", help="numbers of chained lets (comma separated)")
+    ap.add_argument("--generated", type=int, default=20, help="programs of the fuzz engine (seed 0) to "
+                    "measure (default 20; 0: none)")
     ap.add_argument("--depths", default="10,100,900", help="nesting depths of implicit-argument "
                     "applications and lengths/10 of arrow chains (comma separated; the parser caps "
                     "nesting at 1000)")
@@ -192,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append(measure(f"upstream/{f.name}", f.read_text(encoding="utf-8"), str(f), runs))
                 except Exception as e:  # a program the frontend rejects (upstream's error_* tests)
                     print(f"(upstream/{f.name}: {type(e).__name__})")
+        for i, text in enumerate(generated(args.generated)):
+            rows.append(measure(f"generated {i}", text, f"<generated-{i}>", runs))
         for n in sizes:
             rows.append(measure(f"synthetic {n} lets", synthetic(n), f"<synthetic-{n}>", runs, also_nogc=True))
         for d in depths:
@@ -209,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print(f"upstream corpus: {len(ups)} programs, median parse + check {fmt_ms(statistics.median(ups)).strip()} ms "
               f"(plugins loaded per World; aim ≤ 50 ms)")
+    gen = [r for r in rows if r.name.startswith("generated ")]
+    if gen:
+        print(f"generated programs (the fuzz engine's, seed 0): {len(gen)}, median {statistics.median(r.lines for r in gen):.0f} "
+              f"lines, parse {fmt_ms(statistics.median(r.parse for r in gen)).strip()} ms, parse + check "
+              f"{fmt_ms(statistics.median(r.total for r in gen)).strip()} ms (median)")
     pairs = [(r.plugins, r.copied) for r in rows if r.copied > 0]
     if pairs:
         fresh, copied = statistics.median(p for p, _ in pairs), statistics.median(c for _, c in pairs)

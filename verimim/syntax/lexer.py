@@ -9,7 +9,7 @@ kind here (`->` is `→`, `<<` is `«`, `lm` is `λ`, …) so the parser sees on
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from verimim.diagnostics import Loc, ParseError, TypeError_
 
@@ -40,6 +40,8 @@ PUNCT_ASCII: tuple[tuple[str, str], ...] = (
 )
 
 PUNCT_SINGLE: frozenset[str] = frozenset("()[]{}«»‹›,;:=#@$→.*□λ⊤⊥|∪⦃⦄")
+_ASCII_PUNCT_START = frozenset(a[0] for a, _ in PUNCT_ASCII)  # `=` may start `=>`
+_NAME_START = frozenset("_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 # Upstream's alternative spellings of the sequence delimiters.
 PUNCT_ALTERNATIVES: dict[str, str] = {"⟨": "‹", "⟩": "›", "⟪": "«", "⟫": "»", "★": "*"}
@@ -63,12 +65,13 @@ WHITESPACE_RUN = re.compile(r"[ \t\r\n\f\v]+")
 DOTTED_NAME = re.compile(r"[_a-zA-Z][_0-9a-zA-Z]*(?:\.[_a-zA-Z][_0-9a-zA-Z]*)*")
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     """One token. `kind` is NAME/NUM/CHAR/STR/EOF, a keyword, or a canonical punctuation symbol.
 
     `value`: for NAME the tuple of dotted parts; for NUM `(value, bits, size)`; for CHAR an int;
-    for STR bytes; else None. `percent` marks the `%a.b` annex spelling.
+    for STR bytes; else None. `percent` marks the `%a.b` annex spelling. (A named tuple, not a
+    frozen dataclass: a program is some 2,000 tokens, and a frozen dataclass sets each field
+    through `object.__setattr__`.)
     """
 
     kind: str
@@ -159,8 +162,10 @@ class Lexer:
         return ParseError(message, Loc(self.file, line or self.line, col or self.col))
 
     def emit(self, kind: str, start: int, line: int, col: int, value: object = None, percent: bool = False) -> None:
-        doc = "\n".join(self.doc_lines) if self.doc_lines else None
-        self.doc_lines = []
+        doc = None
+        if self.doc_lines:
+            doc = "\n".join(self.doc_lines)
+            self.doc_lines = []
         self.tokens.append(Token(kind, self.text[start : self.pos], line, col, value, percent, doc))
 
     # ------------------------------------------------------------------ driver
@@ -208,8 +213,10 @@ class Lexer:
 
     def lex_token(self) -> None:
         c = self.peek()
-        if _is_ident_start(c):
+        if c in _NAME_START:
             return self.lex_name(percent=False)
+        if c in PUNCT_SINGLE and c not in _ASCII_PUNCT_START:  # the common case: one character
+            return self.lex_punct(c, 1)
         if c == "%":
             return self.lex_percent_name()
         if "0" <= c <= "9" or (c in "+-" and "0" <= self.peek(1) <= "9"):
@@ -229,7 +236,8 @@ class Lexer:
 
     def lex_punct(self, kind: str, length: int) -> None:
         start, line, col = self.pos, self.line, self.col
-        self.advance(length)
+        self.pos += length  # (punctuation holds no line break)
+        self.col += length
         self.emit(kind, start, line, col)
 
     # ------------------------------------------------------------------ names
@@ -238,7 +246,8 @@ class Lexer:
         """`a.b.c`: a dot continues the name only when an identifier follows it directly."""
         match = DOTTED_NAME.match(self.text, self.pos)
         assert match is not None  # the caller saw an identifier start
-        self.advance(match.end() - self.pos)
+        self.col += match.end() - self.pos  # (a name holds no line break)
+        self.pos = match.end()
         return tuple(match.group().split("."))
 
     def lex_name(self, percent: bool) -> None:

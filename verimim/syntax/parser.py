@@ -117,21 +117,29 @@ class Parser:
 
     # ------------------------------------------------------------------ token helpers
 
+    # (asked a dozen times per token: each written out rather than built on `peek`; the token
+    # list ends with EOF, which `pos` never passes)
     def peek(self, ahead: int = 0) -> Token:
-        i = min(self.pos + ahead, len(self.toks) - 1)
-        return self.toks[i]
+        toks = self.toks
+        i = self.pos + ahead
+        return toks[i] if i < len(toks) else toks[-1]
 
     def at(self, *kinds: str) -> bool:
-        return self.peek().kind in kinds
+        return self.toks[self.pos].kind in kinds
 
     def next(self) -> Token:
-        tok = self.peek()
+        tok = self.toks[self.pos]
         if tok.kind != EOF:
             self.pos += 1
         return tok
 
     def accept(self, kind: str) -> Token | None:
-        return self.next() if self.at(kind) else None
+        tok = self.toks[self.pos]
+        if tok.kind != kind:
+            return None
+        if kind != EOF:
+            self.pos += 1
+        return tok
 
     def loc(self, tok: Token) -> Loc:
         return Loc(self.file, tok.line, tok.col)

@@ -51,7 +51,7 @@ MAIN = ("fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.
 
 def generated(n: int) -> list[str]:
     """The texts of the first n programs a seed-0 fuzz campaign checks (what `fuzz` parses)."""
-    from verimim.fuzz.task import Settings, generate, program_seed
+    from verimim.fuzz.task import generate, program_seed
 
     return [generate(program_seed(0, i))[0].text for i in range(n)]
 

@@ -69,15 +69,33 @@ def confirming_run(program: Program, code: str, kernel: KernelPaths | MutLam, ar
     locs = kernel_locs(mut, program.device or program.host, kp)
     runs = {} if runs is None else runs
     for argc in argcs:
-        if argc not in runs:
-            argv = ["prog", *["a"] * (argc - 1)]
-            runs[argc] = observe(program.host, argv, device=program.device, fuel=CONFIRM_FUEL, crash_ok=True)
-        seen = runs[argc]
+        seen = run_with(program, argc, runs)
         fault = seen.fault
         if (seen.code == code and isinstance(fault, VerimimError) and fault.loc is not None
                 and _key(fault.loc) in locs and _in_launch(fault, launch)):
             return ShownFault(argc, fault)
     return None
+
+
+def run_with(program: Program, argc: int, runs: dict[int, Observation]) -> Observation:
+    """The program's run with this argc (schedule 0), made once: `runs` holds those made so far,
+    shared by every confirmation of one `check` (one run answers every code and operation)."""
+    if argc not in runs:
+        argv = ["prog", *["a"] * (argc - 1)]
+        runs[argc] = observe(program.host, argv, device=program.device, fuel=CONFIRM_FUEL, crash_ok=True)
+    return runs[argc]
+
+
+def chain_keys(d: App) -> set[tuple[int | None, int | None]]:
+    """The places of an application and of every partial application it extends: a run names
+    the one it evaluated (`gpu.launch … k args`, before the memory tokens, for a launch)."""
+    out: set[tuple[int | None, int | None]] = set()
+    x: object = d
+    while isinstance(x, App):
+        if x.loc is not None:
+            out.add(_key(x.loc))
+        x = x.callee
+    return out
 
 
 def _in_launch(fault: VerimimError, launch: App | None) -> bool:
@@ -88,7 +106,4 @@ def _in_launch(fault: VerimimError, launch: App | None) -> bool:
     named = {_key(r.loc) for r in fault.related if r.message == LAUNCHED_HERE and r.loc is not None}
     if launch is None or not named:
         return True
-    chain: list[App] = [launch]
-    while isinstance(chain[-1].callee, App):
-        chain.append(chain[-1].callee)
-    return any(_key(a.loc) in named for a in chain if a.loc is not None)
+    return not chain_keys(launch).isdisjoint(named)

@@ -21,7 +21,7 @@ import z3
 from verimim.diagnostics import Loc
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple, Var
 from verimim.ir.world import World
-from verimim.phases.base import walk
+from verimim.phases.base import is_app_of, walk
 from verimim.smt import bv
 from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import OBJ_BITS, Ptr
@@ -50,20 +50,16 @@ def op_loc(d: App) -> Loc | None:
     `run` and E-STREAM point at it (the application to its continuation that `ret (…) =
     gpu.launch … $ (…);` makes has the place of the whole statement, its `ret`)."""
     c = d.callee
-    if d.depth == 5 and isinstance(c, App) and c.loc is not None and is_launch(d):
+    if d.depth == 5 and isinstance(c, App) and c.loc is not None and is_app_of(d, "gpu.launch"):
         return c.loc
     return d.loc
-
-
-def is_launch(d: App) -> bool:
-    return isinstance(d.head, Axiom) and d.head.annex == "gpu.launch"
 
 
 def launch_sites(host: World) -> list[LaunchSite]:
     """Every `gpu.launch` of the host World whose kernel is a named continuation, in source order."""
     out = []
     for d in walk(host):
-        if isinstance(d, App) and d.depth == 5 and isinstance(d.head, Axiom) and d.head.annex == "gpu.launch":
+        if isinstance(d, App) and d.depth == 5 and is_app_of(d, "gpu.launch"):
             _imp, config, kernel, kargs, _mems = d.args()
             if isinstance(kernel, MutLam):
                 out.append(LaunchSite(d, kernel.name or "?", config, kargs))

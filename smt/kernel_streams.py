@@ -685,22 +685,13 @@ def _shown_by_run(program: Any, c: Candidate, argc: int, runs: "dict[int, Observ
     """The argc of the first run (the counterexample's, then 1 and 2; schedule 0) that stops
     with E-RACE at one of the candidate's operations (a launch: any application of its chain,
     which a kernel's fault names as where it was launched), else None."""
-    from verimim.interp.observe import observe
-    from verimim.smt.kernel_confirm import CONFIRM_FUEL, candidate_argcs
+    from verimim.smt.kernel_confirm import candidate_argcs, chain_keys, run_with
 
-    sites: set[tuple[Any, Any]] = set()
-    for op in (c.new, c.pending):
-        d: Any = op.site
-        while isinstance(d, App):
-            if d.loc is not None:
-                sites.add((d.loc.line, d.loc.col))
-            d = d.callee
+    sites = chain_keys(c.new.site) | chain_keys(c.pending.site)
     for n in candidate_argcs(argc):
-        if n not in runs:
-            runs[n] = observe(program.host, ["prog", *["a"] * (n - 1)], device=program.device,
-                              fuel=CONFIRM_FUEL, crash_ok=True)
-        fault = runs[n].fault
-        if runs[n].code != "E-RACE" or fault is None:
+        seen = run_with(program, n, runs)
+        fault = seen.fault
+        if seen.code != "E-RACE" or fault is None:
             continue
         locs = [getattr(fault, "loc", None), *(r.loc for r in getattr(fault, "related", ()))]
         if any(loc is not None and (loc.line, loc.col) in sites for loc in locs):

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import cast
 
-from verimim.ir.analysis import apps_with_head, free_muts, scan_mut as _scan, vars_of
+from verimim.ir.analysis import apps_with_head, free_muts, innermost, scan_mut as _scan, vars_of
 from verimim.ir.defs import App, Axiom, Def, Extract, Lam, Lit, MutLam, Pi, Sigma, Var
 from verimim.ir.world import RuleDef, World
 from verimim.printer import ExprPrinter
@@ -95,7 +95,7 @@ class Dumper:
         def depth(o: MutLam) -> tuple[int, int]:
             return len(free_muts(o, self.fv_cache)), o.gid
 
-        inner = [o for o in fv if all(x is o or x in free_muts(o, self.fv_cache) for x in fv)]
+        inner = innermost(fv, lambda o: free_muts(o, self.fv_cache))
         return max(inner or fv, key=depth)
 
     # ------------------------------------------------------------------ printing mutables

@@ -4,6 +4,8 @@ from outside, and the order a body's operations run in are verimim.ir.schedule's
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from verimim.ir.defs import Def, MutLam, Var
 
 
@@ -36,6 +38,13 @@ def free_muts(m: MutLam, cache: dict[int, frozenset[MutLam]]) -> frozenset[MutLa
     for x in order:
         cache[x.gid] = frozenset(result[x.gid])
     return cache[m.gid]
+
+
+def innermost(fv: Iterable[MutLam], free: Callable[[MutLam], frozenset[MutLam]]) -> list[MutLam]:
+    """Those of `fv` whose own free mutables hold all the others: the scopes inside which every
+    parameter of `fv` is visible (one, unless some of them are free in each other)."""
+    fv = list(fv)
+    return [o for o in fv if all(p is o or p in free(o) for p in fv)]
 
 
 def scan_mut(m: MutLam, annexes: bool = False) -> tuple[set[MutLam], set[MutLam]]:

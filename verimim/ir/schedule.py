@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from verimim.ir.analysis import free_muts, scan_mut
+from verimim.ir.analysis import free_muts, innermost, scan_mut
 from verimim.ir.defs import App, Def, Extract, Lam, MutLam, Pack, Tuple, Var
 
 if TYPE_CHECKING:
@@ -316,7 +316,7 @@ class Scopes:
         # The innermost: every other mutable whose parameter c uses is outside it (in its
         # free set). Counting free mutables is only a fallback: an outer function can
         # capture more.
-        inner = [o for o in fv if all(p is o or p in self.free(o) for p in fv)]
+        inner = innermost(fv, self.free)
         outer = inner[0] if len(inner) == 1 else max(fv, key=lambda o: (len(self.free(o)), o.gid))
         self._creator[c.gid] = outer  # provisional: cuts cycles through the dominators' creators
         # below it, the dominator, when it is itself made inside outer's activations (its

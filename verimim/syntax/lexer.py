@@ -107,7 +107,7 @@ def _shorten(text: str, limit: int = 30) -> str:
 
 
 def _is_ident_start(c: str) -> bool:
-    return c == "_" or ("a" <= c <= "z") or ("A" <= c <= "Z")
+    return c in _NAME_START
 
 
 def _is_ident_char(c: str) -> bool:

@@ -141,12 +141,20 @@ def loc_of(d: Def | None) -> Loc | None:
 
 
 def int_width(t: Def) -> int | None:
-    """Bits of the bit-vector `smt.bv` holds a value of type t in (None: not an integer type)."""
+    """Bits of the bit-vector `smt.bv` holds a value of type t in (None: not an integer type).
+    An `Idx ⊤:Nat` (an index into an array of unknown length, `core.idx_unsafe`'s) is held as
+    its Nat, as the interpreter and the code generators hold it."""
+    if _is_unsafe_index(t):
+        return bv.NAT_BITS
     try:
         it = bv.int_type(t)
     except bv.NoSemantics:
         return None
     return bv.NAT_BITS if it is None else it.width
+
+
+def _is_unsafe_index(t: Def) -> bool:
+    return isinstance(t, IdxT) and isinstance(t.size, Top)
 
 
 def size_of(t: Def, what: str) -> int:
@@ -615,6 +623,8 @@ class Evaluator:
         if isinstance(d, Lit):
             if int_width(d.ops[0]) is None:
                 raise Unsupported(f"a literal of type `{show(d.ops[0])}`")
+            if _is_unsafe_index(d.ops[0]) and isinstance(d.value, int):
+                return z3.BitVecVal(d.value, bv.NAT_BITS)
             return bv.literal(d).value
         if isinstance(d, Var):
             if d.mut.gid not in self.frames:
@@ -719,6 +729,8 @@ class Evaluator:
     def _core(self, d: App, annex: str) -> Any:
         if annex in ("core.trait.size", "core.trait.align"):
             return self._trait(d, annex)
+        if annex == "core.idx_unsafe":  # the Nat, as an index of unknown range (int_width)
+            return self.eval(d.arg)
         if annex == "core.bitcast" and d.depth == 3:
             moved = self._pointer_cast(d)
             if moved is not None:

@@ -111,7 +111,8 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs, issued: z3.Boo
     """The launch's constraints: its arguments and sizes as the host computes them from main's
     argc, and `issued`, when main issues it at all (kernel_streams.HostRun.launch_reach: a launch
     under `argc == 4` races only there). Where a constraint depends on more than argc (a value
-    the host loaded), the launch is not `tied`: a refutation must then be shown by a run."""
+    the host loaded), the launch is not `tied`; where `issued` is not known (None: main is not
+    modelled), the launch's reach is not: either way a refutation must then be shown by a run."""
     main = host.externals.get("main")
     argc = z3.BitVec("argc", ARGC_BITS)
     env = _MainInputs(main if isinstance(main, MutLam) else None, argc)
@@ -174,6 +175,7 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs, issued: z3.Boo
     # argc ≥ 1: the program's name is always argv[0].
     launch.constraints.append(argc >= 1)
     launch.tied = tied
+    launch.reach_known = issued is not None
     if not used_argc:
         launch.host_vars = {}
     return launch

@@ -41,6 +41,9 @@ class Launch:
     constraints: list[z3.BoolRef] = field(default_factory=list)
     host_vars: dict[str, z3.BitVecRef] = field(default_factory=dict)
     tied: bool = False  # every argument and size is a function of main's inputs
+    # when main issues the launch is known (False: the host code is not modelled, and a fault
+    # for some argc may be in a launch main never issues with that argc)
+    reach_known: bool = True
     objects: dict[int, str] = field(default_factory=dict)  # object id → host allocation
 
 

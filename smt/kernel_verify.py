@@ -161,6 +161,8 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
     notes = [f"two symbolic work-items over {len(kp.paths)} path(s) of `{site.kernel}`"]
     if not launch.tied:
         notes.append("some arguments or launch sizes are not known on the host: verified for every value")
+    if not launch.reach_known:
+        notes.append("when main issues the launch is not known: verified for every argc")
     div = check_divergence(kp, launch, ctx, label)
     if div.status == "refuted":
         # Diverging barriers leave barrier intervals undefined within a group (see
@@ -212,7 +214,11 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
                       _race_cex(kp, launch, races, site, run_command(file, race_argc), "E-RACE"))
         diags.append(diag)
         cex = rcex if cex is None else {"divergence": cex, "race": rcex}
-    if benign is not None:
+    if benign is not None and not launch.reach_known:
+        # as a refutation (_confirmed): the argc it needs may be one main never launches with
+        notes.append("a benign write-write race is possible for some argc, for which main may not issue "
+                     "the launch (its host code is not modelled): not reported")
+    elif benign is not None:
         _, diag = _race_cex(kp, launch, benign, site, None, "W-BENIGN-RACE")
         diags.append(diag)
         notes.append("a benign write-write race (every work-item stores the same value)")
@@ -248,8 +254,9 @@ def _access_json(model: z3.ModelRef, a: Access, w: WorkItem, launch: Launch, who
 
 def _memory_free(terms: list[z3.ExprRef], kp: KernelPaths, launch: Launch) -> bool:
     """Whether the terms depend only on ids and on what the host ties to main's inputs (no
-    loaded memory value, no unconstrained argument): then `run` with those inputs reproduces it."""
-    if not launch.tied:
+    loaded memory value, no unconstrained argument) and main is known to issue the launch for
+    those inputs: then `run` with those inputs reproduces it."""
+    if not launch.tied or not launch.reach_known:
         return False
     fresh = {str(v) for p in kp.paths for v in p.fresh}
     for t in terms:
@@ -308,6 +315,8 @@ def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, site: Lau
     shown = confirming_run(program, code, kp, tried, runs, site.app)
     why = ("two writes of different shapes overlap (the proof compares their values whole, not "
            "the bytes they share)") if _unlike_writes(v) else \
+        f"a {what} is possible for some argc, for which main may not issue the launch (its host code is not " \
+        "modelled)" if not launch.reach_known else \
         f"a {what} is possible for some memory contents or arguments the verifier does not track"
     if shown is not None:
         notes.append(f"{why}; a run with argc = {shown.argc} shows it")

@@ -6,13 +6,16 @@ Coverage features (`GeneratedProgram.features_used`):
                          `con extern main (m0, argc, argv, return: Cn [M0, I32])`
     kernel.curried       `con kernel (n: I32) (m1, …, return)` launched as `kernel v`
     c.atoi               `ccon atoi` on a program argument (`argv[j]`, numeric)
+    argv.idx_unsafe      atoi's argument as `mem.lea (argv, core.idx_unsafe k)` on the vector's own
+                         type `«⊤:Nat; Ptr0 «⊤:Nat; I8»»`: k a literal, or computed (argc - 1)
     c.printf             `cfun printf [M0, Ptr0 «⊤:Nat; I8», I32]: [M0, I32]` with a format
                          string stored in a slot; what it prints and returns is compared
     stream.indexed       a manual stream's handle in cell c of a two-handle array, initialised,
                          loaded and synced through index terms that are c for every argc ≥ 1
                          but differ as terms (`(argc >> 31) ^ c`, `(argc - argc) + c`, `c`)
     host.generic         `fun box {T: *} (bm, bv: T): [M0, Ptr0 T]` (a `mem.malloc` of
-                         `core.trait.size T` or a `mem.alloc (T, 0)`, a store), called at two
+                         `core.trait.size T`, or of size + `core.trait.align T`, or a
+                         `mem.alloc (T, 0)`, a store), called at two
                          integer types: a polymorphic function that lam_spec specialises
 """
 from __future__ import annotations
@@ -104,16 +107,36 @@ def atoi_call(host: Any, n_args: int) -> Def:
     b, w, draw = host.b, host.b.w, host.draw
     cstr = _cstr_t(b)
     ax = _declare(b, "atoi", w.cn(w.sigma([b.M0, cstr, w.cn(w.sigma([b.M0, b.I32]))])))
-    n = n_args + 1
-    vec = b.bitcast(argv_type(b), b.ptr(b.arr(n, cstr), 0), host.argv)
-    j = draw(st.integers(1, n_args), label="atoi argument")
-    host.s["m0"], s = b.load(cstr, 0, host.s["m0"], b.lea(n, cstr, 0, vec, w.lit_idx(n, j)))
+    if host.f["argv_unsafe"] and draw(st.booleans(), label="atoi argument by core.idx_unsafe"):
+        entry = _argv_entry(host, cstr, n_args)
+    else:
+        n = n_args + 1
+        vec = b.bitcast(argv_type(b), b.ptr(b.arr(n, cstr), 0), host.argv)
+        j = draw(st.integers(1, n_args), label="atoi argument")
+        entry = b.lea(n, cstr, 0, vec, w.lit_idx(n, j))
+    host.s["m0"], s = b.load(cstr, 0, host.s["m0"], entry)
     k, (m0, v) = b.con("after_atoi", [("m0", b.M0), ("v", b.I32)])
     host.cur.body = w.app(ax, b.tup(host.s["m0"], s, k))
     host.cur, host.s["m0"] = k, m0
     b.features["c.ccon"] += 1
     b.features["c.atoi"] += 1
     return v
+
+
+def _argv_entry(host: Any, cstr: Def, n_args: int) -> Def:
+    """`mem.lea (argv, core.idx_unsafe k)` on the vector as main takes it (`«⊤:Nat; …»`), as
+    upstream's programs index it: k a literal j (1 ≤ j ≤ n_args: it folds to the literal `j_⊤`),
+    or computed at run time, argc - 1 (the last argument, a string for every argc ≥ 1), so that
+    `core.idx_unsafe` stays an operation."""
+    b, w = host.b, host.b.w
+    top = w.top(w.nat())
+    if host.draw(st.booleans(), label="argv index computed"):
+        k = b.bitcast(b.I32, w.nat(), b.wrap("sub", 32, 0, host.argc, w.lit_idx(2**32, 1)))
+        index = b.ap("core.idx_unsafe", k)
+    else:  # not counted as the operation: the World holds the literal it folds to
+        index = w.apps(b.a["core.idx_unsafe"], w.lit_nat(host.draw(st.integers(1, n_args), label="atoi argument")))
+    b.features["argv.idx_unsafe"] += 1
+    return b.ap("mem.lea", b.tup(top, w.pack(top, cstr), w.lit_nat(0)), b.tup(host.argv, index))
 
 
 def printf_call(host: Any, value: Def) -> Def:
@@ -231,8 +254,8 @@ GENERIC_WIDTHS = (8, 16, 32, 64)
 
 def generic_box(host: Any, value: Def) -> Def:
     """`fun box {T: *} (bm: mem.M 0, bv: T): [mem.M 0, mem.Ptr0 T]`: a fresh heap cell of type T
-    holding bv (a malloc of `core.trait.size T`, which stays an operation until lam_spec gives
-    T, or an alloc), called at two integer types drawn apart (`box @I16 ((m0, v), k)`); both
+    holding bv (a malloc of `core.trait.size T` or of size + `core.trait.align T`, which stay
+    operations until lam_spec gives T, or an alloc), called at two integer types drawn apart (`box @I16 ((m0, v), k)`); both
     cells are read back, freed, and their sum (truncated to I32) is the new value."""
     b, w, draw = host.b, host.b.w, host.draw
     star = w.star()
@@ -245,9 +268,14 @@ def generic_box(host: Any, value: Def) -> Def:
     inner.param_names = ("bm", "bv")
     outer.body = inner
     args, ret = b.x(w.var(inner), 2, 0), b.x(w.var(inner), 2, 1)
-    # a malloc of core.trait.size T, or an alloc: each leaves its type argument `(T, 0)` open
-    allocate = b.malloc if draw(st.booleans(), label="box allocation") else b.alloc
-    m0, cell = allocate(elem, 0, b.x(args, 2, 0))
+    # a malloc of core.trait.size T (or of size + alignment, room to align the cell, as
+    # allocators ask for), or an alloc: each leaves its type argument `(T, 0)` open
+    how = draw(st.sampled_from(["malloc", "malloc padded", "alloc"]), label="box allocation")
+    if how == "alloc":
+        m0, cell = b.alloc(elem, 0, b.x(args, 2, 0))
+    else:
+        padded = b.nat("add", b.size_of(elem), b.ap("core.trait.align", elem)) if how == "malloc padded" else None
+        m0, cell = b.malloc(elem, 0, b.x(args, 2, 0), padded)
     inner.body = w.app(ret, b.tup(b.store(elem, 0, m0, cell, b.x(args, 2, 1)), cell))
 
     def call(bits: int) -> Def:

@@ -96,6 +96,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "main_con": True,        # `con extern main (m0, argc, argv, return)` instead of `fun extern main`
     "host_recursion": True,  # a non-tail recursive host `fun` with a slot per level (shapes_host)
     "generic": True,         # a host `fun box {T: *}` called at two types (shapes_host.generic_box)
+    "argv_unsafe": True,     # atoi's argument as `mem.lea (argv, core.idx_unsafe k)`, k computed (shapes_host)
     # state outside the parameters (fuzz/shapes_state.py): slot accumulators, carried continuations,
     # slots in one branch arm, a helper with a shared slot called twice, races in shared memory
     "stateful_shapes": True,
@@ -192,8 +193,9 @@ class _B:
     def size_of(self, t: Def) -> Def:
         return self.w.app(self.a["core.trait.size"], t)
 
-    def malloc(self, t: Def, sp: int, m: Def) -> tuple[Def, Def]:
-        r = self.ap("mem.malloc", self.tup(t, self.w.lit_nat(sp)), self.tup(m, self.size_of(t)))
+    def malloc(self, t: Def, sp: int, m: Def, size: Def | None = None) -> tuple[Def, Def]:
+        """`mem.malloc (t, sp) (m, size)`, of `core.trait.size t` bytes unless `size` says more."""
+        r = self.ap("mem.malloc", self.tup(t, self.w.lit_nat(sp)), self.tup(m, size or self.size_of(t)))
         return self.x(r, 2, 0), self.x(r, 2, 1)
 
     def slot(self, t: Def, sp: int, m: Def, ident: int) -> tuple[Def, Def]:

@@ -70,7 +70,8 @@ def test_supported_shapes_pass_the_oracle() -> None:
     # Hypothesis version draws.
     wanted = ("branch.cont_param", "main.con", "branch.lam_target", "kernel.curried", "cont.curried")
     progs = _collect(programs(max_kernels=1, max_ops=4, host_recursion=False, stateful_shapes=False,
-                              streams=False, with_streams=False, buffers=False, generic=False), 60)
+                              streams=False, with_streams=False, buffers=False, generic=False,
+                              argv_unsafe=False), 60)
     picked = [next(p for p in progs if shape in p.features_used) for shape in wanted
               if any(shape in p.features_used for p in progs)]
     picked += [p for p in progs if p not in picked][:max(0, 12 - len(picked))]

@@ -45,7 +45,8 @@ def _collect(strategy: Any, n: int = 25) -> list[Any]:
 
 
 def test_every_shape_is_generated_printed_in_upstream_syntax_and_round_trips() -> None:
-    progs = _collect(programs(max_kernels=2, max_ops=4), 80)
+    # (the program set before argv was read through core.idx_unsafe, which draws first)
+    progs = _collect(programs(max_kernels=2, max_ops=4, argv_unsafe=False), 80)
     seen: set[str] = set()
     for p in progs:
         assert canonical(p.text) == p.text
@@ -128,6 +129,25 @@ def test_atoi_reads_the_numeric_program_arguments() -> None:
     assert (int(r1) - int(r0)) % 2 ** 32 == 1
 
 
+def test_argv_is_read_through_core_idx_unsafe_as_upstream_reads_it_and_passes_the_oracle() -> None:
+    """atoi's argument as `mem.lea (argv, core.idx_unsafe k)` on argv's own type: k a literal (the
+    World holds the literal `k_⊤` it folds to) or computed (argc - 1, an operation, which the
+    code generators refused and check's host model could not read)."""
+    progs = [p for p in _collect(programs(max_kernels=1, max_ops=2, streams=False, with_streams=False,
+                                          buffers=False, btensor=False), 250)
+             if "argv.idx_unsafe" in p.features_used]
+    lea = r"mem\.lea @\(⊤:Nat, ‹⊤:Nat; mem\.Ptr \(«⊤:Nat; I8», 0\)›, 0\) \(argv\w*, "
+    computed = [p for p in progs if re.search(lea + r"core\.idx_unsafe \(", p.text)]
+    literal = [p for p in progs if re.search(lea + r"\(\d+:\(Idx ⊤:Nat\)\)\)", p.text)]
+    assert computed and literal, f"{len(computed)} computed, {len(literal)} literal in {len(progs)}"
+    assert all("core.idx_unsafe" in p.features_used for p in computed)
+    assert not any("core.idx_unsafe" in p.features_used for p in literal)  # no such operation left
+    for p in (computed[0], literal[0]):
+        assert canonical(p.text) == p.text
+        v = check_generated(p, verify=True, schedules=1)
+        assert v.ok, f"{v.kind}: {v.message}\n{p.text}"
+
+
 def test_printf_output_is_compared_by_the_oracle(monkeypatch: pytest.MonkeyPatch) -> None:
     p = _with_c("printf")
     _, out = _interp(p.text, p.args)
@@ -156,7 +176,8 @@ def test_generic_host_functions_are_specialised_per_type_and_pass_the_oracle() -
              if "host.generic" in p.features_used]
     assert progs, "no generic host function in 40 programs"
     header = re.compile(r"^fun box \{T: \*\} \(bm: mem\.M 0, bv: T\): \[mem\.M 0, mem\.Ptr \(T, 0\)\] =\n"
-                        r"\s+let \w+ = mem\.(malloc \(T, 0\) \(bm, core\.trait\.size T\)|alloc \(T, 0\) bm);", re.M)
+                        r"\s+let \w+ = mem\.(malloc \(T, 0\) \(bm, (core\.trait\.size T|core\.nat\.add "
+                        r"\(core\.trait\.size T, core\.trait\.align T\))\)|alloc \(T, 0\) bm);", re.M)
     for p in progs[:2]:
         assert header.search(p.text), p.text
         assert re.search(r"\bbox @I(8|16|32|64) \(\(", p.text), p.text

@@ -255,8 +255,9 @@ GENERIC_WIDTHS = (8, 16, 32, 64)
 def generic_box(host: Any, value: Def) -> Def:
     """`fun box {T: *} (bm: mem.M 0, bv: T): [mem.M 0, mem.Ptr0 T]`: a fresh heap cell of type T
     holding bv (a malloc of `core.trait.size T` or of size + `core.trait.align T`, which stay
-    operations until lam_spec gives T, or an alloc), called at two integer types drawn apart (`box @I16 ((m0, v), k)`); both
-    cells are read back, freed, and their sum (truncated to I32) is the new value."""
+    operations until lam_spec gives T, or an alloc), called at two integer types drawn apart
+    (`box @I16 ((m0, v), k)`); both cells are read back, freed, and their sum (truncated to
+    I32) is the new value."""
     b, w, draw = host.b, host.b.w, host.draw
     star = w.star()
     t = w.param(star, "T")

@@ -96,7 +96,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     "main_con": True,        # `con extern main (m0, argc, argv, return)` instead of `fun extern main`
     "host_recursion": True,  # a non-tail recursive host `fun` with a slot per level (shapes_host)
     "generic": True,         # a host `fun box {T: *}` called at two types (shapes_host.generic_box)
-    "argv_unsafe": True,     # atoi's argument as `mem.lea (argv, core.idx_unsafe k)`, k computed (shapes_host)
+    "argv_unsafe": True,     # atoi's argument as `mem.lea (argv, core.idx_unsafe k)` (shapes_host._argv_entry)
     # state outside the parameters (fuzz/shapes_state.py): slot accumulators, carried continuations,
     # slots in one branch arm, a helper with a shared slot called twice, races in shared memory
     "stateful_shapes": True,

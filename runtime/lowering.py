@@ -346,7 +346,8 @@ for _n in ("a", "l"):
 for _n in ("umin", "umax", "smin", "smax"):
     AXIOMS[f"core.extrema.{_n}"] = (2, (1,))
 AXIOMS.update({
-    "core.idx": (3, (2,)), "core.idx_unsafe": (1, (0,)), "core.bitcast": (3, (2,)), "core.conv.s": (3, (2,)), "core.conv.u": (3, (2,)),
+    "core.idx": (3, (2,)), "core.idx_unsafe": (1, (0,)),
+    "core.bitcast": (3, (2,)), "core.conv.s": (3, (2,)), "core.conv.u": (3, (2,)),
     "core.trait.size": (1, ()), "core.trait.align": (1, ()),
     "mem.load": (2, (1,)), "mem.store": (2, (1,)), "mem.slot": (2, (1,)), "mem.mslot": (2, (1,)),
     "mem.lea": (2, (1,)), "mem.remem": (2, (1,)),

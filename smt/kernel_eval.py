@@ -153,6 +153,15 @@ def int_width(t: Def) -> int | None:
     return bv.NAT_BITS if it is None else it.width
 
 
+MAX_PACK_ELEMENTS = 4096  # an index-dependent pack the models expand element by element
+
+
+def _index_count(d: Pack) -> int | None:
+    """The length of `‹j: n; f j›` with a literal n up to MAX_PACK_ELEMENTS, else None."""
+    n = d.shape.value if isinstance(d.shape, Lit) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and 0 < n <= MAX_PACK_ELEMENTS else None
+
+
 def _is_unsafe_index(t: Def) -> bool:
     return isinstance(t, IdxT) and isinstance(t.size, Top)
 
@@ -641,6 +650,12 @@ class Evaluator:
         if isinstance(d, Pack) and isinstance(d.shape, Lit) and d.body.closed:
             body = self.eval(d.body)
             return tuple(body for _ in range(d.shape.value))
+        if isinstance(d, Pack) and self.world is not None and _index_count(d) is not None:
+            # `‹j: n; f j›` (an array initialised from its indices): element j is the World's
+            # extract at the literal j, which opens the body there
+            n = _index_count(d)
+            assert n is not None
+            return tuple(self.eval(self.world.extract(d, self.world.lit_idx(n, j))) for j in range(n))
         if isinstance(d, Extract):
             return self._extract(d)
         if isinstance(d, App) and isinstance(d.head, Axiom):

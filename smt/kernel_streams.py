@@ -397,7 +397,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
         st = _HostState()
         st.mem.initial[FIRST_OBJ] = _argv_cell
         ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
-                       loop_bound=loop_bound, c_memory=_c_memory(st))
+                       loop_bound=loop_bound, c_memory=_c_memory(st), world=host)
         # main's parameter is (its arguments, its return continuation), as the interpreter calls it.
         # (`con main (m0, argc, argv, return)` takes them flat).
         dom = main.pi.dom

@@ -33,6 +33,20 @@ def test_overlapping_stride_is_refuted_by_unrolling(tmp_path: Path) -> None:
     assert cex["main_inputs"]["argc"] >= 3 and cex["kernel_args"]["n"] == cex["main_inputs"]["argc"] - 1
 
 
+def test_main_initialising_an_array_from_its_indices_is_modelled(tmp_path: Path) -> None:
+    # `mem.store (m0, arr, ‹j: 1024; core.bitcast I32 j›)`: main's model stopped at the pack
+    # (its body depends on the index), and without main's model a refutation needs a run (the
+    # run's counterexample, not Z3's with the kernel's arguments, in the test above).
+    from verimim.smt.kernel_verify import host_run
+    from verimim.smt.solver import SpecContext
+
+    prog = kp.device_program(_loop(tmp_path, "s7", 7))
+    assert "‹j: 1024; core.bitcast" in (tmp_path / "s7.mim").read_text()
+    run = host_run(prog.host, SpecContext(), 16)
+    assert not isinstance(run, str), run
+    assert {p.status for p in run.paths} == {"done", "ub"}  # argc - 1 indexes the array: out of range is UB
+
+
 def test_race_past_the_unrolling_bound_is_bounded_not_proved(tmp_path: Path) -> None:
     # Only iteration k = 20 (past 16 unrolled entries) writes the common cell out[1000]: the
     # unrolled paths never get there and the summary, which does, only counts for proofs.

@@ -650,11 +650,9 @@ class Evaluator:
         if isinstance(d, Pack) and isinstance(d.shape, Lit) and d.body.closed:
             body = self.eval(d.body)
             return tuple(body for _ in range(d.shape.value))
-        if isinstance(d, Pack) and self.world is not None and _index_count(d) is not None:
+        if isinstance(d, Pack) and self.world is not None and (n := _index_count(d)) is not None:
             # `‹j: n; f j›` (an array initialised from its indices): element j is the World's
             # extract at the literal j, which opens the body there
-            n = _index_count(d)
-            assert n is not None
             return tuple(self.eval(self.world.extract(d, self.world.lit_idx(n, j))) for j in range(n))
         if isinstance(d, Extract):
             return self._extract(d)

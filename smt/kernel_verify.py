@@ -313,16 +313,23 @@ def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, site: Lau
     what = "race" if code == "E-RACE" else "barrier divergence"
     tried = candidate_argcs(argc if launch.tied else None)
     shown = confirming_run(program, code, kp, tried, runs, site.app)
-    why = ("two writes of different shapes overlap (the proof compares their values whole, not "
-           "the bytes they share)") if _unlike_writes(v) else \
-        f"a {what} is possible for some argc, for which main may not issue the launch (its host code is not " \
-        "modelled)" if not launch.reach_known else \
-        f"a {what} is possible for some memory contents or arguments the verifier does not track"
+    why = _why_not_alone(v, what, launch)
     if shown is not None:
         notes.append(f"{why}; a run with argc = {shown.argc} shows it")
         return v, shown.argc, shown
     argcs = ", ".join(str(n) for n in tried)
     return Verdict("unknown", f"{why}, and no run shows it (argc = {argcs}): not refuted, not proved"), None, None
+
+
+def _why_not_alone(v: Verdict, what: str, launch: Launch) -> str:
+    """Why Z3's counterexample alone does not show the fault (`_confirmed`)."""
+    if _unlike_writes(v):
+        return ("two writes of different shapes overlap (the proof compares their values whole, not "
+                "the bytes they share)")
+    if not launch.reach_known:
+        return (f"a {what} is possible for some argc, for which main may not issue the launch (its host "
+                "code is not modelled)")
+    return f"a {what} is possible for some memory contents or arguments the verifier does not track"
 
 
 def _shown_past_proof(confirmed: tuple[Verdict, int | None, ShownFault | None], code: str, bounded: bool,

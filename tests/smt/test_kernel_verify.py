@@ -848,37 +848,16 @@ def test_a_fault_in_a_kernel_names_its_launch() -> None:
 
 
 # A kernel that races unless its n is 4, which main launches only where argc = 4 with n = argc:
-# no race in any run. main reads argv[argc - 1] through `core.idx_unsafe` first.
-GUARDED_LAUNCH = """plugin core;
-plugin mem;
-plugin gpu;
+# no run races. main reads argv[argc - 1] through `core.idx_unsafe` first. The benign twin stores
+# a value equal for every work-item.
+GUARDED_LAUNCH = Path(__file__).resolve().parents[1] / "programs" / "valid" / "launch_only_where_it_cannot_race.mim"
+GUARDED_STORE = "let m1 = mem.store (m1, cell, core.bitcast I32 item_id);"
 
-cfun atoi [mem.M 0, mem.Ptr0 «⊤:Nat; I8»]: [mem.M 0, I32];
 
-con kernel (n: I32) (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
-                     group_id: Idx 1, item_id: Idx 4, (), d: gpu.GlobalPtr «4; I32»,
-                     return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let cell = (mem.lea (d, item_id), mem.lea (d, 0_4))#(core.icmp.ne (n, 4I32));
-    let m1 = mem.store (m1, cell, VALUE);
-    return (m1, m3, m4, m5);
-
-fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
-    let (m0, last) = mem.load (m0, mem.lea (argv, core.idx_unsafe (core.bitcast Nat (core.wrap.sub 0 (argc, 1I32)))));
-    ret (m0, v) = atoi $ (m0, last);
-    let (m0, m1, m4) = gpu.init m0;
-    let (m1, d) = mem.alloc («4; I32», 1) m1;
-    (skip, go)#(core.icmp.e (argc, 4I32)) (m0, m1, m4)
-    where
-        con go (m0: mem.M 0, m1: gpu.GlobalM, m4: gpu.ConstM) =
-            ret (m0, m1, m4) = gpu.launch (1, 4, gpu.default_stream, ff, ()) (kernel argc) d $ (m0, m1, m4);
-            done (m0, m1, m4);
-        con skip (m0: mem.M 0, m1: gpu.GlobalM, m4: gpu.ConstM) = done (m0, m1, m4);
-        con done (m0: mem.M 0, m1: gpu.GlobalM, m4: gpu.ConstM) =
-            let m1 = mem.free (m1, d);
-            let m0 = gpu.deinit (m0, m1, m4);
-            return (m0, v);
-    end
-"""
+def _guarded(tmp_path: Path, value: str) -> str:
+    text = GUARDED_LAUNCH.read_text(encoding="utf-8")
+    assert GUARDED_STORE in text
+    return kp.write(tmp_path, "guarded", text.replace(GUARDED_STORE, f"let m1 = mem.store (m1, cell, {value});"))
 
 
 @pytest.mark.parametrize("value", ["core.bitcast I32 item_id", "1I32"], ids=["harmful", "benign"])
@@ -886,7 +865,7 @@ def test_a_launch_main_issues_only_where_it_cannot_race_is_proved(tmp_path: Path
     """The host model reads `core.idx_unsafe` (of a literal, or computed: argv[argc - 1]); it
     stopped there ("no bit-vector meaning"), and the race for argc ≠ 4 was reported: E-RACE,
     or W-BENIGN-RACE for equal values, on a program no run of which races."""
-    entries, diags = verify(kp.write(tmp_path, "guarded", GUARDED_LAUNCH.replace("VALUE", value)))
+    entries, diags = verify(_guarded(tmp_path, value))
     assert entries[0]["races"] == "proved", entries
     assert not codes(diags) & {"E-RACE", "W-BENIGN-RACE"}, diags
 
@@ -900,7 +879,7 @@ def test_where_main_is_not_modelled_a_race_needs_a_run_to_be_reported(tmp_path: 
     import verimim.smt.kernel_verify as kv
 
     monkeypatch.setattr(kv, "host_run", lambda *a, **k: "not modelled (this test)")
-    entries, diags = verify(kp.write(tmp_path, "guarded", GUARDED_LAUNCH.replace("VALUE", value)))
+    entries, diags = verify(_guarded(tmp_path, value))
     assert not codes(diags) & {"E-RACE", "W-BENIGN-RACE"}, diags
     assert "main may not issue the launch" in entries[0]["detail"], entries
     if value != "1I32":

@@ -44,6 +44,10 @@ from verimim.smt.symbolic import Explorer
 
 DEFAULT_LOOP_BOUND = 16  # entries of one continuation per activation before the path is cut
 MAX_STEPS = 4_096  # continuation entries on one path in all (nested loops multiply)
+# Entries of one continuation per activation where the path decides nothing on an unknown value
+# between them (a loop counting to a literal: one path however long), for a model that allows
+# them (Evaluator.concrete_bound; the host model's): such a loop is followed to its end.
+CONCRETE_LOOP_BOUND = 256
 
 
 class Unsupported(Exception):
@@ -302,6 +306,11 @@ class Evaluator:
     handlers: dict[str, Op]
     values: dict[str, Any] = field(default_factory=dict)  # value axioms (gpu.default_stream)
     loop_bound: int = DEFAULT_LOOP_BOUND
+    # With a concrete bound (≥ loop_bound), an entry that follows the continuation's previous one
+    # on the path without any decision on an unknown value in between (Explorer.
+    # symbolic_decisions) counts loop_bound / concrete_bound of an entry: a loop the path fixes
+    # runs up to concrete_bound entries, one that branches on unknowns up to loop_bound.
+    concrete_bound: int | None = None
     memo: dict[int, tuple[Def, Any]] = field(default_factory=dict)
     frames: dict[int, Any] = field(default_factory=dict)  # by mutable: its current activation's parameter
     acts: Activations = field(default_factory=Activations)  # which activations `frames` holds, and kept ones
@@ -324,6 +333,7 @@ class Evaluator:
     end_loc: Any = None  # a path that returned: the jump to the kernel's return continuation
     c_memory: CMemory | None = None  # None: a C function that reads or writes memory is not modelled
     _counter: int = 0
+    _decisions_at_entry: dict[int, int] = field(default_factory=dict)  # by mutable (concrete_bound)
 
     # -------------------------------------------------------------- fresh values
 
@@ -442,14 +452,26 @@ class Evaluator:
             if h is not None:
                 arg = h
                 self.abstracted.add(m.gid)
-        n = self.entries.get(m.gid, 0) + 1
+        weight, limit = self._entry_weight(m)
+        n = self.entries.get(m.gid, 0) + weight
         self.steps += 1
         # (a recursive call counts as an entry too: the depth of a recursion is bounded as a loop's)
-        if n > self.loop_bound or self.steps > MAX_STEPS:
+        if n > limit or self.steps > MAX_STEPS:
             self.cut_gid = m.gid
             raise _Stop("bound", m.name or "?")
         self.entries[m.gid] = n
         self._activate(m, arg)
+
+    def _entry_weight(self, m: MutLam) -> tuple[int, int]:
+        """(what this entry of m adds to its count, the count past which the path is cut)."""
+        if self.concrete_bound is None:
+            return 1, self.loop_bound
+        per = max(self.concrete_bound // self.loop_bound, 1)
+        decided = self.explorer.symbolic_decisions
+        # (a first entry counts 1: up to loop_bound entries with decisions between them, exactly)
+        fixed = self.entries.get(m.gid, 0) == 0 or self._decisions_at_entry.get(m.gid) == decided
+        self._decisions_at_entry[m.gid] = decided
+        return (1 if fixed else per), self.loop_bound * per
 
     # -------------------------------------------------------------- activations
 

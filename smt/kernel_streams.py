@@ -33,7 +33,7 @@ from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_eval import (
-    CUT_STATUSES, DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Closure, Evaluator, Op, Ptr, Tok, Unsupported,
+    CONCRETE_LOOP_BOUND, CUT_STATUSES, DEFAULT_LOOP_BOUND, OBJ_BITS, OFF_BITS, RETURN, Closure, Evaluator, Op, Ptr, Tok, Unsupported,
     as_ptr, lea, number_of, ptr_space, size_of, type_args,
 )
 from verimim.smt.kernel_host import op_loc
@@ -397,7 +397,8 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
         st = _HostState()
         st.mem.initial[FIRST_OBJ] = _argv_cell
         ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
-                       loop_bound=loop_bound, c_memory=_c_memory(st), world=host)
+                       loop_bound=loop_bound, concrete_bound=max(CONCRETE_LOOP_BOUND, loop_bound),
+                       c_memory=_c_memory(st), world=host)
         # main's parameter is (its arguments, its return continuation), as the interpreter calls it.
         # (`con main (m0, argc, argv, return)` takes them flat).
         dom = main.pi.dom
@@ -560,7 +561,9 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     if any(p.status in CUT_STATUSES for p in run.paths) and (run.uses_streams or mentions_streams(program.host)):
         # (a path cut before its first stream operation still may have streams past the cut)
         recursion = any(p.status == "recursion" for p in run.paths)
-        cut = f"host loops and recursive calls unrolled up to {loop_bound} entries per path" + \
+        cut = f"host loops and recursive calls unrolled up to {loop_bound} entries per path " \
+            f"(up to {max(CONCRETE_LOOP_BOUND, loop_bound)} where the path decides nothing on an unknown value " \
+            f"between them)" + \
             ("; host paths cut where a recursion returns into an activation the model does not resume"
              if recursion else "")
         for entry in entries.values():

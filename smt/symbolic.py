@@ -127,6 +127,10 @@ class Explorer:
     # often takes one side of the next branch too). `known_feasible` counts those answers.
     _models: deque[z3.ModelRef] = field(default_factory=lambda: deque(maxlen=KEPT_MODELS))
     known_feasible: int = 0
+    # Decisions of the current path on a condition that is not a constant once simplified: a
+    # stretch of the path without one is fixed by what came before (a loop counting to a
+    # literal), however long it runs (Evaluator.concrete_bound).
+    symbolic_decisions: int = 0
 
     # -------------------------------------------------------------- symbolic inputs
 
@@ -180,6 +184,7 @@ class Explorer:
             if len(paths) >= self.max_paths:
                 raise SymbolicError(f"more than {self.max_paths} paths")
             self._replay, self._trail, self._pc = prefixes.pop(), [], []
+            self.symbolic_decisions = 0
             try:
                 outcome = fn()
                 paths.append(Path(tuple(self._pc), outcome))
@@ -196,10 +201,14 @@ class Explorer:
     def decide(self, cond: z3.BoolRef) -> bool:
         """The branch the current run takes on `cond`, recorded in its path condition."""
         pos = len(self._trail)
+        c = z3.simplify(cond)
+        constant = z3.is_true(c) or z3.is_false(c)
+        if not constant:
+            self.symbolic_decisions += 1
         if pos < len(self._replay):
             taken, other_open = self._replay[pos], False
         else:
-            can_true, can_false = self._possible(cond)
+            can_true, can_false = self._possible(cond, c)
             if not (can_true or can_false):
                 raise SymbolicError("a path whose condition is unsatisfiable")
             taken, other_open = (True, can_false) if can_true else (False, False)
@@ -207,9 +216,8 @@ class Explorer:
         self._pc.append(cond if taken else z3t.Not(cond))
         return taken
 
-    def _possible(self, cond: z3.BoolRef) -> tuple[bool, bool]:
-        """Whether cond can hold, and whether it can fail, on the current path."""
-        c = z3.simplify(cond)
+    def _possible(self, cond: z3.BoolRef, c: z3.ExprRef) -> tuple[bool, bool]:
+        """Whether cond (c, simplified) can hold, and whether it can fail, on the current path."""
         if z3.is_true(c):
             return True, False
         if z3.is_false(c):

@@ -96,16 +96,34 @@ def test_a_summary_covers_only_integer_loop_variables(name: str, code: str) -> N
     assert code in {d.code for d in run.diagnostics}
 
 
-def test_streams_past_a_host_loop_cut_by_the_bound_are_bounded_without_a_launch() -> None:
-    # A 20-iteration host loop, then a host read of a pending copy's buffer (a race `run` shows):
-    # the paths are cut before it. With no launch there is no `kernels` entry to say `bounded`:
-    # `check` said ok, 7 proved, nothing else; now a note says so, and --strict fails.
+S06 = LOOPS / "s06_long_host_loop_then_stream_race_no_launch.mim"
+
+
+@pytest.mark.parametrize("count, verdict", [("20", "refuted"), ("300", "bounded"),
+                                            ("core.nat.add (core.bitcast Nat argc, 20)", "bounded")],
+                         ids=["fixed 20", "fixed past 256", "argc + 20"])
+def test_streams_past_a_host_loop_are_refuted_where_the_path_fixes_it_else_bounded(
+        tmp_path: Path, count: str, verdict: str) -> None:
+    # A host loop, then a host read of a pending copy's buffer (a race `run` shows). A loop of
+    # 20 iterations was cut by the unrolling bound of 16, and `check` said bounded; the host model
+    # now follows a loop whose every iteration decides nothing on unknown values (a count the
+    # path fixes) up to 256 entries and finds the race. Past 256, or with a count that depends on
+    # argc (every iteration decides on it: the bound of 16), the paths are cut before the race:
+    # with no launch there is no `kernels` entry to say `bounded`, so a note says so (`check` said
+    # ok, 7 proved, nothing else before the note) and --strict fails.
     from verimim import driver
     from verimim.verdicts import from_stream_notes
 
-    path = LOOPS / "s06_long_host_loop_then_stream_race_no_launch.mim"
+    text = S06.read_text()
+    assert "spin $ (m0, 20);" in text
+    path = tmp_path / "s06.mim"
+    path.write_text(text.replace("spin $ (m0, 20);", f"spin $ (m0, {count});"))
     rep = driver.check(str(path), [])
-    assert rep.ok and [v.status for v in from_stream_notes(rep.diagnostics)] == ["bounded"], rep.diagnostics
+    if verdict == "refuted":
+        assert not rep.ok and "E-RACE" in {d.code for d in rep.diagnostics if d.severity == "error"}, rep.diagnostics
+    else:
+        assert rep.ok and [v.status for v in from_stream_notes(rep.diagnostics)] == ["bounded"], rep.diagnostics
+        assert any("up to 256 where the path decides nothing" in d.message for d in rep.diagnostics)
     assert "E-RACE" in {d.code for d in driver.run(str(path), [], []).diagnostics}
 
 
@@ -220,3 +238,25 @@ def test_only_the_loops_the_bound_cut_are_summarized(tmp_path: Path, monkeypatch
     monkeypatch.setattr(kernel_verify, "_cut_loops", lambda kp: frozenset())  # summarize every loop
     entries, diags = verify(path)
     assert entries[0]["races"] == "bounded", entries[0]
+
+
+@pytest.mark.parametrize("name, refuted", [("valid/launches_in_a_host_loop.mim", False),
+                                           ("runtime_errors/race_in_iteration_18_of_a_host_loop.mim", True)])
+def test_launches_in_a_host_loop_the_path_fixes_are_decided_to_its_end(name: str, refuted: bool) -> None:
+    # 20 iterations, a launch in each: the launch of iteration 18 goes to a stream that is not
+    # synced before iteration 19's launch (the race twin) or not (the valid one). Both were
+    # `bounded` (the host paths cut at 16 entries of the loop); now the race is refuted and the
+    # valid twin proved, as `run` agrees.
+    from verimim import driver
+
+    path = Path(__file__).resolve().parents[1] / "programs" / name
+    entries, diags = verify(str(path))
+    errors = {d.code for d in diags if d.severity == "error"}
+    run = driver.run(str(path), [], [])
+    if refuted:
+        assert "E-RACE" in errors and [e["races"] for e in entries] == ["refuted"], entries
+        assert "E-RACE" in {d.code for d in run.diagnostics}
+    else:
+        assert not errors and [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")], entries
+        assert "unrolled" not in entries[0]["detail"], entries[0]["detail"]
+        assert not [d for d in run.diagnostics if d.severity == "error"]

@@ -47,6 +47,17 @@ class KernelVerdicts:
     entries: list[dict[str, Any]]
     codes: set[str]
     rejected: bool = False  # a phase rejected the program: no kernel or stream was verified
+    # The statuses of the stream verdicts a program without a launch has as notes only
+    # (verimim.verdicts.from_stream_notes): no entry carries them.
+    stream_notes: tuple[str, ...] = ()
+
+    @staticmethod
+    def of(entries: list[dict[str, Any]], diagnostics: list[Any]) -> KernelVerdicts:
+        """From a kernel report's entries and diagnostics."""
+        from verimim.verdicts import from_stream_notes
+
+        return KernelVerdicts(entries, {d.code for d in diagnostics if d.severity == "error"},
+                              stream_notes=tuple(v.status for v in from_stream_notes(diagnostics)))
 
     def refutes(self, code: str) -> bool:
         return code in self.codes or self._has(code, "refuted")
@@ -58,7 +69,7 @@ class KernelVerdicts:
     def _has(self, code: str, status: str) -> bool:
         """Whether some kernel's verdict for `code` (races or divergence) has this status."""
         key = "races" if code == "E-RACE" else "divergence"
-        return any(e[key] == status for e in self.entries)
+        return any(e[key] == status for e in self.entries) or (code == "E-RACE" and status in self.stream_notes)
 
     def statuses(self) -> Counter[str]:
         return Counter(e[k] for e in self.entries for k in ("races", "divergence"))
@@ -92,7 +103,7 @@ def kernel_verdicts(path: str, timeout_ms: int = 5_000) -> KernelVerdicts:
         if run.stopped:
             return KernelVerdicts([], {d.code for d in run.diagnostics if d.severity == "error"}, rejected=True)
         rep = verify_kernels(run.kernels_program, run.ctx, path, earlier=run.earlier)
-        return KernelVerdicts(rep.entries, {d.code for d in rep.diagnostics if d.severity == "error"})
+        return KernelVerdicts.of(rep.entries, rep.diagnostics)
 
     return run_with_big_stack(go)
 

@@ -138,6 +138,25 @@ def test_past_the_bound_a_bounded_verdict_is_no_miss_but_a_proof_is() -> None:
     assert judge(proved, {"E-RACE"}, False, lambda a, s: set(), past_bound=True)[0] == "missed"
 
 
+def test_past_the_bound_a_bounded_stream_note_is_no_miss_for_a_race_between_streams() -> None:
+    # A program without a launch has its stream verdict as a note only (no entry): a race
+    # between streams after a host loop past the bound left check saying "bounded" there, and
+    # the oracle, reading entries only, saw nothing ("check says {}") and called it missed.
+    from verimim.diagnostics import Diagnostic
+    from verimim.verdicts import STREAM_NOTE
+
+    def note(status: str) -> Diagnostic:
+        return Diagnostic("E-RACE", f"{STREAM_NOTE}: {status}, proved up to there only: host loops …", severity="note")
+
+    bounded = KernelVerdicts.of([], [note("bounded")])
+    assert bounded.bounded("E-RACE") and not bounded.bounded("E-BARRIER-DIVERGENCE")
+    assert judge(bounded, {"E-RACE"}, False, lambda a, s: set(), past_bound=True) is None
+    assert judge(bounded, {"E-RACE"}, False, lambda a, s: set())[0] == "missed"
+    unknown = KernelVerdicts.of([], [note("unknown")])
+    assert judge(unknown, {"E-RACE"}, False, lambda a, s: set(), past_bound=True)[0] == "missed"
+    assert judge(bounded, {"E-BARRIER-DIVERGENCE"}, False, lambda a, s: set(), past_bound=True)[0] == "missed"
+
+
 def _argc_race_only(monkeypatch: pytest.MonkeyPatch) -> None:
     def op(self: Any) -> None:
         if "argc" in self.argv and "out" in self.argv and self.N >= 2:

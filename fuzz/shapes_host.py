@@ -17,6 +17,14 @@ Coverage features (`GeneratedProgram.features_used`):
                          `core.trait.size T`, or of size + `core.trait.align T`, or a
                          `mem.alloc (T, 0)`, a store), called at two
                          integer types: a polymorphic function that lam_spec specialises
+    host.loop            a host loop `con hloop (m0, i: I32[, acc: I32])` counting from 0 to a
+                         literal (up to 20, or past the host model's bound of 256 entries for a
+                         loop its path fixes: `host.loop_past_bound`), before the launches or
+                         after them
+    host.loop_slot       its accumulator kept in a host `mem.slot` instead of a parameter
+    host.loop_exit_cont  its exit a top-level continuation taking the accumulator, not one
+                         nested in the loop that reads the loop's parameter
+    host.loop_putchar    a C call in every iteration (`putchar`, what it prints compared)
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ from typing import Any, Callable
 from hypothesis import strategies as st
 
 from verimim.ir.defs import Def, MutLam
+from verimim.smt.kernel_eval import CONCRETE_LOOP_BOUND
 
 # printf formats the interpreter models (verimim.plug.c_format); each takes one int
 PRINTF_FORMATS = ("%d\n", "v=%u;", "[%5d]\n", "%x\n", "%-3d|%%\n")
@@ -298,3 +307,92 @@ def generic_box(host: Any, value: Def) -> Def:
     b.features["host.generic"] += 1
     assert total is not None
     return total
+
+
+HOST_LOOP_MAX = 20  # iterations of a host loop (one in sixteen: past the host model's bound)
+
+
+def host_loop(host: Any, value: Def) -> Def:
+    """A counted host loop, as upstream's host programs iterate:
+
+        con hloop (m0: M0, i: I32, acc: I32) = (done, step)#(i <u n) m0
+            where con step (m0: M0) = hloop (m0, i + 1, acc · c + i)   (or acc ^ (i + c))
+                  con done (m0: M0) = …the rest of main…
+            end
+
+    n a literal (0 ≤ n ≤ HOST_LOOP_MAX, or just past the host model's bound for a loop its path
+    fixes, CONCRETE_LOOP_BOUND, where the launches after it are not seen). The accumulator is hloop's parameter or lives in a
+    host `mem.slot` (loaded and stored in every iteration); `done` is nested in hloop (the rest
+    of main reads the loop's parameter) or jumps to a top-level `hloop_exit (m0, acc)`; at times
+    every iteration prints through `putchar` (the output is compared on every target). Ends the
+    current block, continues after the loop; returns value plus the accumulator."""
+    b, w, draw = host.b, host.b.w, host.draw
+    I32, M0 = b.I32, b.M0
+
+    def lit(v: int) -> Def:
+        return w.lit_idx(2 ** 32, v)
+
+    n = draw(st.integers(0, HOST_LOOP_MAX), label="host loop count")
+    if draw(st.integers(0, 15), label="host loop past the bound") == 0:
+        n = CONCRETE_LOOP_BOUND + draw(st.integers(0, 4), label="host loop count past the bound")
+    c = draw(st.integers(1, 9), label="host loop factor")
+    init = draw(st.integers(0, 99), label="host loop initial value")
+    in_slot = draw(st.booleans(), label="host loop accumulator in a slot")
+    exit_cont = draw(st.booleans(), label="host loop exit continuation")
+    putchar = host.f["c_calls"] and draw(st.integers(0, 2), label="host loop putchar") == 0
+    xor = draw(st.booleans(), label="host loop update by xor")
+
+    m0 = host.s["m0"]
+    cell: Def | None = None
+    if in_slot:
+        m0, cell = b.slot(I32, 0, m0, 0)
+        m0 = b.store(I32, 0, m0, cell, lit(init))
+    params = [("m0", M0), ("i", I32)] + ([] if in_slot else [("acc", I32)])
+    loop, lps = b.con("hloop", params)
+    lm0, i = lps[0], lps[1]
+    step, (sm0,) = b.con("hloop_step", [("m0", M0)])
+    done, (dm0,) = b.con("hloop_done", [("m0", M0)])
+    loop.body = b.branch(b.icmp("ul", 32, i, lit(n)), done, step, lm0)
+    host.cur.body = w.app(loop, b.tup(m0, lit(0)) if in_slot else b.tup(m0, lit(0), lit(init)))
+
+    if cell is not None:
+        sm0, acc = b.load(I32, 0, sm0, cell)
+    else:
+        acc = lps[2]
+    new = (b.ap("core.bit2.xor_", w.lit_nat(2 ** 32), w.lit_nat(0), b.tup(acc, b.wrap("add", 32, 0, i, lit(c))))
+           if xor else b.wrap("add", 32, 0, b.wrap("mul", 32, 0, acc, lit(c)), i))
+    if cell is not None:
+        sm0 = b.store(I32, 0, sm0, cell, new)
+
+    def again(m: Def) -> Def:
+        nxt = b.wrap("add", 32, 0, i, lit(1))
+        return w.app(loop, b.tup(m, nxt) if cell is not None else b.tup(m, nxt, new))
+
+    if putchar:
+        ax = _declare(b, "putchar", w.cn(w.sigma([w.sigma([M0, I32]), w.cn(w.sigma([M0, I32]))])))
+        digit = b.wrap("add", 32, 0, b.ap("core.bit2.and_", w.lit_nat(2 ** 32), w.lit_nat(0), b.tup(new, lit(7))), lit(48))
+        after, (am0, _) = b.con("hloop_printed", [("m0", M0), ("r", I32)])
+        step.body = w.app(ax, b.tup(b.tup(sm0, digit), after))
+        after.body = again(am0)
+        b.features["c.cfun"] += 1
+        b.features["host.loop_putchar"] += 1
+    else:
+        step.body = again(sm0)
+
+    if cell is not None:
+        dm0, res = b.load(I32, 0, dm0, cell)
+    else:
+        res = lps[2]
+    if exit_cont:
+        out, (om0, out_acc) = b.con("hloop_exit", [("m0", M0), ("acc", I32)])
+        done.body = w.app(out, b.tup(dm0, res))
+        host.cur, host.s["m0"], res = out, om0, out_acc
+        b.features["host.loop_exit_cont"] += 1
+    else:
+        host.cur, host.s["m0"] = done, dm0
+    if cell is not None:
+        b.features["host.loop_slot"] += 1
+    if n + 1 > CONCRETE_LOOP_BOUND:  # hloop entered n + 1 times on the one path its literal fixes
+        b.features["host.loop_past_bound"] += 1
+    b.features["host.loop"] += 1
+    return b.wrap("add", 32, 0, value, res)

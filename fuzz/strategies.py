@@ -769,9 +769,9 @@ class _HostGen:
         self.cur = main
         self.result = self.argc
         self.host_frees: list[tuple[Def, Def]] = []
-        # a loop before the launches: they are made in its exit (past the unrolling bound, the
-        # verifier's host model does not see them: refutations need a run, stream verdicts are
-        # `bounded`)
+        # a loop before the launches: they are made in its exit (past the host model's bound for
+        # a loop its path fixes, check does not see them: a kernel's refutation needs a run, a
+        # race between streams is `bounded`)
         looped = f["host_loops"] and draw(st.integers(0, 7), label="host loop before the launches") == 0
         if looped:
             self.result = shapes_host.host_loop(self, self.result)

@@ -21,6 +21,7 @@ Coverage features (`GeneratedProgram.features_used`):
                          literal (up to 20, or past the host model's bound of 256 entries for a
                          loop its path fixes: `host.loop_past_bound`), before the launches or
                          after them
+    host.loop_argc       counting to argc + a literal instead (cut by the host model at 16 entries)
     host.loop_slot       its accumulator kept in a host `mem.slot` instead of a parameter
     host.loop_exit_cont  its exit a top-level continuation taking the accumulator, not one
                          nested in the loop that reads the loop's parameter
@@ -321,7 +322,8 @@ def host_loop(host: Any, value: Def) -> Def:
             end
 
     n a literal (0 ≤ n ≤ HOST_LOOP_MAX, or just past the host model's bound for a loop its path
-    fixes, CONCRETE_LOOP_BOUND, where the launches after it are not seen). The accumulator is hloop's parameter or lives in a
+    fixes, CONCRETE_LOOP_BOUND, where the launches after it are not seen), or argc + n (every
+    iteration decides on argc: the model cuts it at 16 entries). The accumulator is hloop's parameter or lives in a
     host `mem.slot` (loaded and stored in every iteration); `done` is nested in hloop (the rest
     of main reads the loop's parameter) or jumps to a top-level `hloop_exit (m0, acc)`; at times
     every iteration prints through `putchar` (the output is compared on every target). Ends the
@@ -333,8 +335,12 @@ def host_loop(host: Any, value: Def) -> Def:
         return w.lit_idx(2 ** 32, v)
 
     n = draw(st.integers(0, HOST_LOOP_MAX), label="host loop count")
-    if draw(st.integers(0, 15), label="host loop past the bound") == 0:
+    kind = draw(st.integers(0, 15), label="host loop past the bound")
+    if kind == 0:
         n = CONCRETE_LOOP_BOUND + draw(st.integers(0, 4), label="host loop count past the bound")
+    # kind 1: to argc + n, as upstream's loops over the arguments count: every iteration decides
+    # on argc (unknown to the host model, which cuts such a loop at 16 entries)
+    by_argc = kind == 1
     c = draw(st.integers(1, 9), label="host loop factor")
     init = draw(st.integers(0, 99), label="host loop initial value")
     in_slot = draw(st.booleans(), label="host loop accumulator in a slot")
@@ -352,7 +358,8 @@ def host_loop(host: Any, value: Def) -> Def:
     lm0, i = lps[0], lps[1]
     step, (sm0,) = b.con("hloop_step", [("m0", M0)])
     done, (dm0,) = b.con("hloop_done", [("m0", M0)])
-    loop.body = b.branch(b.icmp("ul", 32, i, lit(n)), done, step, lm0)
+    count = b.wrap("add", 32, 0, host.argc, lit(n)) if by_argc else lit(n)
+    loop.body = b.branch(b.icmp("ul", 32, i, count), done, step, lm0)
     host.cur.body = w.app(loop, b.tup(m0, lit(0)) if in_slot else b.tup(m0, lit(0), lit(init)))
 
     if cell is not None:
@@ -392,7 +399,9 @@ def host_loop(host: Any, value: Def) -> Def:
         host.cur, host.s["m0"] = done, dm0
     if cell is not None:
         b.features["host.loop_slot"] += 1
-    if n + 1 > CONCRETE_LOOP_BOUND:  # hloop entered n + 1 times on the one path its literal fixes
+    if by_argc:
+        b.features["host.loop_argc"] += 1
+    if by_argc or n + 1 > CONCRETE_LOOP_BOUND:  # hloop entered n + 1 times on the one path its literal fixes
         b.features["host.loop_past_bound"] += 1
     b.features["host.loop"] += 1
     return b.wrap("add", 32, 0, value, res)

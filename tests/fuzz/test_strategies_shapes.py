@@ -188,18 +188,19 @@ def test_generic_host_functions_are_specialised_per_type_and_pass_the_oracle() -
 
 
 def test_host_loops_are_generated_before_or_after_the_launches_and_pass_the_oracle() -> None:
-    """`con hloop (m0, i: I32[, acc: I32])` (shapes_host.host_loop): counted to a literal, its
-    accumulator a parameter or a host slot, its exit nested or a continuation of its own, at
-    times printing through putchar in every iteration. Past the verifier's unrolling bound and
-    before the launches, the host model does not see the launches: the kernels' verdicts say
-    so and stay right (what the oracle's runs show)."""
+    """`con hloop (m0, i: I32[, acc: I32])` (shapes_host.host_loop): counted to a literal (or to
+    argc plus a literal), its accumulator a parameter or a host slot, its exit nested or a
+    continuation of its own, at times printing through putchar in every iteration. Past the
+    host model's bound and before the launches, the model does not see the launches: the
+    kernels' verdicts say so and stay right (what the oracle's runs show)."""
     progs = [p for p in _collect(programs(max_kernels=1, max_ops=2, host_recursion=False, generic=False,
                                           buffers=False, btensor=False), 300)
              if "host.loop" in p.features_used]
     loop = re.compile(r"con hloop \(m0\w*: mem\.M 0, i\w*: I32(, acc\w*: I32)?\) =\n\s+"
-                      r"\(hloop_done\w*, hloop_step\w*\)#\(core\.icmp\.ul @4294967296 \(i\w*, \d+I32\)\)")
+                      r"\(hloop_done\w*, hloop_step\w*\)#\(core\.icmp\.ul @4294967296 \(i\w*, "
+                      r"(\d+I32|argc\w*|core\.wrap\.add @4294967296 0 \((argc\w*, \d+I32|\d+I32, argc\w*)\))\)\)")
     kinds = {k for p in progs for k in p.features_used if k.startswith("host.loop")}
-    assert {"host.loop_slot", "host.loop_exit_cont", "host.loop_putchar", "host.loop_past_bound"} <= kinds, (len(progs), kinds)
+    assert {"host.loop_slot", "host.loop_exit_cont", "host.loop_putchar", "host.loop_past_bound", "host.loop_argc"} <= kinds, (len(progs), kinds)
     for p in progs:
         assert loop.search(p.text), p.text
         assert canonical(p.text) == p.text

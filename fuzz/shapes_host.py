@@ -323,11 +323,12 @@ def host_loop(host: Any, value: Def) -> Def:
 
     n a literal (0 ≤ n ≤ HOST_LOOP_MAX, or just past the host model's bound for a loop its path
     fixes, CONCRETE_LOOP_BOUND, where the launches after it are not seen), or argc + n (every
-    iteration decides on argc: the model cuts it at 16 entries). The accumulator is hloop's parameter or lives in a
-    host `mem.slot` (loaded and stored in every iteration); `done` is nested in hloop (the rest
-    of main reads the loop's parameter) or jumps to a top-level `hloop_exit (m0, acc)`; at times
-    every iteration prints through `putchar` (the output is compared on every target). Ends the
-    current block, continues after the loop; returns value plus the accumulator."""
+    iteration decides on argc: the model cuts it at 16 entries). The accumulator is hloop's
+    parameter or lives in a host `mem.slot` (loaded and stored in every iteration); `done` is
+    nested in hloop (the rest of main reads the loop's parameter) or jumps to a top-level
+    `hloop_exit (m0, acc)`; at times every iteration prints through `putchar` (the output is
+    compared on every target). Ends the current block, continues after the loop; returns value
+    plus the accumulator."""
     b, w, draw = host.b, host.b.w, host.draw
     I32, M0 = b.I32, b.M0
 
@@ -349,18 +350,18 @@ def host_loop(host: Any, value: Def) -> Def:
     xor = draw(st.booleans(), label="host loop update by xor")
 
     m0 = host.s["m0"]
-    cell: Def | None = None
+    cell: Def | None = None  # the accumulator's slot, where it is not hloop's parameter
     if in_slot:
         m0, cell = b.slot(I32, 0, m0, 0)
         m0 = b.store(I32, 0, m0, cell, lit(init))
-    params = [("m0", M0), ("i", I32)] + ([] if in_slot else [("acc", I32)])
+    params = [("m0", M0), ("i", I32)] + ([] if cell is not None else [("acc", I32)])
     loop, lps = b.con("hloop", params)
     lm0, i = lps[0], lps[1]
     step, (sm0,) = b.con("hloop_step", [("m0", M0)])
     done, (dm0,) = b.con("hloop_done", [("m0", M0)])
     count = b.wrap("add", 32, 0, host.argc, lit(n)) if by_argc else lit(n)
     loop.body = b.branch(b.icmp("ul", 32, i, count), done, step, lm0)
-    host.cur.body = w.app(loop, b.tup(m0, lit(0)) if in_slot else b.tup(m0, lit(0), lit(init)))
+    host.cur.body = w.app(loop, b.tup(m0, lit(0)) if cell is not None else b.tup(m0, lit(0), lit(init)))
 
     if cell is not None:
         sm0, acc = b.load(I32, 0, sm0, cell)

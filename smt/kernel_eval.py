@@ -308,8 +308,9 @@ class Evaluator:
     loop_bound: int = DEFAULT_LOOP_BOUND
     # With a concrete bound (≥ loop_bound), an entry that follows the continuation's previous one
     # on the path without any decision on an unknown value in between (Explorer.
-    # symbolic_decisions) counts loop_bound / concrete_bound of an entry: a loop the path fixes
-    # runs up to concrete_bound entries, one that branches on unknowns up to loop_bound.
+    # symbolic_decisions, which the explorer counts with `count_symbolic`) counts loop_bound /
+    # concrete_bound of an entry: a loop the path fixes runs up to concrete_bound entries, one
+    # that branches on unknowns up to loop_bound.
     concrete_bound: int | None = None
     memo: dict[int, tuple[Def, Any]] = field(default_factory=dict)
     frames: dict[int, Any] = field(default_factory=dict)  # by mutable: its current activation's parameter
@@ -466,12 +467,13 @@ class Evaluator:
         """(what this entry of m adds to its count, the count past which the path is cut)."""
         if self.concrete_bound is None:
             return 1, self.loop_bound
-        per = max(self.concrete_bound // self.loop_bound, 1)
         decided = self.explorer.symbolic_decisions
-        # (a first entry counts 1: up to loop_bound entries with decisions between them, exactly)
+        # (in units of 1 / (loop_bound · concrete_bound): a first entry counts as a fixed one, so
+        # both limits are exact, loop_bound entries with decisions between them, concrete_bound
+        # without)
         fixed = self.entries.get(m.gid, 0) == 0 or self._decisions_at_entry.get(m.gid) == decided
         self._decisions_at_entry[m.gid] = decided
-        return (1 if fixed else per), self.loop_bound * per
+        return (self.loop_bound if fixed else self.concrete_bound), self.loop_bound * self.concrete_bound
 
     # -------------------------------------------------------------- activations
 

@@ -384,12 +384,17 @@ class HostRun:
         return {gid: z3t.Or(*cs) for gid, cs in conds.items()}
 
 
+def host_concrete_bound(loop_bound: int) -> int:
+    """The host model's bound for a loop its path fixes (Evaluator.concrete_bound)."""
+    return max(CONCRETE_LOOP_BOUND, loop_bound)
+
+
 def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND) -> HostRun:
     main = host.externals.get("main")
     if not isinstance(main, MutLam) or main.body is None:
         raise Unsupported("a program without main")
     argc = z3.BitVec("argc", 32)
-    explorer = Explorer(assumptions=[argc >= 1], timeout_ms=timeout_ms, max_paths=128)
+    explorer = Explorer(assumptions=[argc >= 1], timeout_ms=timeout_ms, max_paths=128, count_symbolic=True)
     scopes = Scopes(host)
     uses = [False]
 
@@ -397,7 +402,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
         st = _HostState()
         st.mem.initial[FIRST_OBJ] = _argv_cell
         ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
-                       loop_bound=loop_bound, concrete_bound=max(CONCRETE_LOOP_BOUND, loop_bound),
+                       loop_bound=loop_bound, concrete_bound=host_concrete_bound(loop_bound),
                        c_memory=_c_memory(st), world=host)
         # main's parameter is (its arguments, its return continuation), as the interpreter calls it.
         # (`con main (m0, argc, argv, return)` takes them flat).
@@ -562,7 +567,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
         # (a path cut before its first stream operation still may have streams past the cut)
         recursion = any(p.status == "recursion" for p in run.paths)
         cut = f"host loops and recursive calls unrolled up to {loop_bound} entries per path " \
-            f"(up to {max(CONCRETE_LOOP_BOUND, loop_bound)} where the path decides nothing on an unknown value " \
+            f"(up to {host_concrete_bound(loop_bound)} where the path decides nothing on an unknown value " \
             f"between them)" + \
             ("; host paths cut where a recursion returns into an activation the model does not resume"
              if recursion else "")

@@ -127,9 +127,11 @@ class Explorer:
     # often takes one side of the next branch too). `known_feasible` counts those answers.
     _models: deque[z3.ModelRef] = field(default_factory=lambda: deque(maxlen=KEPT_MODELS))
     known_feasible: int = 0
-    # Decisions of the current path on a condition that is not a constant once simplified: a
-    # stretch of the path without one is fixed by what came before (a loop counting to a
-    # literal), however long it runs (Evaluator.concrete_bound).
+    # With `count_symbolic`: the decisions of the current path on a condition that is not a
+    # constant once simplified. A stretch of the path without one is fixed by what came before
+    # (a loop counting to a literal), however long it runs (Evaluator.concrete_bound). (Off, a
+    # replayed decision is not simplified: the kernel models replay many.)
+    count_symbolic: bool = False
     symbolic_decisions: int = 0
 
     # -------------------------------------------------------------- symbolic inputs
@@ -201,13 +203,13 @@ class Explorer:
     def decide(self, cond: z3.BoolRef) -> bool:
         """The branch the current run takes on `cond`, recorded in its path condition."""
         pos = len(self._trail)
-        c = z3.simplify(cond)
-        constant = z3.is_true(c) or z3.is_false(c)
-        if not constant:
-            self.symbolic_decisions += 1
         if pos < len(self._replay):
             taken, other_open = self._replay[pos], False
+            if self.count_symbolic:
+                self._count(z3.simplify(cond))
         else:
+            c = z3.simplify(cond)
+            self._count(c)
             can_true, can_false = self._possible(cond, c)
             if not (can_true or can_false):
                 raise SymbolicError("a path whose condition is unsatisfiable")
@@ -215,6 +217,11 @@ class Explorer:
         self._trail.append(_Decision(taken, other_open))
         self._pc.append(cond if taken else z3t.Not(cond))
         return taken
+
+    def _count(self, c: z3.ExprRef) -> None:
+        """Count a decision on c (a simplified condition) that is no constant."""
+        if not (z3.is_true(c) or z3.is_false(c)):
+            self.symbolic_decisions += 1
 
     def _possible(self, cond: z3.BoolRef, c: z3.ExprRef) -> tuple[bool, bool]:
         """Whether cond (c, simplified) can hold, and whether it can fail, on the current path."""

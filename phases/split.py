@@ -3,12 +3,14 @@
 The kernels are the continuations passed to `gpu.launch`. The device World holds each kernel
 as an external under its own name, with its body and the continuations nested in it; the host
 World keeps everything else, and each launch site names its kernel by a body-less external
-declaration of the same name and type. Then the host and device sub-pipelines run on their own
+declaration of the same name and type. Two kernels of one name (a generic kernel specialised
+twice, `generic_kernel (4, 4)` and `generic_kernel (16, 16)`, as upstream's
+lit/gpu/generic_kernel.mim launches it) cannot both be external under it: the second takes
+the name with the first free suffix (`generic_kernel_1`), as upstream's emitters make a
+name unique. Then the host and device sub-pipelines run on their own
 sides (`gpu.host_specific_phases ()` and `gpu.device_specific_phases ()`).
 """
 from __future__ import annotations
-
-from typing import cast
 
 from verimim.diagnostics import Diagnostic
 from verimim.ir.defs import App, Def, MutLam
@@ -26,24 +28,25 @@ from verimim.printer import show
 class _HostSide(Rewriter):
     """Copies the host program, replacing each kernel by a declaration."""
 
-    def __init__(self, old: World, kernels: set[int], lifts: dict[int, Lifted]) -> None:
+    def __init__(self, old: World, names: dict[int, str], lifts: dict[int, Lifted]) -> None:
         super().__init__(old)
-        self.kernels = kernels
+        self.names = names  # each kernel's external name (its gid → name)
         self.lifts = lifts
 
     def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
         return host_launch(self, old, ops, self.lifts) if isinstance(old, App) else None
 
     def rewrite_mut(self, old: MutLam) -> Def | None:
-        if old.gid not in self.kernels:
+        name = self.names.get(old.gid)
+        if name is None:
             return None
         lift = self.lifts.get(old.gid)
         pi = self.rewrite(old.pi) if lift is None else lifted_pi(self, lift)
-        decl = self.new.mut_lam(pi, old.name or "kernel", old.kind)  # type: ignore[arg-type]
+        decl = self.new.mut_lam(pi, name, old.kind)  # type: ignore[arg-type]
         decl.external = True
         decl.loc = old.loc
         decl.param_names = old.param_names
-        self.new.externals[decl.name or "kernel"] = decl
+        self.new.externals[name] = decl
         return decl
 
 
@@ -68,14 +71,7 @@ class SplitApply(Phase):
                     f"at the launch: `gpu.split_apply` cannot tell which one runs on the device", app.loc))
                 return res
         kernels = kernels_of(world)
-        names: dict[str, MutLam] = {}
-        for k in kernels:
-            name = k.name or "kernel"
-            if name in names or name == "main":
-                res.diagnostics.append(Diagnostic("E-UNSUPPORTED", f"two kernels named `{name}`: "
-                                                  f"kernels are external by name on the device", k.loc))
-                return res
-            names[name] = k
+        names = device_names(world, kernels)
         if not kernels:
             res.skipped = "the program launches no kernel"
             return res
@@ -87,16 +83,17 @@ class SplitApply(Phase):
                 "E-UNSUPPORTED", f"kernel `{bad.name}` uses values of an enclosing function and cannot "
                 f"be made closed to run on the device: {why}", bad.loc))
             return res
-        host = _HostSide(world, {k.gid for k in kernels}, lifts).run()
+        host = _HostSide(world, names, lifts).run()
         dev = Rewriter(world)
-        for name, k in names.items():
+        for k in kernels:
             lift = lifts.get(k.gid)
             rw = dev if lift is None else LiftedKernel(world, dev.new, lift)
             nk = rw.rewrite(k)
             rw.finish()
             assert isinstance(nk, MutLam)
             nk.external = True
-            dev.new.externals[name] = nk
+            nk.name = names[k.gid]
+            dev.new.externals[names[k.gid]] = nk
         dev.finish()
         for annex, depth in HOST_OPERATIONS.items():
             for app in apps_of(dev.new, annex, depth):
@@ -105,7 +102,27 @@ class SplitApply(Phase):
             return res
         res.after = Program(host, dev.new)
         # the kernels' names are str: World.mut_lam names every mutable
-        res.witness = Split(kernels=[cast(str, k.name) for k in kernels], host_nodes=sum(1 for _ in walk(host)),
+        res.witness = Split(kernels=[names[k.gid] for k in kernels], host_nodes=sum(1 for _ in walk(host)),
                             device_nodes=sum(1 for _ in walk(dev.new)),
-                            lifted_captures={cast(str, lift.kernel.name): len(lift.caps) for lift in lifts.values()})
+                            lifted_captures={names[gid]: len(lift.caps) for gid, lift in lifts.items()},
+                            device_names=dict(names))
         return res
+
+
+def device_names(world: World, kernels: list[MutLam]) -> dict[int, str]:
+    """Each kernel's external name on both sides (by the kernel's gid): its own name where no
+    other kernel or external has it, else that name with the first free suffix `_1`, `_2`, ….
+    An external kernel keeps its name (the program's interface); the others are named in the
+    order of `kernels` (creation order: the first specialisation keeps the name)."""
+    kernel_ids = {k.gid for k in kernels}
+    taken = {name for name, m in world.externals.items() if m.gid not in kernel_ids}
+    out: dict[int, str] = {}
+    for k in sorted(kernels, key=lambda k: not k.external):
+        base = k.name or "kernel"
+        name, n = base, 0
+        while name in taken:
+            n += 1
+            name = f"{base}_{n}"
+        taken.add(name)
+        out[k.gid] = name
+    return out

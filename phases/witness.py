@@ -55,13 +55,16 @@ class CleanupPrefix(Witness):
 
 @dataclass
 class Split(Witness):
-    """`gpu.split_apply`: the kernels it moved to the device World, the sizes of both Worlds, and
-    how many captured values it lifted into each kernel's arguments."""
+    """`gpu.split_apply`: the kernels it moved to the device World (by their names there), the
+    sizes of both Worlds, how many captured values it lifted into each kernel's arguments,
+    and the name each kernel of the input (by gid) is external under on both sides (its own,
+    unless another kernel has it: `phases.split.device_names`)."""
 
     kernels: list[str] = field(default_factory=list)
     host_nodes: int = 0
     device_nodes: int = 0
     lifted_captures: dict[str, int] = field(default_factory=dict)
+    device_names: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

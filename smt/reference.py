@@ -81,17 +81,30 @@ def _target_data(target: str) -> Any:
     return llvm.create_target_data(DATA_LAYOUTS[target])
 
 
-def kernels(world: World) -> dict[str, MutLam]:
-    """The kernels of world by name (see the module's docstring)."""
+def kernels(world: World) -> list[MutLam]:
+    """The kernels of world, each once, in creation order (see the module's docstring). Two
+    may share a name (a generic kernel specialised twice) until split_apply names them apart."""
     from verimim.phases.base import apps_of
 
-    out: dict[str, MutLam] = {}
+    out: dict[int, MutLam] = {}
     for app in apps_of(world, "gpu.launch", 3):
         if isinstance(app.arg, MutLam):
-            out[cast(str, app.arg.name)] = app.arg  # World.mut_lam names every mutable
+            out[app.arg.gid] = app.arg
     for m in world.externals.values():
         if _takes_device_tokens(world, m):
-            out[cast(str, m.name)] = m
+            out[m.gid] = m
+    return sorted(out.values(), key=lambda m: m.gid)
+
+
+def kernels_by_name(world: World) -> dict[str, MutLam] | str:
+    """The kernels of world by name (World.mut_lam names every mutable), or why not: two of
+    one name, which no name pairs with their copies in another World."""
+    out: dict[str, MutLam] = {}
+    for k in kernels(world):
+        name = cast(str, k.name)
+        if name in out:
+            return f"two kernels are named `{name}`"
+        out[name] = k
     return out
 
 

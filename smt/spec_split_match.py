@@ -147,8 +147,14 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
     if dev is None:
         return "no device World", {}
     lifted = res.claim(Split).lifted_captures
-    kernels = {k.gid: k for k in reference.kernels(old).values()}  # launched, or external kernels
-    kernel_names = {cast(str, k.name) for k in kernels.values()}  # World.mut_lam names every mutable
+    kernels = {k.gid: k for k in reference.kernels(old)}  # launched, or external kernels
+    # The name each kernel is external under on both sides, as the phase says (its own unless
+    # two kernels share one); what follows shows each name's kernel is that kernel.
+    claimed = res.claim(Split).device_names
+    name_of = {gid: claimed.get(gid) or cast(str, k.name) for gid, k in kernels.items()}  # (every mutable is named)
+    kernel_names = set(name_of.values())
+    if len(kernel_names) < len(name_of):
+        return f"two kernels are external under one name: {sorted(name_of.values())}", {}
     extra = set(host.externals) - set(old.externals)
     if not set(old.externals) <= set(host.externals) or not extra <= kernel_names:
         return (f"the host's externals are {sorted(host.externals)}, the input's {sorted(old.externals)} "
@@ -167,25 +173,26 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
     liftings: dict[str, _Lifting] = {}
     unproved: dict[str, str] = {}
     work: Pairs = []
-    for k in sorted(kernels.values(), key=lambda k: k.name or ""):
-        target = dev.externals.get(k.name or "")
+    for k in sorted(kernels.values(), key=lambda k: name_of[k.gid]):
+        name = name_of[k.gid]
+        target = dev.externals.get(name)
         if target is None or target.body is None:
-            return f"the device World has no kernel `{k.name}` with a body", {}
-        if k.name not in lifted:
+            return f"the device World has no kernel `{name}` with a body", {}
+        if name not in lifted:
             work.append((k, target))
             continue
         ns = {_arity(old, site) for site in launches if site.arg is k}
         n = ns.pop() if len(ns) == 1 else None
         if n is None:
-            unproved[k.name or ""] = "its launches' argument count is no single literal"
+            unproved[name] = "its launches' argument count is no single literal"
             continue
-        lifting = _Lifting(old, scopes, k, target, n, n + lifted[k.name or ""])
+        lifting = _Lifting(old, scopes, k, target, n, n + lifted[name])
         mm = Matcher(lifting.rule).run([(k, target)])
         why = mm.describe() if mm is not None else lifting.types_agree(names)
         if why is not None:
-            unproved[k.name or ""] = why
+            unproved[name] = why
             continue
-        liftings[k.name or ""] = lifting
+        liftings[name] = lifting
     mm = Matcher().run(work)
     if mm is not None:
         return mm, unproved
@@ -193,16 +200,16 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
     def host_rule(with_caps: bool) -> Callable[[Def, Def], Pairs | None]:
         def rule(a: Def, b: Def) -> Pairs | None:
             if isinstance(a, MutLam) and a.gid in kernels:
-                if not (isinstance(b, MutLam) and b.body is None and b.external and b.name == a.name):
+                if not (isinstance(b, MutLam) and b.body is None and b.external and b.name == name_of[a.gid]):
                     return None  # left to the default comparison: a continuation that lost its body
-                return [] if a.name in lifted else [(a.pi, b.pi)]
+                return [] if name_of[a.gid] in lifted else [(a.pi, b.pi)]
             la, lb = _launch(a, 4), _launch(b, 4)
             if la is None or lb is None:
                 return None
             sa, sb = _launch(la.callee, 3), _launch(lb.callee, 3)  # `gpu.launch @(n, Ts) cfg k`
             if sa is None or sb is None:
                 return None
-            if not isinstance(sa.arg, MutLam) or sa.arg.name not in lifted:
+            if not isinstance(sa.arg, MutLam) or name_of.get(sa.arg.gid) not in lifted:
                 return None
             n, total = _arity(old, sa), _arity(host, sb)
             if n is None or total is None or total < n:
@@ -211,7 +218,7 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
             _, cfg_b, k_b = sb.args()
             parts = _parts(host, lb.arg, total) if total else []
             out = [(cfg_a, cfg_b), (k_a, k_b), *zip(_parts(old, la.arg, n) if n else [], parts[:n])]
-            lifting = liftings.get(k_a.name or "") if with_caps and isinstance(k_a, MutLam) else None
+            lifting = liftings.get(name_of.get(k_a.gid, "")) if with_caps and isinstance(k_a, MutLam) else None
             if lifting is not None:  # the captured values: the host's copies of what the kernel used
                 out += [(x, parts[n + j]) for j, x in sorted(lifting.caps.items())]
             return out

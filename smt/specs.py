@@ -447,7 +447,10 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
     before, after = res.before, res.after
     old_w = before.device if before.device is not None else before.host
     new_w = after.device if after.device is not None else after.host
-    kernels_old, kernels_new = reference.kernels(old_w), reference.kernels(new_w)
+    kernels_old, kernels_new = reference.kernels_by_name(old_w), reference.kernels_by_name(new_w)
+    if isinstance(kernels_old, str) or isinstance(kernels_new, str):
+        why = kernels_old if isinstance(kernels_old, str) else kernels_new
+        return Outcome("unknown", f"the kernels are not paired by name: {why}")
     if set(kernels_old) != set(kernels_new):
         return Outcome("refuted", f"kernels differ: {sorted(kernels_old)} before, {sorted(kernels_new)} after")
     checked = 0
@@ -537,8 +540,14 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     if dev is None:
         return Outcome("refuted", "no device World after split_apply")
     old = res.before.host
-    kernels = {_mut_key(k) for k in reference.kernels(old).values()}
-    key_of = {id(w): _split_keys(w, kernels, _ambiguous(old)) for w in (old, host, dev)}
+    # Each kernel of the input under the name the phase says it is external under on both sides
+    # (its own unless two share one); smt.spec_split_match shows each name's kernel is the
+    # input's, node for node.
+    claimed = res.claim(Split).device_names
+    renamed = {k.gid: _mut_key(k, claimed.get(k.gid)) for k in reference.kernels(old)}
+    kernels = set(renamed.values())
+    key_of = {id(w): _split_keys(w, kernels, _ambiguous(old, renamed), renamed if w is old else {})
+              for w in (old, host, dev)}
     # One Boolean per mutable of each side: is it on the device?
     side_of: dict[str, list[str]] = {}
     for label, w in (("host", host), ("device", dev)):
@@ -634,9 +643,11 @@ def _lifted_captures(res: PhaseResult, partition: str, unproved: dict[str, str])
                    f"launch arguments: same execution ({runs}); not proved: {why}")
 
 
-def _mut_key(m: MutLam) -> str:
-    """A mutable's identity across the Worlds of a phase: its name and source position."""
-    return f"{m.name or '?'}@{m.loc.line}:{m.loc.col}" if m.loc else (m.name or "?")
+def _mut_key(m: MutLam, name: str | None = None) -> str:
+    """A mutable's identity across the Worlds of a phase: its name (or `name`, the one it has in
+    the other World) and source position."""
+    name = name or m.name or "?"
+    return f"{name}@{m.loc.line}:{m.loc.col}" if m.loc else name
 
 
 def _mut_graph(world: World, key: Callable[[MutLam], str]) -> dict[str, set[str]]:
@@ -670,38 +681,44 @@ def _reached(roots: Iterable[T], succ: Callable[[T], Iterable[T]], stop: Abstrac
     return out
 
 
-def _ambiguous(world: World) -> set[str]:
+def _ambiguous(world: World, renamed: dict[int, str]) -> set[str]:
     """Names and positions that two mutables with bodies share: copies of one source function
-    (a helper specialised once for the host's call and once for a kernel's)."""
+    (a helper specialised once for the host's call and once for a kernel's). A kernel is
+    known by the key `renamed` gives it."""
     seen: dict[str, int] = {}
     out: set[str] = set()
     for d in walk(world):
         if isinstance(d, MutLam) and d.annex is None and d.body is not None:
-            k = _mut_key(d)
+            k = renamed.get(d.gid) or _mut_key(d)
             if k in seen and seen[k] != d.gid:
                 out.add(k)
             seen[k] = d.gid
     return out
 
 
-def _split_keys(world: World, kernels: set[str], ambiguous: set[str]) -> Callable[[MutLam], str]:
-    """A mutable's identity across split_apply's Worlds: its name and position, and for copies
-    sharing those, which kernels reach it (none: a host copy), which is the same before the
-    split and on the side it goes to."""
+def _split_keys(world: World, kernels: set[str], ambiguous: set[str],
+                renamed: dict[int, str]) -> Callable[[MutLam], str]:
+    """A mutable's identity across split_apply's Worlds: its name and position (a kernel of the
+    input: the key `renamed` gives it, its name on the device), and for copies sharing those,
+    which kernels reach it (none: a host copy), which is the same before the split and on the
+    side it goes to."""
     from verimim.ir.analysis import scan_mut
 
     def calls(m: MutLam) -> list[MutLam]:
         return [y for y in scan_mut(m)[1] if y.annex is None]
 
+    def base_key(m: MutLam) -> str:
+        return renamed.get(m.gid) or _mut_key(m)
+
     reached: dict[int, set[str]] = {}
     if ambiguous:
         for k in walk(world):
-            if isinstance(k, MutLam) and k.body is not None and _mut_key(k) in kernels:
+            if isinstance(k, MutLam) and k.body is not None and base_key(k) in kernels:
                 for m in _reached([k], calls):
-                    reached.setdefault(m.gid, set()).add(_mut_key(k))
+                    reached.setdefault(m.gid, set()).add(base_key(k))
 
     def key(m: MutLam) -> str:
-        base = _mut_key(m)
+        base = base_key(m)
         if base not in ambiguous:
             return base
         return f"{base} (reached from {', '.join(sorted(reached.get(m.gid, ()))) or 'the host'})"

@@ -346,6 +346,39 @@ def test_split_apply_right_and_wrong() -> None:
     assert status == "refuted" and "host" in detail
 
 
+class _SwapsTheKernelsNames(SplitApply):
+    """Splits right, then swaps the names of the two device kernels (each launch names the other
+    one's code), the witness unchanged."""
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = super().apply(prog)
+        dev = res.after.device
+        assert dev is not None
+        a, b = sorted(n for n, k in dev.externals.items() if k.body is not None)
+        ka, kb = dev.externals[a], dev.externals[b]
+        ka.name, kb.name = b, a
+        dev.externals[a], dev.externals[b] = kb, ka
+        return res
+
+
+def test_split_apply_names_two_kernels_of_one_name_apart_right_and_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    import verimim.phases.split as split
+
+    prog = program_before(VALID / "generic_kernel_specialised_twice.mim", "gpu.split_apply")
+    res = apply(SplitApply(), prog)
+    assert res.after.device is not None
+    assert sorted(res.after.device.externals) == ["generic_kernel", "generic_kernel_1"]
+    status, detail, _ = verdict(res)
+    assert status == "proved" and "node for node" in detail, detail
+    status, detail, _ = verdict(apply(_SwapsTheKernelsNames(), prog))
+    assert status == "refuted" and "changed the code it moved" in detail, detail
+    # one name for both (what a split that keeps every kernel's own name does): the second
+    # kernel's code replaces the first's under it
+    monkeypatch.setattr(split, "device_names", lambda world, kernels: {k.gid: k.name for k in kernels})
+    status, detail, _ = verdict(apply(SplitApply(), prog))
+    assert status == "refuted", detail
+
+
 class _SwappedCaptures(LiftedKernel):
     """Reads the captured host values in the reverse order of the launch's arguments."""
 

@@ -27,10 +27,12 @@ specification reports):
   continuation stays a loop;
 - never an application under an immutable binder (an open argument: substituting it under
   further binders would need shifting);
-- never an external (its body is the program's interface) or a kernel, and never a mutable
-  whose local scope holds a kernel (cloning it would make two kernels of one name); with
-  several call sites, never one whose scope holds a barrier or a static shared slot (copies
-  would be different barriers, different blocks);
+- never an external (its body is the program's interface) or a kernel; with several call
+  sites, never one whose scope holds a barrier or a static shared slot that one launch could
+  then run in two copies (different barriers, different blocks): one in a kernel the scope
+  holds whole, or in a function every call of which is a launch's kernel (a curried kernel
+  specialised for two launches), is copied into different kernels, which gpu.split_apply
+  names apart;
 - `lam_spec` only inlines functions whose local scope has at most MAX_SPEC_NODES nodes;
 - the nodes copied by one run of a phase are bounded by a budget (GROWTH times the input,
   at least MIN_BUDGET); nested inlinings by MAX_DEPTH;
@@ -46,7 +48,7 @@ from verimim.ir.analysis import scan_mut
 from verimim.ir.defs import App, Arr, Axiom, Def, Extract, IdxT, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import IRError, World
-from verimim.phases.base import Phase, PhaseResult, Program, walk
+from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.witness import Inlining, mut_key
 
@@ -63,6 +65,18 @@ SPEC = "spec"
 def refs_of(m: MutLam) -> set[MutLam]:
     """The mutables m's body refers to directly, plugin-defined ones (`gpu.with_streams`) included."""
     return scan_mut(m, annexes=True)[1]
+
+
+def _reached(roots: list[MutLam], within: set[MutLam]) -> set[MutLam]:
+    """The mutables of `within` that the roots reach through their bodies' references (roots included)."""
+    out = set(roots)
+    stack = list(roots)
+    while stack:
+        for y in scan_mut(stack.pop())[1]:
+            if y in within and y not in out:
+                out.add(y)
+                stack.append(y)
+    return out
 
 
 def _maybe_shared_slot(d: Def) -> bool:
@@ -155,6 +169,9 @@ class Plan:
         self.scopes = Scopes(world)
         self.recursive: set[int] = recursive_muts(world)
         self.kernels = {k.gid for k in kernels_of(world)}
+        # applications that are a launch's kernel (`gpu.launch … (kernel v)`): each is its own kernel
+        self.launched = {app.arg.gid for app in apps_of(world, "gpu.launch", 3)}
+        self._launch_sites: Counter[int] | None = None
         self._sizes: dict[int, int] = {}
         self._local: dict[int, list[MutLam]] = {}
         self._local_gids: dict[int, frozenset[int]] = {}
@@ -186,9 +203,8 @@ class Plan:
     def _why_callee(self, f: MutLam) -> str | None:
         if f.external:
             return "external"
-        if any(m.gid in self.kernels for m in self.local_muts(f)):
-            return "its scope holds a kernel (kernels must stay one of a name)"
-        held = self._one_of_a_kind(f) if self._sites(f) > 1 else None
+        sites = self._sites(f)
+        held = self._one_of_a_kind(f) if sites > 1 and sites > self._sites(f, launched=True) else None
         if held is not None:
             # the copies would be different operations: work-items that reached the one barrier
             # from different call sites would then wait at different ones (divergence), and
@@ -198,20 +214,30 @@ class Plan:
             return f"larger than {MAX_SPEC_NODES} nodes"
         return None
 
-    def _sites(self, f: MutLam) -> int:
-        if self._site_counts is None:
+    def _sites(self, f: MutLam, launched: bool = False) -> int:
+        """f's applications (`launched`: those of them that are a launch's kernel), counting one
+        for all calls of f with the same argument (one node), and one for any other use of it."""
+        if self._site_counts is None or self._launch_sites is None:
             counts: Counter[int] = Counter()
+            launches: Counter[int] = Counter()
             for d in walk(self.world):
                 if isinstance(d, App) and isinstance(d.callee, MutLam):
                     counts[d.callee.gid] += 1
-            self._site_counts = counts
-        return self._site_counts[f.gid]
+                    if d.gid in self.launched:
+                        launches[d.callee.gid] += 1
+            self._site_counts, self._launch_sites = counts, launches
+        return (self._launch_sites if launched else self._site_counts)[f.gid]
 
     def _one_of_a_kind(self, f: MutLam) -> str | None:
-        """An operation in f's scope whose copies would mean something else than it: a barrier,
-        or a static shared slot (a block per slot operation); None if there is none."""
+        """An operation in f's scope whose copies would mean something else than it, for one
+        launch: a barrier, or a static shared slot (a block per slot operation), outside the
+        kernels f's scope holds whole (each copy of those is another kernel); None if there
+        is none."""
+        local = self.local_muts(f)
+        own = [k for k in local if k.gid in self.kernels]
+        whole = _reached(own, set(local))
         seen: set[int] = set()
-        stack: list[Def] = [m.body for m in self.local_muts(f) if m.body is not None]
+        stack: list[Def] = [m.body for m in local if m.body is not None and m not in whole]
         while stack:
             d = stack.pop()
             if d.gid in seen or isinstance(d, MutLam):

@@ -12,7 +12,10 @@ What either phase must achieve, stated without its code:
    source location holds more `gpu.sync_work_items` operations in the output than in the input
    (two copies are two barrier operations, and work-items that met at one would wait at
    different ones — SEMANTICS.md's divergence, which the single-work-item proof below cannot
-   see). Barriers without a location (in immutable lambdas) are not counted.
+   see). One launch runs one kernel's code: the output is counted kernel by kernel (what each
+   kernel reaches, and apart what none does), so a barrier copied into two kernels (a curried
+   kernel specialised for two launches) is no copy. Barriers without a location (in immutable
+   lambdas) are not counted.
 3. The phase did what it claims and left only what it says (its witness): no application remains
    of a mutable it claims to have inlined everywhere; every mutable it inlined was
    non-recursive in the input (a loop stays a loop); and every application of the phase's kind
@@ -43,6 +46,7 @@ from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, walk
 from verimim.phases.witness import Inlining, mut_key
 from verimim.printer import show
+from verimim.smt import reference
 from verimim.smt.inline_proof import prove_inlining
 from verimim.smt.names import Namer
 from verimim.smt.solver import Outcome, SpecContext
@@ -120,6 +124,63 @@ def _effects(world: World) -> tuple[dict[tuple[str, str], Def], Counter[tuple[st
     return out, unique
 
 
+def _unique_per_kernel(world: World) -> Counter[tuple[str, str]]:
+    """`_effects`'s count of barriers and shared slots by location, for the most any one launch
+    can run: the nodes in the bodies each kernel reaches (smt.reference.kernels), and apart
+    those of the mutables no kernel reaches."""
+    memo: dict[int, bool] = {}
+    own: dict[int, dict[int, tuple[str, str]]] = {}  # a mutable → its one-of-a-kind nodes (gid → key)
+    refs: dict[int, list[MutLam]] = {}
+    muts: list[MutLam] = []
+    for m in walk(world):
+        if not isinstance(m, MutLam) or m.annex is not None or m.body is None:
+            continue
+        muts.append(m)
+        found: dict[int, tuple[str, str]] = {}
+        reached: list[MutLam] = []
+        seen: set[int] = set()
+        stack: list[Def] = [m.body]
+        while stack:
+            d = stack.pop()
+            if d.gid in seen:
+                continue
+            seen.add(d.gid)
+            if isinstance(d, MutLam):
+                reached.append(d)
+                continue
+            if isinstance(d, Var):
+                continue  # a parameter names its mutable, which it does not run
+            stack.extend(d.ops)
+            if not (isinstance(d, App) and d.loc is not None and isinstance(d.head, Axiom)
+                    and _effect_axiom(d.head, memo) and d.depth == _arity(d.head.ops[0])):
+                continue
+            if d.head.annex == "gpu.sync_work_items":
+                found[d.gid] = ("barrier", _loc(d))
+            elif d.head.annex in ("mem.slot", "mem.mslot") and _space_may_be_shared(d):
+                found[d.gid] = ("shared slot", _loc(d))
+        own[m.gid], refs[m.gid] = found, reached
+    units: list[set[MutLam]] = []
+    for k in reference.kernels(world):
+        unit = {k}
+        stack = [k]
+        while stack:
+            for y in refs.get(stack.pop().gid, ()):
+                if y not in unit:
+                    unit.add(y)
+                    stack.append(y)
+        units.append(unit)
+    covered = set().union(*units) if units else set()
+    units.append({m for m in muts if m not in covered})
+    out: Counter[tuple[str, str]] = Counter()
+    for unit in units:
+        nodes: dict[int, tuple[str, str]] = {}
+        for m in unit:
+            nodes.update(own.get(m.gid, {}))
+        for key, n in Counter(nodes.values()).items():
+            out[key] = max(out[key], n)
+    return out
+
+
 def _space_may_be_shared(slot: App) -> bool:
     """Whether a full `mem.slot (T, a) (m, id)` may be in address space 3 (a not a literal 3)."""
     first = slot.callee
@@ -144,7 +205,8 @@ def _indirect_calls(world: World) -> tuple[set[str], set[str]]:
 
 def _effects_correspond(before: Program, after: Program) -> Outcome | None:
     for old, new in zip(before.worlds(), after.worlds()):
-        (have, had_barriers), (now, barriers) = _effects(old), _effects(new)
+        (have, had_barriers), (now, _) = _effects(old), _effects(new)
+        barriers = _unique_per_kernel(new)
         axioms = {a for a, _ in have}
         indirect: tuple[set[str], set[str]] | None = None
         for key, d in sorted(now.items()):
@@ -160,11 +222,11 @@ def _effects_correspond(before: Program, after: Program) -> Outcome | None:
             if key[1] not in indirect[0] or key[0] not in indirect[1]:
                 return Outcome("refuted", f"the effect `{key[0]}` at {key[1]} has no counterpart in the "
                                f"input", {"operation": show(d)[:300], "location": key[1]})
-        # Inlining may move a barrier or a shared slot, never copy it: SEMANTICS.md asks every
-        # work-item of a group to reach the *same* barrier operation, and gives them one block
-        # per slot operation — two copies are two operations: work-items that met at one barrier
-        # would wait at different ones (a divergence the input does not have), and work-items
-        # that shared one block would get two.
+        # Inlining may move a barrier or a shared slot, never copy it within what one launch
+        # runs: SEMANTICS.md asks every work-item of a group to reach the *same* barrier
+        # operation, and gives them one block per slot operation — two copies are two
+        # operations: work-items that met at one barrier would wait at different ones (a
+        # divergence the input does not have), and work-items that shared one block would get two.
         for (what, where), n in sorted(barriers.items()):
             if n > had_barriers[(what, where)]:
                 effect = ("work-items that met at it would wait at different barriers" if what == "barrier" else

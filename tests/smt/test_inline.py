@@ -601,3 +601,35 @@ def test_copying_a_shared_slot_into_two_call_sites_is_refuted() -> None:
     assert "shared slot" in kept.claim(Inlining).left["fun acc@13:1"]
     out = refuted(apply(Copying(), prog), "shared slot at", "duplicated", "different blocks")
     assert out.counterexample["copies"] == 2 and out.counterexample["before"] == 1
+
+
+class DoubledBarrier(Inliner):
+    """Wrong: runs each barrier of an inlined copy twice (a second operation at its location)."""
+
+    def default(self, x: Def, ops: tuple[Def, ...]) -> Def:
+        res = super().default(x, ops)
+        if self.owner is not None and isinstance(x, App) and is_app_of(x, "gpu.sync_work_items") and x.depth == 1:
+            w = self.new
+            again = w.app(ops[0], w.tuple((w.extract_n(res, 2, 0), w.extract_n(res, 2, 1))))
+            res.loc = again.loc = x.loc
+            return again
+        return res
+
+
+class DoublingBarriers(BetaRed):
+    inliner = DoubledBarrier
+
+
+def test_a_curried_kernel_with_a_barrier_is_copied_once_into_each_launch() -> None:
+    # Each launch runs one copy of the curried kernel: its barrier and shared slot are copied
+    # into different kernels, never twice into one (the spec counts what one launch runs; a
+    # helper called twice within one kernel stays one: the test above).
+    prog = before_inline(from_file(PROGRAMS / "valid" / "curried_kernel_with_a_barrier_launched_twice.mim"))
+    res = apply(BetaRed(), prog)
+    assert res.claim(Inlining).inlined == {"lam kernel@14:1": 2}, res.claim(Inlining)
+    out = verdict(res)
+    assert out.status == "proved", out.detail
+    assert result(res.after, ["p", "x"]) == 215
+    # two barrier operations in one kernel's code, each copy
+    out = refuted(apply(DoublingBarriers(), prog), "barrier at", "duplicated", "different barriers")
+    assert out.counterexample["copies"] == 2 and out.counterexample["before"] == 1

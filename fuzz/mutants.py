@@ -144,15 +144,16 @@ CATALOGUE: tuple[Mutant, ...] = (
        "buffer.init stores zeros, not its values", "buffer.init"),
     # ---------------------------------------------------------------- compile.beta_red / lam_spec
     _m("inl-barrier-sites", _I, "compile.lam_spec", "off-by-one",
-       "held = self._one_of_a_kind(f) if self._sites(f) > 1 else None",
-       "held = self._one_of_a_kind(f) if self._sites(f) > 2 else None",
+       "held = self._one_of_a_kind(f) if sites > 1 and",
+       "held = self._one_of_a_kind(f) if sites > 2 and",
        "a continuation with a barrier and two call sites is inlined into both", "sync_work_items"),
     _m("inl-idx2", _I, "compile.beta_red", "off-by-one",
        "t.size.value == 1\n", "t.size.value <= 2\n",
        "values of an `Idx 2` are folded to 0 as if the type had one value", "lam "),
-    _m("inl-kernels", _I, "compile.lam_spec", "forgotten case",
-       "if any(m.gid in self.kernels for m in self.local_muts(f)):", "if False:",
-       "a function whose scope holds a kernel is inlined (the kernel is duplicated)", "gpu.launch"),
+    _m("inl-launch-sites", _I, "compile.lam_spec", "forgotten case",
+       "if d.gid in self.launched:", "if True:",
+       "every call counts as a launch's kernel: a helper with a barrier and two call sites in one "
+       "kernel is inlined into both", "sync_work_items"),
     # ---------------------------------------------------------------- gpu.split_apply (captures)
     _m("kc-read-order", _S, "gpu.split_apply", "wrong side",
        "            self.memo[x.gid] = parts[lift.n + j]\n",

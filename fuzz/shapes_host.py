@@ -5,6 +5,8 @@ Coverage features (`GeneratedProgram.features_used`):
     main.fun / main.con  `fun extern main (m0, argc, argv): [M0, I32]`, or upstream's
                          `con extern main (m0, argc, argv, return: Cn [M0, I32])`
     kernel.curried       `con kernel (n: I32) (m1, …, return)` launched as `kernel v`
+    kernel.curried_twice a second launch of one specialised with argc, specialised with a literal:
+                         two kernels of one name (gpu.split_apply names them apart)
     c.atoi               `ccon atoi` on a program argument (`argv[j]`, numeric)
     argv.idx_unsafe      atoi's argument as `mem.lea (argv, core.idx_unsafe k)` on the vector's own
                          type `«⊤:Nat; Ptr0 «⊤:Nat; I8»»`: k a literal, or computed (argc - 1)

@@ -66,6 +66,7 @@ BIT2_TAGS = ("f", "nor", "nciff", "nfst", "niff", "nsnd", "xor_", "nand",
 
 DEFAULT_FEATURES: dict[str, Any] = {
     "max_kernels": 3,        # kernels (each launched once; a kernel may be launched twice)
+    "relaunch": True,        # a kernel without an injected defect launched a second time (1 in 4)
     "max_ops": 6,            # operations per kernel body (arith, loops, branches, slots, ...)
     "max_groups": 3,
     "max_items": 4,          # work-items per group: 1, 2 or 4
@@ -789,12 +790,13 @@ class _HostGen:
         overlapped: Callable[[], None] | None = None  # a manual stream's launch still pending
         for i, kp in enumerate(kernels):
             times = 1
-            if not one_kernel and i == defect_kernel == -1 and draw(st.integers(0, 3), label="launch twice") == 3:
+            if f["relaunch"] and not one_kernel and i != defect_kernel \
+                    and draw(st.integers(0, 3), label="launch twice") == 3:
                 times = 2
-            for _ in range(times):
+            for again in range(times):
                 race = self.defect == "stream_race" and i == defect_kernel and not race_in_scope
                 finish = (self.guarded_launch(kp, one_kernel) if kp.argc_guard is not None and not race
-                          else self.launch(kp, one_kernel, race=race))
+                          else self.launch(kp, one_kernel, race=race, again=again == 1))
                 if overlapped is not None:  # the previous stream's work overlapped this launch
                     overlapped()
                     overlapped = None
@@ -989,12 +991,12 @@ class _HostGen:
         b.features["launch.argc_guarded"] += 1
 
     def launch(self, kp: _KernelPlan, one_kernel: bool, race: bool = False,
-               guarded: bool = False) -> Callable[[], None] | None:
+               guarded: bool = False, again: bool = False) -> Callable[[], None] | None:
         """Launch kp (on a manual stream or the default one) with its buffers, and read a cell
         of its output back. On a manual stream, what follows the stream's sync is returned
         instead (the caller may run the next launch first, on its own stream, while this one is
         pending). `race`: on a manual stream, the host reads the output's host copy before the
-        stream is synchronised (the defect `stream_race`)."""
+        stream is synchronised (the defect `stream_race`). `again`: kp's second launch."""
         b, w, draw = self.b, self.b.w, self.draw
         N = kp.groups * kp.items
         t = b.arr(N, b.I32)
@@ -1046,7 +1048,14 @@ class _HostGen:
         cfg = b.tup(w.lit_nat(kp.groups), w.lit_nat(kp.items), st_, w.lit_bool(kp.dyn), mt)
         target: Def = kp.mut
         if kp.outer is not None:  # a curried kernel, specialised here
-            target = w.app(kp.outer, self.argc if kp.spec is None else w.lit_idx(2 ** 32, kp.spec))
+            spec = self.argc if kp.spec is None else w.lit_idx(2 ** 32, kp.spec)
+            if again and kp.spec is None and draw(st.booleans(), label="specialised again with a literal"):
+                # A second kernel of the same name, as upstream's lit/gpu/generic_kernel.mim
+                # launches generic_kernel (4, 4) and (16, 16): its body was made for argc's
+                # range, so any literal in it is as safe.
+                spec = w.lit_idx(2 ** 32, draw(st.integers(1, 8), label="second specialisation"))
+                b.features["kernel.curried_twice"] += 1
+            target = w.app(kp.outer, spec)
         L = b.ap("gpu.launch", b.tup(w.lit_nat(n), ts), cfg, target, w.tuple(launch_args))
         k, (m0, m1, m4) = b.con("after_launch", [("m0", b.M0), ("m1", b.M1), ("m4", b.M4)])
         self.cur.body = w.app(L, b.tup(b.tup(self.s["m0"], self.s["m1"], self.s["m4"]), k))

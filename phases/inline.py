@@ -203,6 +203,8 @@ class Plan:
     def _why_callee(self, f: MutLam) -> str | None:
         if f.external:
             return "external"
+        if f.gid in self.kernels:
+            return "a kernel"  # (a launch enters it: it stays whole, once)
         sites = self._sites(f)
         held = self._one_of_a_kind(f) if sites > 1 and sites > self._sites(f, launched=True) else None
         if held is not None:

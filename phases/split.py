@@ -6,8 +6,7 @@ World keeps everything else, and each launch site names its kernel by a body-les
 declaration of the same name and type. Two kernels of one name (a generic kernel specialised
 twice, `generic_kernel (4, 4)` and `generic_kernel (16, 16)`, as upstream's
 lit/gpu/generic_kernel.mim launches it) cannot both be external under it: the second takes
-the name with the first free suffix (`generic_kernel_1`), as upstream's emitters make a
-name unique. Then the host and device sub-pipelines run on their own
+the name with the first free suffix (`generic_kernel_1`). Then the host and device sub-pipelines run on their own
 sides (`gpu.host_specific_phases ()` and `gpu.device_specific_phases ()`).
 """
 from __future__ import annotations

@@ -40,7 +40,7 @@ from collections import Counter
 
 from typing import Any
 
-from verimim.ir.analysis import apps_with_head
+from verimim.ir.analysis import apps_with_head, scan_mut
 from verimim.ir.defs import App, Arr, Axiom, Def, Lam, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, walk
@@ -115,12 +115,9 @@ def _effects(world: World) -> tuple[dict[tuple[str, str], Def], Counter[tuple[st
         if isinstance(d, App) and isinstance(d.head, Axiom) and _effect_axiom(d.head, memo) \
                 and d.depth == _arity(d.head.ops[0]):
             out.setdefault((d.head.annex, _loc(d)), d)
-            if d.loc is None:
-                continue
-            if d.head.annex == "gpu.sync_work_items":
-                unique[("barrier", _loc(d))] += 1
-            elif d.head.annex in ("mem.slot", "mem.mslot") and _space_may_be_shared(d):
-                unique[("shared slot", _loc(d))] += 1
+            key = _one_of_a_kind(d, memo)
+            if key is not None:
+                unique[key] += 1
     return out, unique
 
 
@@ -130,44 +127,30 @@ def _unique_per_kernel(world: World) -> Counter[tuple[str, str]]:
     those of the mutables no kernel reaches."""
     memo: dict[int, bool] = {}
     own: dict[int, dict[int, tuple[str, str]]] = {}  # a mutable → its one-of-a-kind nodes (gid → key)
-    refs: dict[int, list[MutLam]] = {}
-    muts: list[MutLam] = []
-    for m in walk(world):
-        if not isinstance(m, MutLam) or m.annex is not None or m.body is None:
-            continue
-        muts.append(m)
+    muts = [m for m in walk(world) if isinstance(m, MutLam) and m.annex is None and m.body is not None]
+    for m in muts:
         found: dict[int, tuple[str, str]] = {}
-        reached: list[MutLam] = []
         seen: set[int] = set()
-        stack: list[Def] = [m.body]
-        while stack:
+        stack: list[Def] = [m.body] if m.body is not None else []
+        while stack:  # m's own body: not into other mutables, nor through a parameter to its mutable
             d = stack.pop()
-            if d.gid in seen:
+            if d.gid in seen or isinstance(d, (MutLam, Var)):
                 continue
             seen.add(d.gid)
-            if isinstance(d, MutLam):
-                reached.append(d)
-                continue
-            if isinstance(d, Var):
-                continue  # a parameter names its mutable, which it does not run
             stack.extend(d.ops)
-            if not (isinstance(d, App) and d.loc is not None and isinstance(d.head, Axiom)
-                    and _effect_axiom(d.head, memo) and d.depth == _arity(d.head.ops[0])):
-                continue
-            if d.head.annex == "gpu.sync_work_items":
-                found[d.gid] = ("barrier", _loc(d))
-            elif d.head.annex in ("mem.slot", "mem.mslot") and _space_may_be_shared(d):
-                found[d.gid] = ("shared slot", _loc(d))
-        own[m.gid], refs[m.gid] = found, reached
+            key = _one_of_a_kind(d, memo)
+            if key is not None:
+                found[d.gid] = key
+        own[m.gid] = found
     units: list[set[MutLam]] = []
     for k in reference.kernels(world):
         unit = {k}
-        stack = [k]
-        while stack:
-            for y in refs.get(stack.pop().gid, ()):
+        stack_m = [k]
+        while stack_m:
+            for y in scan_mut(stack_m.pop())[1]:
                 if y not in unit:
                     unit.add(y)
-                    stack.append(y)
+                    stack_m.append(y)
         units.append(unit)
     covered = set().union(*units) if units else set()
     units.append({m for m in muts if m not in covered})
@@ -179,6 +162,19 @@ def _unique_per_kernel(world: World) -> Counter[tuple[str, str]]:
         for key, n in Counter(nodes.values()).items():
             out[key] = max(out[key], n)
     return out
+
+
+def _one_of_a_kind(d: Def, memo: dict[int, bool]) -> tuple[str, str] | None:
+    """("barrier" or "shared slot", location) for a located full application of
+    `gpu.sync_work_items` or of a slot that may be shared (`_effects` counts these), else None."""
+    if not (isinstance(d, App) and d.loc is not None and isinstance(d.head, Axiom)
+            and _effect_axiom(d.head, memo) and d.depth == _arity(d.head.ops[0])):
+        return None
+    if d.head.annex == "gpu.sync_work_items":
+        return ("barrier", _loc(d))
+    if d.head.annex in ("mem.slot", "mem.mslot") and _space_may_be_shared(d):
+        return ("shared slot", _loc(d))
+    return None
 
 
 def _space_may_be_shared(slot: App) -> bool:
@@ -205,8 +201,11 @@ def _indirect_calls(world: World) -> tuple[set[str], set[str]]:
 
 def _effects_correspond(before: Program, after: Program) -> Outcome | None:
     for old, new in zip(before.worlds(), after.worlds()):
-        (have, had_barriers), (now, _) = _effects(old), _effects(new)
-        barriers = _unique_per_kernel(new)
+        (have, had_barriers), (now, barriers) = _effects(old), _effects(new)
+        if any(n > had_barriers[key] for key, n in barriers.items()):
+            # more copies than the input in the whole World: are they in one kernel? (a kernel's
+            # count is at most the World's, so only then is the walk kernel by kernel needed)
+            barriers = _unique_per_kernel(new)
         axioms = {a for a, _ in have}
         indirect: tuple[set[str], set[str]] | None = None
         for key, d in sorted(now.items()):

@@ -434,9 +434,12 @@ class ExtraBarrier(Inliner):
         if self.owner is not None and isinstance(x, App) and is_app_of(x, "gpu.sync_work_items") and x.depth == 1:
             w = self.new
             again = w.app(ops[0], w.tuple((w.extract_n(res, 2, 0), w.extract_n(res, 2, 1))))
-            again.loc = self.owner.loc
+            self.place(x, res, again)
             return again
         return res
+
+    def place(self, old: Def, first: Def, second: Def) -> None:
+        second.loc = self.owner.loc if self.owner is not None else None
 
 
 class AddingBarriers(LamSpec):
@@ -603,17 +606,11 @@ def test_copying_a_shared_slot_into_two_call_sites_is_refuted() -> None:
     assert out.counterexample["copies"] == 2 and out.counterexample["before"] == 1
 
 
-class DoubledBarrier(Inliner):
+class DoubledBarrier(ExtraBarrier):
     """Wrong: runs each barrier of an inlined copy twice (a second operation at its location)."""
 
-    def default(self, x: Def, ops: tuple[Def, ...]) -> Def:
-        res = super().default(x, ops)
-        if self.owner is not None and isinstance(x, App) and is_app_of(x, "gpu.sync_work_items") and x.depth == 1:
-            w = self.new
-            again = w.app(ops[0], w.tuple((w.extract_n(res, 2, 0), w.extract_n(res, 2, 1))))
-            res.loc = again.loc = x.loc
-            return again
-        return res
+    def place(self, old: Def, first: Def, second: Def) -> None:
+        first.loc = second.loc = old.loc
 
 
 class DoublingBarriers(BetaRed):

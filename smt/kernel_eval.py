@@ -623,7 +623,43 @@ class Evaluator:
 
     def _arg(self, a: Def) -> Any:
         """An operand of an axiom: types stay IR nodes (the handler reads them), values are evaluated."""
-        return a if _is_type_level(a) else self.eval(a)
+        return self._type_value(a) if _is_type_level(a) else self.eval(a)
+
+    def _type_value(self, t: Def) -> Def:
+        """A type-level node with the values the current activations give the parameters it
+        mentions, as the interpreter reads it (Machine.substitute): `«n; gpu.Stream»` inside
+        `gpu.with_streams (2, f)` before lam_spec makes n a literal is `«2; gpu.Stream»`. A
+        parameter whose value here is not one literal (a symbolic Nat) is not modelled."""
+        if self.world is None or not self.scopes.deps(t):
+            return t
+        world, memo = self.world, {}
+
+        def go(x: Def) -> Def:
+            hit = memo.get(x.gid)
+            if hit is not None:
+                return hit
+            if isinstance(x, MutLam) or x.bvd != 0 or not self.scopes.deps(x):
+                res = x
+            elif isinstance(x, Var) or (isinstance(x, Extract) and isinstance(x.index, Lit) and _var_path(x.tup)):
+                res = self._reified(x)
+            else:
+                res = x.rebuild(world, tuple(go(op) for op in x.ops))
+            memo[x.gid] = res
+            return res
+
+        return go(t)
+
+    def _reified(self, x: Def) -> Def:
+        """The value of a parameter (or a component of one) as an IR node, for a type."""
+        v = self.eval(x)
+        if isinstance(v, Def):
+            return v
+        if isinstance(v, z3.BitVecRef) and z3.is_bv_value(v) and self.world is not None:
+            t = self.world.type_of(x)
+            if isinstance(t, NatT) or (isinstance(t, IdxT) and isinstance(t.size, Lit)):
+                return self.world.lit(t, v.as_long())
+        raise Unsupported(f"a type that depends on a value the model does not hold as one literal: "
+                          f"`{show(x)[:60]}`")
 
     # -------------------------------------------------------------- values
 
@@ -697,7 +733,7 @@ class Evaluator:
                 return self.values[d.annex]
             raise Unsupported(f"the value `{d.annex}`")
         if _is_type_level(d):
-            return d
+            return self._type_value(d)
         raise Unsupported(f"`{show(d)[:80]}`")
 
     def _bottom(self, d: Bot) -> Any:
@@ -773,7 +809,8 @@ class Evaluator:
             if moved is not None:
                 return moved
         try:
-            enc = bv.encode_app(annex, d.args(), _LazyEnv(self))
+            enc = bv.encode_app(annex, [self._type_value(a) if _is_type_level(a) else a for a in d.args()],
+                                _LazyEnv(self))
         except bv.NoSemantics as e:
             raise Unsupported(str(e)) from None
         except AssertionError:  # smt.bv's shape checks: an operand that is no integer here
@@ -827,6 +864,13 @@ class Evaluator:
         return elems[-1]
 
 
+def _var_path(x: Def) -> bool:
+    """Whether x is a parameter or a component of one (`Var#i#j`, literal indices)."""
+    while isinstance(x, Extract) and isinstance(x.index, Lit):
+        x = x.tup
+    return isinstance(x, Var)
+
+
 def _is_type_level(d: Def) -> bool:
     """Types and tuples of types (implicit arguments), which handlers read as IR."""
     if isinstance(d, (NatT, IdxT, Sigma, Arr)):
@@ -834,6 +878,8 @@ def _is_type_level(d: Def) -> bool:
     if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex in ("mem.Ptr", "mem.M"):
         return True
     if isinstance(d, Axiom) and d.annex == "gpu.Stream":
+        return True
+    if isinstance(d, Pack) and _is_type_level(d.body):  # a tuple of types (‹n; gpu.Stream›)
         return True
     # (n, Ts, a) of `mem.lea`: sizes are literals or, for an array of unknown size, ⊤:Nat.
     if isinstance(d, (Tuple, Pack)) and d.ops and all(_is_type_level(x) or isinstance(x, (Lit, Top)) for x in d.ops) \

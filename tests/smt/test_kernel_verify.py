@@ -593,6 +593,60 @@ def test_the_host_with_a_generic_helper_is_modelled_as_written_before_lam_spec(n
     assert got.ok and got.diagnostics == []
 
 
+@pytest.mark.parametrize("name", ["with_streams_two.mim", "streams_with_c_strings.mim", "dependent_fun.mim"])
+def test_every_world_of_a_function_generic_in_a_size_is_modelled_as_its_activation_gives_it(name: str) -> None:
+    """`«n; gpu.Stream»` in `gpu.with_streams (2, f)`, `core.bitcast (Idx n) i` in a function
+    taking n: before lam_spec makes n a literal, the host model reads the type with the value
+    the activation gives n (as the interpreter does), so the streams are checked on the program
+    as written, not on the first World after lam_spec (it said `‹n; gpu.Stream›` unsupported)."""
+    from verimim.frontend.loader import load_text
+    from verimim.phases.runner import run_pipeline
+    from verimim.smt.kernel_streams import host_run
+
+    path = C_PROGRAMS / "valid" / name
+    world, _ = load_text(path.read_text(), str(path))
+    run = run_pipeline(world, verify=False)
+    statuses = []
+    for p in [*run.earlier, run.program]:
+        got = host_run(p.host, SpecContext(timeout_ms=10_000), 8)
+        assert not isinstance(got, str), got
+        statuses.append(sorted(q.status for q in got.paths))
+    # the same paths in every World (with_streams_two reads ha[argc]: undefined from argc = 4)
+    assert len(statuses) >= 3 and all(s == statuses[-1] for s in statuses) and "done" in statuses[0]
+
+
+SIZE_FROM_ARGC = """plugin core;
+plugin mem;
+
+fun fill (n: Nat) (m0: mem.M 0): [mem.M 0, I32] =
+    let (m0, h) = mem.alloc («n; I32», 0) m0;
+    let m0 = mem.store (m0, mem.lea (h, core.bitcast (Idx n) 1), 7I32);
+    let (m0, x) = mem.load (m0, mem.lea (h, core.bitcast (Idx n) 1));
+    let m0 = mem.free (m0, h);
+    return (m0, x);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    ret (m0, x) = fill (core.nat.add (core.bitcast Nat argc, 1)) $ m0;
+    return (m0, x);
+"""
+
+
+def test_a_type_whose_size_is_a_run_time_value_is_not_modelled_and_says_so(tmp_path: Path) -> None:
+    """n = argc + 1: «n; I32» has no layout the model could give every path; host_run says
+    why (the interpreter runs it: 7)."""
+    from verimim.frontend.loader import load_text
+    from verimim.smt.kernel_streams import host_run
+
+    world, _ = load_text(SIZE_FROM_ARGC, "size_from_argc.mim")
+    got = host_run(world, SpecContext(timeout_ms=10_000), 8)
+    assert isinstance(got, str) and "depends on a value the model does not hold as one literal" in got
+    path = tmp_path / "size_from_argc.mim"
+    path.write_text(SIZE_FROM_ARGC)
+    ran = driver.run(str(path), [], ["a"])
+    assert ran.ok and ran.data["result"] == 7
+
+
 def test_an_undecided_stream_pair_without_a_launch_is_a_note_never_ok_or_an_error(tmp_path: Path) -> None:
     # puts(r) while a copy into r's second half is pending, no kernel: how far puts reads is not
     # known statically, so check cannot decide; with no `kernels` entry to mark `unknown`, a

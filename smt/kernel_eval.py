@@ -657,7 +657,7 @@ class Evaluator:
         if isinstance(v, z3.BitVecRef) and z3.is_bv_value(v) and self.world is not None:
             t = self.world.type_of(x)
             if isinstance(t, NatT) or (isinstance(t, IdxT) and isinstance(t.size, Lit)):
-                return self.world.lit(t, v.as_long())
+                return self.world.lit(t, cast(z3.BitVecNumRef, v).as_long())
         raise Unsupported(f"a type that depends on a value the model does not hold as one literal: "
                           f"`{show(x)[:60]}`")
 

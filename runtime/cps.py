@@ -380,7 +380,22 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
 
 class KernelCompiler(CpsCompiler):
     """A kernel of the device World: `Cn [M1, M3, M4, M5, Idx G, Idx I, smem, args, return]`
-    becomes a `ptx_kernel` function whose parameters are the scalar leaves of `args`."""
+    becomes a `ptx_kernel` function whose parameters are the scalar leaves of `args`.
+
+    A genuine recursion (a function passing itself a new continuation) takes its continuations
+    as records on the device heap (cps_dyn; CUDA's device `malloc`, one of PTX's system calls),
+    each work-item its own. A record is never freed; where the heap is exhausted (8 MiB by
+    default) the work-item traps, which fails the launch, rather than write through null."""
+
+    dynamic_closures = True
+
+    def _record(self, nbytes: int) -> Any:
+        ctx, ir, b = self.ctx, self.ir, self.builder
+        rec = b.call(ctx.intrinsic("malloc", ctx.ptr, [ctx.i64]), [ir.Constant(ctx.i64, nbytes)])
+        null = b.icmp_unsigned("==", rec, ir.Constant(ctx.ptr, None))
+        with b.if_then(null, likely=False):
+            b.call(ctx.intrinsic("llvm.trap", ir.VoidType(), []), [])
+        return rec
 
     def compile(self) -> KernelInfo:
         ctx, ir, k = self.ctx, self.ir, self.kernel

@@ -12,14 +12,16 @@ interpreter checks the program; compiled code only runs it).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from verimim.diagnostics import Loc
 from verimim.ir.defs import Def, MutLam, Pi
 from verimim.runtime.lowering import P, Ret, show_short, unsupported
 
 SLOT = 8  # bytes per record slot: the tag, then one per captured scalar
+T = TypeVar("T")
 
 
 class NeedDynamic(Exception):
@@ -28,6 +30,20 @@ class NeedDynamic(Exception):
     def __init__(self, mut: MutLam) -> None:
         super().__init__(mut.name)
         self.mut = mut
+
+
+def compile_until_static(attempt: Callable[[set[int]], T]) -> T:
+    """`attempt(dynamic)` again with each mutable it reports (NeedDynamic) added to `dynamic`, the
+    mutables whose continuations come from records, until it compiles. Each round adds one
+    mutable, so this ends; a mutable reported twice is a recursion records cannot compile."""
+    dynamic: set[int] = set()
+    while True:
+        try:
+            return attempt(dynamic)
+        except NeedDynamic as e:
+            if e.mut.gid in dynamic:
+                raise unsupported(f"the recursion of `{e.mut.name}`", e.mut.loc) from None
+            dynamic.add(e.mut.gid)
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,7 +83,7 @@ class DynamicClosures:
         self._unreachable: Any = None
 
     def _record(self, nbytes: int) -> Any:
-        """Override (host): a fresh heap record of nbytes."""
+        """Override (host, device): a fresh heap record of nbytes."""
         raise unsupported("a continuation known only at run time", None)
 
     # ------------------------------------------------------------------ values ↔ scalar leaves

@@ -27,7 +27,7 @@ from verimim.interp.machine import find_main
 from verimim.plug.c_lib import c_name
 from verimim.runtime.c_host import CFunctions, emit_call
 from verimim.runtime.cps import CpsCompiler
-from verimim.runtime.cps_dyn import NeedDynamic
+from verimim.runtime.cps_dyn import compile_until_static
 from verimim.runtime.lowering import (
     AXIOMS, P, RET, KernelInfo, ModuleContext, literal_of, llvm_binding, show_short, unsupported,
 )
@@ -95,7 +95,6 @@ class _HostCtx(ModuleContext):
         self.module.triple = llvm.get_process_triple()
         tm = llvm.Target.from_default_triple().create_target_machine()
         self.module.data_layout = str(tm.target_data)
-        self.ptr = self.ir.PointerType()
 
     def llty(self, kind: tuple[str, int, int]) -> Any:
         if kind[0] == "ptr":
@@ -374,21 +373,16 @@ class _HostCompiler(CpsCompiler):
 def emit_host(host_world: World, kernels: dict[str, KernelInfo]) -> HostModule:
     """The LLVM IR of the host World's `main` (kernels launched by their index in the result)."""
     main = find_main(host_world)
-    dyn: set[int] = set()
-    while True:
+
+    def attempt(dynamic: set[int]) -> HostModule:
+        # (a recursion: compiled again with its continuations known at run time, cps_dyn)
         ctx = _HostCtx(host_world)
         comp = _HostCompiler(ctx, main, kernels)
-        comp.dyn_muts = dyn
-        try:
-            comp.compile_main()
-            break
-        except NeedDynamic as e:
-            # A recursion: compile again with that mutable's continuations known at run time
-            # (verimim.runtime.cps_dyn); each round adds one, so this ends.
-            if e.mut.gid in dyn:
-                raise unsupported(f"the recursion of `{e.mut.name}`", e.mut.loc) from None
-            dyn.add(e.mut.gid)
-    return HostModule(str(ctx.module), comp.kernel_ids)
+        comp.dyn_muts = dynamic
+        comp.compile_main()
+        return HostModule(str(ctx.module), comp.kernel_ids)
+
+    return compile_until_static(attempt)
 
 
 def verify_ir(text: str) -> Any:

@@ -137,6 +137,7 @@ class ModuleContext:
         self.module = ir.Module(name="verimim_device")
         self.module.triple = TRIPLE
         self.i1, self.i8, self.i32, self.i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+        self.ptr = ir.PointerType()  # generic (address space 0): what `malloc` returns
         self._fns: dict[str, Any] = {}
         self._dyn: Any = None
         self._static: dict[tuple[int, int], Any] = {}
@@ -246,7 +247,10 @@ class ModuleContext:
         if k == "stream":
             return self.i64
         if k == "ptr":
-            return self.ir.PointerType(addrspace=a) if a else self.ir.PointerType()
+            # A local pointer is generic: a slot of an activation of a genuine recursion is a heap
+            # block (runtime.cps), which no addrspace(5) pointer reaches; LLVM's address-space
+            # inference gives an `alloca`'s accesses back to the local space.
+            return self.ir.PointerType(addrspace=a) if a and a != 5 else self.ir.PointerType()
         if k == "cont":  # a function stored in memory or loaded from it: nothing the backends lay out
             raise unsupported("a function or continuation value as data (stored in or loaded from memory)", None)
         raise AssertionError(k)
@@ -829,13 +833,8 @@ class BodyCompiler:
                 slot_id = literal_of(id_node, "a shared slot id", loc) if id_node is not None else 0
                 g = ctx.static_slot((d.gid, slot_id), max(size, 1), align, self.name)
                 return (None, P(g, align, 3))
-            if space in (0, 5):
-                mem = self._slot_memory(max(size, 1), align)
-                if space == 5:
-                    ptr = self.builder.addrspacecast(mem, self.ir.PointerType(addrspace=5))
-                else:
-                    ptr = mem
-                return (None, P(ptr, align, space))
+            if space in (0, 5):  # (a local slot's pointer is generic: ModuleContext.llty)
+                return (None, P(self._slot_memory(max(size, 1), align), align, space))
             raise unsupported(f"`{annex}` in address space {space} in a kernel", loc)
         if annex == "mem.lea":
             n, ts, _a = self._implicit(args[0], 3, loc)

@@ -30,6 +30,7 @@ from typing import Any
 from verimim.diagnostics import VerimimError
 from verimim.ir.world import World
 from verimim.runtime.cps import KernelCompiler
+from verimim.runtime.cps_dyn import compile_until_static
 from verimim.runtime.lowering import TRIPLE, KernelInfo, ModuleContext, llvm_binding
 
 
@@ -49,16 +50,23 @@ def target_machine(sm: str = "sm_90", opt: int = 3) -> Any:
 
 
 def emit_llvm(device_world: World, *, param_align: int = 16, sm: str = "sm_90") -> tuple[str, dict[str, KernelInfo]]:
-    """The (unoptimized) LLVM IR text of every kernel of the device World."""
-    ctx = ModuleContext(device_world, param_align)
+    """The (unoptimized) LLVM IR text of every kernel of the device World (the module compiled
+    again, all kernels, where a recursion needs continuations known at run time: cps_dyn)."""
     tm = target_machine(sm)
-    ctx.module.data_layout = str(tm.target_data)
-    kernels: dict[str, KernelInfo] = {}
-    for name, k in sorted(device_world.externals.items()):
-        if k.body is None:
-            continue
-        kernels[name] = KernelCompiler(ctx, k, name).compile()
-    return str(ctx.module), kernels
+
+    def attempt(dynamic: set[int]) -> tuple[str, dict[str, KernelInfo]]:
+        ctx = ModuleContext(device_world, param_align)
+        ctx.module.data_layout = str(tm.target_data)
+        kernels: dict[str, KernelInfo] = {}
+        for name, k in sorted(device_world.externals.items()):
+            if k.body is None:
+                continue
+            comp = KernelCompiler(ctx, k, name)
+            comp.dyn_muts = dynamic
+            kernels[name] = comp.compile()
+        return str(ctx.module), kernels
+
+    return compile_until_static(attempt)
 
 
 def optimize(mod: Any, tm: Any, level: int = 3) -> None:

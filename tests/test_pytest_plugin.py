@@ -4,8 +4,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import z3  # noqa: F401
+
+from verimim.runtime.lowering import llvm_binding
 
 pytest_plugins = ["pytester"]
+
+# pytester's in-process runs drop the modules they import when they end. verimim keeps some it
+# imports lazily (llvmlite's binding, initialised once: `llvm_binding`; z3 through the
+# specifications), so a run after the first mixed two copies of them (`expected LP_LLVMType
+# instance instead of LP_LLVMType`) whenever an earlier test file had imported verimim but not
+# them. Imported here, they are in every run's snapshot and never dropped.
+llvm_binding()
 
 
 @pytest.fixture(autouse=True)

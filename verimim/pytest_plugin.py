@@ -13,7 +13,7 @@ annotations decide which items it gets (see `MimFile.aspects`):
                  files with EXPECT, or an EXPECT-ERROR that `check` does not report
     run[gpu]     the same compiled and run on a GPU (skipped without a CUDA device); a file whose
                  program the GPU backend does not compile says so with `// EXPECT-GPU-ERROR:
-                 CODE` (E-UNSUPPORTED: non-tail recursion, ...), and its GPU run must report it
+                 CODE` (E-UNSUPPORTED: `direct.cps2ds` in compiled host code, ...), and its GPU run must report it
     filecheck    the `// CHECK:` lines (FileCheck syntax) match `verimim dump [--after PHASE]`,
                  PHASE from `// CHECK-AFTER: PHASE`
 

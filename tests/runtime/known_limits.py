@@ -19,6 +19,3 @@ def xfail_if_known_limit(e: VerimimError, path: Path) -> None:
     if "direct.cps2ds" in text:
         pytest.xfail("a direct-style call of a CPS function needs upstream's `direct.cps2ds` phase, "
                      "which verimim does not have; the interpreter runs it")
-    if "GPU backend cannot compile the recursion of" in text:
-        pytest.xfail("kernels are compiled a block per continuation instance: genuine recursion on the "
-                     "device is not (the host backend's run-time closures are host code)")

@@ -11,7 +11,7 @@ llvm = pytest.importorskip("llvmlite.binding")
 from verimim.diagnostics import VerimimError  # noqa: E402
 from verimim.ir.defs import App, Axiom, Lit, Tuple  # noqa: E402
 from verimim.phases.base import walk  # noqa: E402
-from verimim.runtime.nvptx import compile_device, compile_device_module  # noqa: E402
+from verimim.runtime.nvptx import DeviceModule, compile_device, compile_device_module  # noqa: E402
 from verimim.runtime.pipeline import device_world_of  # noqa: E402
 
 from .conftest import kernel_programs  # noqa: E402
@@ -184,36 +184,52 @@ REC_CALL = FUN_CALL.replace("""fun step (m1: gpu.GlobalM, p: gpu.GlobalPtr I32):
     end;""")
 
 
-def test_function_calls_in_a_kernel_are_inlined(tmp_path: Path) -> None:
-    """A `fun` called from a kernel (direct style) is instantiated for its return continuation."""
+def _compiled_without_lam_spec(tmp_path: Path, text: str) -> DeviceModule:
+    """The device module of `text`, its IR verified, compiled without compile.lam_spec (which
+    would inline `step` before the code generator sees it)."""
     from verimim.frontend.loader import load_program
     from verimim.phases.pipeline import default_pipeline
     from verimim.phases.program_pipeline import PipelineSpec
     from verimim.phases.runner import run_pipeline
 
     f = tmp_path / "k.mim"
-    f.write_text(FUN_CALL)
+    f.write_text(text)
     world, _ = load_program(str(f), [])
-    # without compile.lam_spec, which would inline `step` before the code generator sees it
     spec = PipelineSpec(main=[p for p in default_pipeline() if p != "compile.lam_spec"])
     dev = run_pipeline(world, verify=False, pipeline=spec).program.device
     assert dev is not None
     dm = compile_device_module(dev, "sm_90")
     llvm.parse_assembly(dm.llvm_ir).verify()
+    return dm
+
+
+def test_function_calls_in_a_kernel_are_inlined(tmp_path: Path) -> None:
+    """A `fun` called from a kernel (direct style) is instantiated for its return continuation."""
+    dm = _compiled_without_lam_spec(tmp_path, FUN_CALL)
     assert dm.llvm_ir.count("define ") == 1 and "step.1:" in dm.llvm_ir
     assert ".entry kernel" in dm.ptx
 
 
-@pytest.mark.parametrize("src,what", [(BIG_IDX, "modulo 5000000000"), (REC_CALL, "recursion of `step`")],
-                         ids=["wide-non-power-of-two", "non-tail-recursion"])
-def test_unsupported_is_a_diagnostic(tmp_path: Path, src: str, what: str) -> None:
+def test_unsupported_is_a_diagnostic(tmp_path: Path) -> None:
     f = tmp_path / "k.mim"
-    f.write_text(src)
+    f.write_text(BIG_IDX)
     _host, dev = device_world_of(str(f))
     with pytest.raises(VerimimError) as ei:
         compile_device(dev)
     assert ei.value.code == "E-UNSUPPORTED"
-    assert what in ei.value.message
+    assert "modulo 5000000000" in ei.value.message
+
+
+def test_a_genuine_recursion_in_a_kernel_takes_its_continuations_from_device_heap_records(tmp_path: Path) -> None:
+    """`step` calls itself with a new return continuation each time (not a loop): it was
+    E-UNSUPPORTED on the device. Its continuations are now records the work-item mallocs
+    (a PTX system call) and a tag switch enters (runtime.cps_dyn, as on the host); a null
+    record traps. The GPU runs are tests/runtime/test_cuda.py's, on the corpus programs with a
+    recursion in a kernel (valid/kernel_recursive_sum_returns.mim, …)."""
+    dm = _compiled_without_lam_spec(tmp_path, REC_CALL)
+    assert "call ptr @\"malloc\"(i64" in dm.llvm_ir and "call void @\"llvm.trap\"()" in dm.llvm_ir
+    assert "switch i64" in dm.llvm_ir  # the return into a continuation known at run time
+    assert ".extern .func  (.param .b64 func_retval0) malloc" in dm.ptx and "trap;" in dm.ptx
 
 
 def test_runtime_imports_without_z3(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -654,6 +654,8 @@ class Evaluator:
         v = self.eval(x)
         if isinstance(v, Def):
             return v
+        if isinstance(v, z3.BitVecRef) and not z3.is_bv_value(v):
+            v = z3.simplify(v)  # (a constant built by operations on literals)
         if isinstance(v, z3.BitVecRef) and z3.is_bv_value(v) and self.world is not None:
             t = self.world.type_of(x)
             if isinstance(t, NatT) or (isinstance(t, IdxT) and isinstance(t.size, Lit)):

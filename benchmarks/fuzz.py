@@ -4,6 +4,7 @@ under two schedules and after every phase), with and without the campaign machin
 scaling from 1 to N workers, where a program's time goes, peak memory, and program sizes.
 
     python benchmarks/fuzz.py [--seconds 60] [--workers 1,2] [--no-verify]
+    python benchmarks/fuzz.py --against REV [--programs 40] [--rounds 3]
 
   plain      the plain `fuzz` engine (run_campaign: a Hypothesis @given loop, one process)
   direct     the campaign's own task (generate from a seed, check) in a loop, one process,
@@ -15,6 +16,8 @@ It also prints where a program's time goes (the journal's seconds per oracle sta
 resident memory of one process checking programs (what each worker holds), the distribution
 of operations, kernels and launches per program, and the load average, since the cores may be
 shared. Baseline: 1 worker (the scaling ratio) and the issue's aim of 10 programs/s/core.
+`--against REV` measures a change instead: the same programs checked by this tree and by git
+revision REV, alternately, with medians and their ratio.
 """
 from __future__ import annotations
 
@@ -89,13 +92,68 @@ def campaign(seconds: float, verify: bool, workers: int) -> tuple[int, float, fl
     return s.programs, s.seconds, total - s.seconds, stages
 
 
+# A child process checking programs 1..N of seed 0 (after program 0, which loads the plugins):
+# prints the seconds they took.
+_TIMED = ("import time\nfrom verimim.fuzz.task import Settings, check_index\n"
+          "s = Settings(seed=0, verify={verify})\ncheck_index(s, 0)\nt = time.monotonic()\n"
+          "for i in range(1, {n} + 1):\n    check_index(s, i)\nprint(time.monotonic() - t)\n")
+_SUBPACKAGES = ("runtime", "phases", "smt", "fuzz")  # top-level folders imported as verimim.<sub>
+
+
+def _timed_in(tree: Path, n: int, verify: bool) -> float:
+    """Seconds for programs 1..n checked by the verimim of `tree` (its own code, not the installed
+    one: `tree` first on the path, its subpackages linked as scripts/gpu_verify.sh links them)."""
+    import subprocess
+
+    links = [tree / "verimim" / sub for sub in _SUBPACKAGES if not (tree / "verimim" / sub).exists()]
+    for link in links:
+        link.symlink_to(Path("..") / link.name)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        out = subprocess.run([sys.executable, "-c", _TIMED.format(verify=verify, n=n)], cwd=tree, env=env,
+                             check=True, capture_output=True, text=True).stdout
+        return float(out.split()[-1])
+    finally:
+        for link in links:
+            link.unlink()
+
+
+def against(rev: str, n: int, rounds: int, verify: bool) -> None:
+    """This tree against revision `rev` (a temporary git worktree) on the same n programs,
+    alternately, `rounds` times each: medians, their ratio. The same programs and the same load
+    for both (a 60 s run's count varies by a quarter between runs on a shared machine)."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as d:
+        base = Path(d) / "base"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(base), rev], check=True)
+        try:
+            times: dict[str, list[float]] = {"this tree": [], rev: []}
+            for _ in range(rounds):
+                times[rev].append(_timed_in(base, n, verify))
+                times["this tree"].append(_timed_in(ROOT, n, verify))
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for k, v in times.items():
+        print(f"{k:<12} {n} programs: median {med[k]:6.1f} s = {n / med[k]:5.2f} /s  "
+              f"(runs {', '.join(f'{x:.1f}' for x in v)})")
+    print(f"ratio: this tree checks {med[rev] / med['this tree']:.2f}x as many programs per second as {rev}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--against", metavar="REV", help="compare with git revision REV on the same programs instead")
+    ap.add_argument("--programs", type=int, default=40, help="with --against: programs per run")
+    ap.add_argument("--rounds", type=int, default=3, help="with --against: runs of each tree")
     a = ap.parse_args()
     verify = not a.no_verify
+    if a.against:
+        against(a.against, a.programs, a.rounds, verify)
+        return
     print(f"{'with' if verify else 'without'} Z3 specifications, {a.seconds:.0f} s each, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     n, s, sizes = plain(a.seconds, verify)

@@ -130,7 +130,9 @@ class DynamicClosures:
             return [x for f in self.ctx.field_types(t) for x in self._leaf_types(f)]
         if sc[0] == "mem":
             return []
-        return [self.ctx.ptr if sc[0] in ("cont", "ptr") else self.ctx.llty(sc)]
+        # A pointer keeps its address space's type: a record holds a shared-space address as
+        # itself, and a generic load of one would read elsewhere (an illegal address on the GPU).
+        return [self.ctx.ptr if sc[0] == "cont" else self.ctx.llty(sc)]
 
     # ------------------------------------------------------------------ closures → records
 

@@ -232,6 +232,17 @@ def test_a_genuine_recursion_in_a_kernel_takes_its_continuations_from_device_hea
     assert ".extern .func  (.param .b64 func_retval0) malloc" in dm.ptx and "trap;" in dm.ptx
 
 
+def test_a_record_holds_a_shared_pointer_as_one() -> None:
+    """A recursion's return continuation captures a pointer into the shared space: its record
+    slot is stored and loaded as `ptr addrspace(3)`. Loaded as a generic pointer, the shared
+    address was read as a generic one (CUDA_ERROR_ILLEGAL_ADDRESS, or another cell)."""
+    path = Path(__file__).resolve().parents[1] / "programs" / "valid" / "kernel_recursion_through_a_shared_pointer.mim"
+    _host, dev = device_world_of(str(path))
+    ir = compile_device_module(dev, "sm_90").llvm_ir
+    assert "call ptr @\"malloc\"" in ir
+    assert "store ptr addrspace(3)" in ir and "load ptr addrspace(3), ptr" in ir
+
+
 def test_runtime_imports_without_z3(monkeypatch: pytest.MonkeyPatch) -> None:
     """The GPU machine has no z3: the runtime and the interpreter must not need it."""
     import subprocess

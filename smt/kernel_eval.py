@@ -35,7 +35,9 @@ import z3
 
 from verimim.diagnostics import Loc
 from verimim.ir.defs import App, Arr, Axiom, Bot, Def, Extract, IdxT, Lam, Lit, MutLam, NatT, Pack, Param, Sigma, Top, Tuple, Var
+from verimim.ir.analysis import is_var_path
 from verimim.ir.schedule import Scopes, schedule
+from verimim.ir.world import World
 from verimim.layout import NVPTX64, layout_of, ptr_space
 from verimim.printer import show
 from verimim.smt import bv
@@ -640,8 +642,8 @@ class Evaluator:
                 return hit
             if isinstance(x, MutLam) or x.bvd != 0 or not self.scopes.deps(x):
                 res = x
-            elif isinstance(x, Var) or (isinstance(x, Extract) and isinstance(x.index, Lit) and _var_path(x.tup)):
-                res = self._reified(x)
+            elif is_var_path(x):
+                res = self._reified(x, world)
             else:
                 res = x.rebuild(world, tuple(go(op) for op in x.ops))
             memo[x.gid] = res
@@ -649,17 +651,17 @@ class Evaluator:
 
         return go(t)
 
-    def _reified(self, x: Def) -> Def:
+    def _reified(self, x: Def, world: World) -> Def:
         """The value of a parameter (or a component of one) as an IR node, for a type."""
         v = self.eval(x)
         if isinstance(v, Def):
             return v
         if isinstance(v, z3.BitVecRef) and not z3.is_bv_value(v):
             v = z3.simplify(v)  # (a constant built by operations on literals)
-        if isinstance(v, z3.BitVecRef) and z3.is_bv_value(v) and self.world is not None:
-            t = self.world.type_of(x)
+        if isinstance(v, z3.BitVecRef) and z3.is_bv_value(v):
+            t = world.type_of(x)
             if isinstance(t, NatT) or (isinstance(t, IdxT) and isinstance(t.size, Lit)):
-                return self.world.lit(t, cast(z3.BitVecNumRef, v).as_long())
+                return world.lit(t, cast(z3.BitVecNumRef, v).as_long())
         raise Unsupported(f"a type that depends on a value the model does not hold as one literal: "
                           f"`{show(x)[:60]}`")
 
@@ -864,13 +866,6 @@ class Evaluator:
                 return elems[k]
         self.assume(cast(z3.BoolRef, idx == len(elems) - 1))
         return elems[-1]
-
-
-def _var_path(x: Def) -> bool:
-    """Whether x is a parameter or a component of one (`Var#i#j`, literal indices)."""
-    while isinstance(x, Extract) and isinstance(x.index, Lit):
-        x = x.tup
-    return isinstance(x, Var)
 
 
 def _is_type_level(d: Def) -> bool:

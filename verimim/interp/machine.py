@@ -24,6 +24,7 @@ from verimim.interp.values import (
 from verimim.ir.defs import (
     App, Arr, Axiom, Def, Extract, Insert, Lit, MutLam, Pack, Sigma, Var,
 )
+from verimim.ir.analysis import is_var_path
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.plug.c_lib import C_PREFIX
@@ -556,7 +557,7 @@ class Machine:
                 return hit
             if isinstance(x, Var):
                 res = self.reify(env[-x.mut.gid], x.mut.pi.dom, w)
-            elif isinstance(x, Extract) and isinstance(x.index, Lit) and self._var_path(x):
+            elif isinstance(x, Extract) and is_var_path(x):
                 res = self._reify_path(x, env)
             else:
                 ops = tuple(go(op) for op in x.ops)
@@ -565,11 +566,6 @@ class Machine:
             return res
 
         return go(d)
-
-    def _var_path(self, x: Def) -> bool:
-        while isinstance(x, Extract) and isinstance(x.index, Lit):
-            x = x.tup
-        return isinstance(x, Var)
 
     def _reify_path(self, x: Extract, env: Env) -> Def:
         """`Var#i#j` reified from just that component of the parameter's value."""

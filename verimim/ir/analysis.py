@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from verimim.ir.defs import Def, MutLam, Var
+from verimim.ir.defs import Def, Extract, Lit, MutLam, Var
 
 
 def free_muts(m: MutLam, cache: dict[int, frozenset[MutLam]]) -> frozenset[MutLam]:
@@ -85,6 +85,14 @@ def scan_mut(m: MutLam, annexes: bool = False) -> tuple[set[MutLam], set[MutLam]
     kept[True] = (m.body, m.pi, frozen_vars, frozenset(muts))
     kept[False] = (m.body, m.pi, frozen_vars, frozenset(x for x in muts if x.annex is None))
     return set(frozen_vars), set(kept[annexes][3])
+
+
+def is_var_path(x: Def) -> bool:
+    """Whether x is a parameter or a component of one (`Var`, `Var#i#j` with literal indices):
+    what a type-level node's substitution takes from an activation's value."""
+    while isinstance(x, Extract) and isinstance(x.index, Lit):
+        x = x.tup
+    return isinstance(x, Var)
 
 
 def vars_of(root: Def, seen: set[int] | None = None) -> list[Var]:

@@ -102,7 +102,7 @@ DEFAULT_FEATURES: dict[str, Any] = {
     # state outside the parameters (fuzz/shapes_state.py): slot accumulators, carried continuations,
     # slots in one branch arm, a helper with a shared slot called twice, races in shared memory
     "stateful_shapes": True,
-    "carried_continuations": True,  # of those, loops carrying a continuation (not on the GPU: task.GPU_FEATURES)
+    "carried_continuations": True,  # of those, loops carrying a continuation chosen at run time
 }
 
 
@@ -1313,11 +1313,13 @@ def mixed_programs(defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | N
     first (so it is the first generator choice)."""
     kinds = list(defect_kinds or DEFECTS)
     strategies = {None: programs(**features), **{k: programs(defect=k, **features) for k in kinds}}
-    clean = max(0, round(len(kinds) * (1 - defect_ratio) / max(defect_ratio, 1e-9)))
+    # None (a clean program) `clean` times against each kind once; a ratio of 0: clean only
+    clean = max(0, round(len(kinds) * (1 - defect_ratio) / defect_ratio)) if defect_ratio > 0 else 1
+    pool = [None] * clean + (kinds if defect_ratio > 0 else [])
 
     @st.composite
     def choose(draw: Callable[..., Any]) -> GeneratedProgram:
-        kind = draw(st.sampled_from([None] * clean + kinds), label="defect kind")
+        kind = draw(st.sampled_from(pool), label="defect kind")
         return draw(strategies[kind])
 
     return choose()

@@ -100,9 +100,9 @@ def generate(seed: int | None = None, choices: tuple[Choice, ...] | None = None,
 
 
 # What a GPU campaign does not draw: constructs the GPU backend states it does not compile
-# (E-UNSUPPORTED: a continuation chosen at run time and carried as a value), which would be
-# reported as differences from the interpreter on every such program.
-GPU_FEATURES: dict[str, Any] = {"carried_continuations": False}
+# (E-UNSUPPORTED), which would be reported as differences from the interpreter on every such
+# program. None now: continuations chosen at run time compile as device-heap records (cps_dyn).
+GPU_FEATURES: dict[str, Any] = {}
 
 
 @functools.lru_cache(maxsize=8)

@@ -267,6 +267,10 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
             return self.ir.Constant(self.ir.IntType(self._int_leaf(self._resolve(d.ops[0]), d.loc)), d.value)
         return super()._val(d)
 
+    def _select_element(self, iv: Any, elems: list[Any], d: Extract) -> Any:
+        chosen = self._select_continuation(iv, elems, d) if self.dynamic_closures else None
+        return chosen if chosen is not None else super()._select_element(iv, elems, d)
+
     def _int_leaf(self, t: Def, loc: Loc | None) -> int:
         sc = self.ctx.scalar(t)
         if sc is None or sc[0] != "int":

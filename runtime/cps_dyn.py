@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from verimim.diagnostics import Loc
 from verimim.ir.defs import Def, MutLam, Pi
+from verimim.ir.schedule import holds_continuation
 from verimim.runtime.lowering import P, Ret, show_short, unsupported
 
 SLOT = 8  # bytes per record slot: the tag, then one per captured scalar
@@ -142,7 +143,16 @@ class DynamicClosures:
         hit = self.captures.get(m.gid)
         if hit is not None:
             return hit
-        out = self.scopes.outside(m, self.ctx.is_static)
+        # A choice between continuations (`(finish, return)#c`) is looked into: the continuations
+        # m's activation makes are made there, from what the record holds, not in m's creator.
+        out = self.scopes.outside(m, lambda x: self.ctx.is_static(x) or holds_continuation(x))
+        # What m's activation computes once for the continuations it makes (Scopes.shared_needs)
+        # from enclosing parameters is captured whole too (a constant is computed anywhere): the trampoline has no creator to take
+        # its parts from (a shared `mem.lea (out, i)` needs `out` and `i`, which no body names).
+        local, taken = self.scopes.nested(m), {x.gid for x in out}
+        out += [x for x in self.scopes.shared_needs(m, self._is_leaf)  # type: ignore[attr-defined]
+                if x.gid not in taken and not self.ctx.is_static(x) and self.scopes.deps(x)
+                and self.scopes.deps(x).isdisjoint(local)]
         self.captures[m.gid] = out
         return out
 
@@ -177,6 +187,17 @@ class DynamicClosures:
             self.scope = outer
             self._making.discard(m.gid)
         return self._store_record(tr.tag, leaves)
+
+    def _select_continuation(self, iv: Any, elems: list[Any], d: Any) -> Any | None:
+        """A continuation chosen at run time (`(after, adjust)#c` passed as a value): each
+        candidate's record, and the one at iv, whose jumps dispatch on its tag (None: d is not
+        a continuation)."""
+        t = self.w.type_of(d)
+        sc = self.ctx.scalar(t)
+        if sc is None or sc[0] != "cont" or not isinstance(t, Pi):
+            return None
+        ptrs = [self._materialize(e, t, d.loc) for e in elems]
+        return DynClo(self._select(iv, ptrs, d.loc), t)  # type: ignore[attr-defined]
 
     def _store_record(self, tag: int, leaves: list[Any]) -> Any:
         ir, b, i64 = self.ir, self.builder, self.ctx.i64

@@ -535,7 +535,7 @@ class BodyCompiler:
                 raise unsupported(f"`{show_short(d)}`", d.loc)
             if not isinstance(tv, tuple):
                 return tv
-            return self._select(self._val(d.index), list(tv), d.loc)
+            return self._select_element(self._val(d.index), list(tv), d)
         if isinstance(d, Insert):
             tv = self._val(d.ops[0])
             idx, v = d.ops[1], self._val(d.ops[2])
@@ -581,6 +581,11 @@ class BodyCompiler:
         if not hasattr(a, "type") or not hasattr(b, "type"):
             raise unsupported("choosing between continuations or values of different shapes by a run-time index", loc)
         return self.builder.select(c, a, b)
+
+    def _select_element(self, iv: Any, elems: list[Any], d: Extract) -> Any:
+        """The element of `d.tup` at the run-time index iv (the code generators of continuations
+        override it: a continuation chosen at run time)."""
+        return self._select(iv, elems, d.loc)
 
     def _select(self, iv: Any, elems: list[Any], loc: Loc | None) -> Any:
         res = elems[0]

@@ -234,6 +234,43 @@ con rec_ (m: mem.M 0, i: Nat, last: Cn [mem.M 0, Cn [mem.M 0, Nat]], alt: Cn [me
     assert e.value.code == "E-UNSUPPORTED" and "capture each other" in str(e.value)
 
 
+CARRIED = """
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
+    loop (m0, 0, argc, after)
+    where
+        con after (m: mem.M 0, r: I32) = (small, big)#(core.icmp.ug (r, 100I32)) m
+        where
+            con small (m: mem.M 0) = return (m, core.wrap.add 0 (r, core.wrap.mul 0 (argc, 1000I32)));
+            con big (m: mem.M 0) = return (m, core.wrap.sub 0 (core.wrap.mul 0 (argc, 1000I32), r));
+        end;
+        con adjust (m: mem.M 0, r: I32) = after (m, core.wrap.add 0 (r, 7I32));
+        con loop (m: mem.M 0, i: Nat, acc: I32, k: Cn [mem.M 0, I32]) =
+            (fin, body)#(core.ncmp.l (i, 5)) m
+            where
+                con fin (m: mem.M 0) = k (m, acc);
+                con body (m: mem.M 0) =
+                    loop (m, core.nat.add (i, 1), core.wrap.add 0 (core.wrap.mul 0 (acc, 3I32), core.bitcast I32 i),
+                          (after, adjust)#(core.ncmp.e (i, core.bitcast Nat argc)));
+            end;
+    end;
+"""
+
+
+def test_a_loop_carrying_a_continuation_chosen_at_run_time_runs_natively() -> None:
+    # `(after, adjust)#(i == argc)` is a value of type Cn passed on every back edge: each
+    # candidate is a record, the index picks one, and `fin` jumps through its tag (cps_dyn).
+    # `after` is entered from a record: the continuations it makes (`small`, `big`) come from
+    # there, and what both take from outside (argc·1000) is in the record. Only the last back
+    # edge (i = 4) decides: argc = 4 leaves through `adjust`.
+    world, prog = _compile_text(CARRIED)
+    assert ".dyn:" in prog.host.llvm_ir
+    jitted = jit(prog)
+    for args in ([], ["a"], ["a", "b", "c"], ["a", "b", "c", "d"]):
+        assert run_jitted(jitted, ["p", *args]) == _interp(world, ["p", *args])
+    # argc = 4: acc = 4·3⁵ + 0·3⁴ + 1·3³ + 2·3² + 3·3 + 4 = 1030, +7 by adjust; > 100: big
+    assert _interp(world, ["p", "a", "b", "c"]) == 4000 - 1037
+
+
 def test_a_run_time_closure_that_the_continuation_it_makes_names_back_runs_natively() -> None:
     # pb (passed to rec_ as `last`, so entered from a record) makes `go`, which jumps to q, which
     # names pb again: q is made by pb's activations (every way to q passes through pb), so pb's

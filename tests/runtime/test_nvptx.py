@@ -2,6 +2,7 @@
 PTX for sm_90 (no GPU needed)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -241,6 +242,20 @@ def test_a_record_holds_a_shared_pointer_as_one() -> None:
     ir = compile_device_module(dev, "sm_90").llvm_ir
     assert "call ptr @\"malloc\"" in ir
     assert "store ptr addrspace(3)" in ir and "load ptr addrspace(3), ptr" in ir
+
+
+def test_a_continuation_chosen_at_run_time_is_a_device_heap_record() -> None:
+    """`(after, adjust)#(i == item)` passed on a loop's back edge (it was E-UNSUPPORTED on the
+    device: "choosing between continuations … by a run-time index"): both candidates become
+    records, a `select` picks the pointer, and `fin`'s jump to k switches on the record's tag.
+    The GPU run is test_cuda.py's, on the corpus program (EXPECT 186)."""
+    path = Path(__file__).resolve().parents[1] / "programs" / "valid" / \
+        "kernel_loop_carrying_a_continuation_chosen_at_run_time.mim"
+    _host, dev = device_world_of(str(path))
+    ir = compile_device_module(dev, "sm_90").llvm_ir
+    assert "call ptr @\"malloc\"" in ir and "switch i64" in ir
+    assert re.search(r"= select\s+i1 %\S+, ptr %\S+, ptr %", ir)  # the chosen record
+    assert "after.dyn:" in ir and "adjust.dyn:" in ir  # a trampoline per candidate
 
 
 def test_runtime_imports_without_z3(monkeypatch: pytest.MonkeyPatch) -> None:

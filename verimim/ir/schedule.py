@@ -540,7 +540,7 @@ class Scopes:
                 stack.append((x.arg, False))
             else:
                 stack.extend((op, False) for op in x.ops)
-            if head or isinstance(x, Lam) or x.bvd != 0 or self.is_local(y, x) or _holds_continuation(x):
+            if head or isinstance(x, Lam) or x.bvd != 0 or self.is_local(y, x) or holds_continuation(x):
                 continue  # (x.bvd: inside an immutable λ's body, open: only that λ can compute it)
             out.append(x)
         return out
@@ -622,7 +622,7 @@ class Scopes:
             stack.extend(x.ops)
 
 
-def _holds_continuation(x: Def) -> bool:
+def holds_continuation(x: Def) -> bool:
     """Whether x is built from a mutable by tuples, extracts and packs: a continuation chosen
     (`(finish, return)#c`), not data. A code generator jumps through it; as a value, a choice
     between continuations of different shapes is nothing it can compute."""

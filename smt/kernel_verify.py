@@ -396,13 +396,16 @@ def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, run
     a, b = hit.a, hit.b
     acc = [_access_json(model, a, w1, launch, 1), _access_json(model, b, w2, launch, 2)]
     wis = [ids(model, w1), ids(model, w2)]
+    # the first byte both accesses touch (they overlap: a halfword written at 6 and a word read
+    # at 4 share bytes 6 and 7, not 4)
+    byte = max(x["byte_offset"] for x in acc)
     cex: dict[str, Any] = {"work_items": wis, "kernel_args": _args(model, kp), "main_inputs": _main_inputs(model, launch),
                            "accesses": acc, "address": {"space": acc[0]["space"], "object": acc[0]["object"],
-                                                        "byte_offset": acc[1]["byte_offset"]}}
+                                                        "byte_offset": byte}}
     cex["run"] = run
     who = lambda k: f"work-item {wis[k]['item']} of group {wis[k]['group']}"  # noqa: E731
     what = lambda x: "writes" if x["kind"] == "write" else "reads"  # noqa: E731
-    where = f"byte {acc[1]['byte_offset']} of {acc[0]['object']} ({acc[0]['space']} memory)"
+    where = f"byte {byte} of {acc[0]['object']} ({acc[0]['space']} memory)"
     if code == "W-BENIGN-RACE":
         msg = (f"benign write-write race in kernel `{site.kernel}`: {who(0)} and {who(1)} both write "
                f"the same value to {where}")

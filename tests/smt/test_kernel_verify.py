@@ -938,3 +938,28 @@ def test_where_main_is_not_modelled_a_race_needs_a_run_to_be_reported(tmp_path: 
     assert "main may not issue the launch" in entries[0]["detail"], entries
     if value != "1I32":
         assert entries[0]["races"] == "unknown", entries
+
+
+def test_a_race_between_accesses_of_different_sizes_names_a_byte_both_touch() -> None:
+    # A halfword store at 2i and a word load at 4i: the conflict's byte is in both ranges (the
+    # message named the start of the second access, which the first need not touch).
+    path = Path(__file__).resolve().parents[1] / "programs" / "runtime_errors" / \
+        "race_halfword_store_overlapping_a_word_load.mim"
+    entries, diags = verify(str(path))
+    cex = entries[0]["counterexample"]
+    byte = cex["address"]["byte_offset"]
+    for a in cex["accesses"]:
+        assert a["byte_offset"] <= byte < a["byte_offset"] + a["size"], (byte, cex["accesses"])
+    (race,) = [d for d in diags if d.code == "E-RACE"]
+    assert f"byte {byte} of" in race.message
+
+
+def test_a_kernel_of_no_work_items_has_no_path_and_is_proved() -> None:
+    # `scribble` takes `i: Idx 0`: no work-item exists, and its branch on an argument is a
+    # decision on a path whose condition has no model. Such a path is dropped (no execution
+    # takes it): the kernel was `unknown` ("not modelled: SymbolicError: …").
+    path = Path(__file__).resolve().parents[1] / "programs" / "valid" / "kernels_launched_with_no_work_items.mim"
+    entries, diags = verify(str(path))
+    assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")] * 3, entries
+    assert "over 0 path(s) of `scribble`" in entries[0]["detail"]
+    assert not diags

@@ -45,6 +45,11 @@ class SymbolicError(Exception):
     """The code did something this symbolic execution does not model (it is never a proof)."""
 
 
+class InfeasiblePath(SymbolicError):
+    """The path condition so far has no model (a kernel of `Idx 0` work-items: no item exists):
+    no execution takes the path, which is dropped."""
+
+
 def signed_width(lo: int, hi: int) -> int:
     """The fewest bits whose two's complement holds every integer of [lo, hi]."""
     need_hi = hi.bit_length() + 1 if hi > 0 else 1
@@ -190,6 +195,8 @@ class Explorer:
             try:
                 outcome = fn()
                 paths.append(Path(tuple(self._pc), outcome))
+            except InfeasiblePath:
+                pass
             except (SymbolicError, ArithmeticError, ValueError, TypeError) as e:
                 paths.append(Path(tuple(self._pc), None, e))
                 if stop_at_error:
@@ -212,7 +219,7 @@ class Explorer:
             self._count(c)
             can_true, can_false = self._possible(cond, c)
             if not (can_true or can_false):
-                raise SymbolicError("a path whose condition is unsatisfiable")
+                raise InfeasiblePath("a path whose condition is unsatisfiable")
             taken, other_open = (True, can_false) if can_true else (False, False)
         self._trail.append(_Decision(taken, other_open))
         self._pc.append(cond if taken else z3t.Not(cond))

@@ -269,3 +269,12 @@ def test_a_phase_output_that_copies_its_input_is_not_run_again() -> None:
         assert not _copies_its_input(changed, outputs)
 
     run_with_big_stack(go)
+
+
+@pytest.mark.parametrize("ratio", [0.0, 1.0])
+def test_a_defect_ratio_of_zero_or_one_draws_only_clean_or_only_defect_programs(ratio: float) -> None:
+    # 0 was a division by (nearly) zero: a list of 10¹⁰ clean entries, a MemoryError
+    from verimim.fuzz.task import generate, program_seed
+
+    progs = [run_with_big_stack(lambda i=i: generate(program_seed(3, i), defect_ratio=ratio)[0]) for i in range(6)]
+    assert all((p.defect is None) == (ratio == 0.0) for p in progs), [p.defect for p in progs]

@@ -109,3 +109,10 @@ def test_a_note_about_work_inside_a_seed_helper_points_at_the_helper_call() -> N
         assert races, [d.render() for d in rep.diagnostics]
         notes = [r for d in races for r in d.related if "gpu.alloc.asyn" in r.message]
         assert notes and all(r.loc is not None and r.loc.line == call for r in notes), [d.render() for d in races]
+
+
+def test_a_name_inside_a_nested_parameter_pattern_is_printed_as_written() -> None:
+    # `(c: gpu.ConstPtr I32, d: …)` among a kernel's parameters: the store's pointer was shown
+    # as `kernel_var#7_9#0_2` (source_name knows the first level of a pattern only)
+    msg, = messages(str(PHASE_ERRORS / "store_through_a_const_pointer_kernel_argument.mim"))
+    assert "(m4, c, 0I32)" in msg and "_var#" not in msg, msg

@@ -1073,7 +1073,13 @@ class Elaborator:
                 last = i == n - 1
                 root = w.extract_n(var, 2, 0) if (last and kind == "fun") else var
                 for nm, _, path in leaves:
-                    sc.bind(nm, self.extract_path(root, path))
+                    node = self.extract_path(root, path)
+                    sc.bind(nm, node)
+                    # a name inside a nested pattern (`(d, c)` of a kernel's arguments) is shown
+                    # by diagnostics as written (printer.source_name knows the first level only)
+                    if len(path) >= 2 and isinstance(node, Extract) and node.let_name is None and nm != "_" \
+                            and w.level(w.type_of(node)) == 0:
+                        node.let_name = nm
                 if last:
                     break
                 inner_t = w.open(cur.pi.codom, var)

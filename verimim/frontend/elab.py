@@ -945,7 +945,11 @@ class Elaborator:
         name = {"lam": "lm", "con": "cn", "fun": "fn"}[e.kind]
         sig = self.signature(e.kind, e.domains, e.codom, scope, e.loc, expected, body=None if mutable else e.body)
         if mutable:
-            m = self.world.mut_lam(sig.pi, name, e.kind)
+            # curried (`fn (a: I32) (b: I32): I32 = …`): the outer ones are `lam`s, as a declaration's
+            # (define_mut makes the inner ones); one kind and name for all made them one mutable
+            # to the phases' witnesses (mut_key), and beta_red's spec saw a wrong claim
+            kind = e.kind if len(e.domains) == 1 else "lam"
+            m = self.world.mut_lam(sig.pi, name, kind)
             m.loc = e.loc
             self.define_mut(m, sig, e.body, e.loc, e.kind)
             return m

@@ -19,3 +19,6 @@ def xfail_if_known_limit(e: VerimimError, path: Path) -> None:
     if "direct.cps2ds" in text:
         pytest.xfail("a direct-style call of a CPS function needs upstream's `direct.cps2ds` phase, "
                      "which verimim does not have; the interpreter runs it")
+    if "of unknown length" in text:
+        pytest.xfail("a pack whose length is known only at run time is no SSA value of the code "
+                     "generators (runtime/README.md); the interpreter runs it")

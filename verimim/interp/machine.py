@@ -493,6 +493,13 @@ class Machine:
     def eval_pack(self, d: Pack, env: Env, th: Thread, known: dict[int, Value]) -> Value:
         shape = d.shape
         n = shape.value if isinstance(shape, Lit) else known.get(shape.gid)
+        if n is None and not isinstance(shape, Lit):
+            # a shape computed from parameters the frame did not compute (`‹n; x›` in the inner
+            # `con` of `con mk (n: Nat) (x: I32, …)`: n is the outer one's, in the environment)
+            try:
+                n = self.eval_expr(shape, env, th, known)
+            except KeyError:  # a parameter this activation does not hold: not evaluated here
+                n = None
         if not isinstance(n, int):
             raise RuntimeFault("E-UNSUPPORTED", f"a pack of shape `{show(shape)}`", d.loc)
         if d.body.bvd == 0:

@@ -673,6 +673,19 @@ class Elaborator:
         w = self.world
         tup, tt = self.infer(e.tuple, scope)
         arity = w.arity(tt)
+        if isinstance(e.index, ast.Tuple) and len(e.index.elems) >= 2 and isinstance(w.index_type(arity), IdxT):
+            # A multi-index of a tuple of tuples (upstream's World::extract): `a#(i, j)` is
+            # `a#i#j`, each index of its own level's type. (An array of a tuple shape takes the
+            # tuple as one index of its sigma type, below.)
+            for ix in e.index.elems:
+                tup = self._extract_value(ast.Extract(ix.loc, e.tuple, ix), tup, tt, scope)
+                tt = w.type_of(tup)
+            return tup
+        return self._extract_value(e, tup, tt, scope)
+
+    def _extract_value(self, e: ast.Extract, tup: Def, tt: Def, scope: Scope) -> Def:
+        w = self.world
+        arity = w.arity(tt)
         idx = self._extract_index(e, tt, arity, scope)
         if isinstance(tt, Sigma) and not isinstance(idx, Lit) and tt.dependent:
             raise TypeError_(f"`{show(tt)}` is a dependent sigma, so its index must be a literal; "

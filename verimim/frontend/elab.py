@@ -281,6 +281,11 @@ class Elaborator:
             hit = self.annexes.get(full, name.loc)
             if hit is not None:
                 return hit
+        if len(parts) == 1 and not name.percent and text in set(scope.all_names()):
+            # bound only by the `let` whose value this is (a value is bound before its name)
+            raise NameError_(f"unknown name `{text}`: a `let` does not see the name it binds (only "
+                             f"continuations (`con`/`fun`) and `lam`s with a declared type may be "
+                             f"recursive)", name.loc)
         candidates = list(scope.all_names()) + self.annexes.known()
         close = difflib.get_close_matches(text, candidates, n=1, cutoff=0.75)
         hint = f"; did you mean `{close[0]}`?" if close else ""

@@ -136,5 +136,7 @@ class DeclView(Scope):
         before = [e for p, e in entries if p < self.pos or (self.own and p == self.pos)]
         if before:
             return before[-1]
-        after = [e for p, e in entries if p >= self.pos]
+        # never a `let`'s own binding: its value sees the name as bound around it (upstream binds
+        # the value before the name: `where let argc = argc + 41I32; end` reads main's argc)
+        after = [e for p, e in entries if p > self.pos]
         return after[0] if after else None

@@ -53,10 +53,10 @@ class SourceLoader(Loader):
     """The front end's Loader, reading the program with `read_source` and refusing imports that
     resolve outside the directory they were found in."""
 
-    def find(self, name: str, loc: Loc) -> Path:
-        found = super().find(name, loc)
+    def find(self, name: str, loc: Loc, what: str = "plugin") -> Path:
+        found = super().find(name, loc, what)
         if not inside(found, found.parent):
-            raise ImportError_(f"plugin `{name}` resolves to `{os.path.realpath(found)}`, outside the "
+            raise ImportError_(f"{what} `{name}` resolves to `{os.path.realpath(found)}`, outside the "
                                f"search directory `{found.parent}` (a symbolic link): not read", loc)
         # The base Loader decodes an imported file strictly; a bad byte is reported here, at its
         # line:col in that file, instead of surfacing as an internal decoding error.

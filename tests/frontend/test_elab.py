@@ -467,8 +467,10 @@ def test_missing_plugin_is_an_import_error() -> None:
     e = error("plugin core;\nplugin nosuch;\n")
     assert e.code == "E-IMPORT" and where(e) == (2, 1)
     assert "nosuch" in e.message
+    assert e.message.startswith("plugin `nosuch` not found")
     e = error("import nosuch;\n")
-    assert e.code == "E-IMPORT"
+    assert e.code == "E-IMPORT" and e.message.startswith("module `nosuch` not found"), e.message
+    assert "-I DIR" in e.message
 
 
 def test_path_like_plugin_names_are_rejected() -> None:

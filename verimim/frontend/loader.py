@@ -69,21 +69,22 @@ class Loader:
     def search_path(self) -> list[Path]:
         return [self.plugin_dir, *self.include_dirs]
 
-    def find(self, name: str, loc: Loc) -> Path:
+    def find(self, name: str, loc: Loc, what: str = "plugin") -> Path:
+        """The file of plugin or module (`import`) `name`, named so by `what` in errors."""
         if not _IDENT.match(name):
-            raise ImportError_(f"`{name}` is not a plugin name: plugins are named by an identifier "
+            raise ImportError_(f"`{name}` is not a {what} name: {what}s are named by an identifier "
                                f"and found only in the plugin directory and `-I` directories", loc)
         for d in self.search_path():
             cand = d / f"{name}.mim"
             if cand.is_file():
                 return cand
         where = ", ".join(str(d) for d in self.search_path())
-        raise ImportError_(f"plugin `{name}` not found (searched {where})", loc)
+        raise ImportError_(f"{what} `{name}` not found (searched {where}; `-I DIR` adds a directory)", loc)
 
     def load_import(self, imp: ast.Import) -> None:
         if imp.name in self.units or imp.name in self.loading:
             return
-        path = self.find(imp.name, imp.loc)
+        path = self.find(imp.name, imp.loc, "plugin" if imp.kind == "plugin" else "module")
         self.loading.add(imp.name)
         try:
             if imp.kind == "plugin":

@@ -388,8 +388,8 @@ class KernelCompiler(CpsCompiler):
 
     A genuine recursion (a function passing itself a new continuation) takes its continuations
     as records on the device heap (cps_dyn; CUDA's device `malloc`, one of PTX's system calls),
-    each work-item its own. A record is never freed; where the heap is exhausted (8 MiB by
-    default) the work-item traps, which fails the launch, rather than write through null."""
+    each work-item its own. A record is never freed; where the heap is exhausted (256 MiB:
+    cuda.DEVICE_HEAP_BYTES) the work-item traps, which fails the launch, rather than write through null."""
 
     dynamic_closures = True
 

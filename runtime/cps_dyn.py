@@ -147,8 +147,9 @@ class DynamicClosures:
         # m's activation makes are made there, from what the record holds, not in m's creator.
         out = self.scopes.outside(m, lambda x: self.ctx.is_static(x) or holds_continuation(x))
         # What m's activation computes once for the continuations it makes (Scopes.shared_needs)
-        # from enclosing parameters is captured whole too (a constant is computed anywhere): the trampoline has no creator to take
+        # from enclosing parameters is captured whole too: the trampoline has no creator to take
         # its parts from (a shared `mem.lea (out, i)` needs `out` and `i`, which no body names).
+        # A constant is computed anywhere.
         local, taken = self.scopes.nested(m), {x.gid for x in out}
         out += [x for x in self.scopes.shared_needs(m, self._is_leaf)  # type: ignore[attr-defined]
                 if x.gid not in taken and not self.ctx.is_static(x) and self.scopes.deps(x)

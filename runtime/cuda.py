@@ -92,6 +92,9 @@ def _ptr(x: Any) -> int:
     return int(x)
 
 
+DEVICE_HEAP_BYTES = 256 << 20  # the device heap of kernels' `malloc` (cps_dyn's records)
+
+
 class Context:
     """The primary context of one device, made current on this thread."""
 
@@ -108,6 +111,14 @@ class Context:
         self.device = check(cu.cuDeviceGet(ordinal), "cuDeviceGet")
         self.ctx = check(cu.cuDevicePrimaryCtxRetain(self.device), "cuDevicePrimaryCtxRetain")
         check(cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        # Records of continuations known only at run time (runtime/cps_dyn.py) come from the
+        # device heap, never freed: CUDA's default 8 MiB is some 250,000 of them across a launch.
+        # The limit is fixed once a kernel that calls malloc has run in the process's primary
+        # context; a later setting fails and the first one stands.
+        try:
+            check(cu.cuCtxSetLimit(cu.CUlimit.CU_LIMIT_MALLOC_HEAP_SIZE, DEVICE_HEAP_BYTES), "cuCtxSetLimit")
+        except CudaError:
+            pass
         self.closed = False
 
     # ------------------------------------------------------------------ device facts

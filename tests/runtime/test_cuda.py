@@ -131,3 +131,68 @@ def test_vector_kernel_doubles(tmp_path: Path) -> None:
         ctx.mem_free(b)
         ctx.unload_module(mod)
         ctx.close()
+
+
+DEEP_CARRIED = """plugin core;
+plugin mem;
+plugin gpu;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 4, item_id: Idx 256, (), out: gpu.GlobalPtr «1024; I32»,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let t = core.nat.add (core.nat.mul (256, core.bitcast Nat group_id), core.bitcast Nat item_id);
+    loop (m1, 0, core.bitcast I32 t, after)
+    where
+        con after (m1: gpu.GlobalM, r: I32) =
+            return (mem.store (m1, mem.lea (out, core.idx 1024 0 t), r), m3, m4, m5);
+        con adjust (m1: gpu.GlobalM, r: I32) = after (m1, core.wrap.add 0 (r, 7I32));
+        con loop (m1: gpu.GlobalM, i: Nat, acc: I32, k: Cn [gpu.GlobalM, I32]) =
+            (fin, body)#(core.ncmp.l (i, ITERS)) m1
+            where
+                con fin (m1: gpu.GlobalM) = k (m1, acc);
+                con body (m1: gpu.GlobalM) =
+                    loop (m1, core.nat.add (i, 1), core.wrap.add 0 (core.wrap.mul 0 (acc, 3I32), core.bitcast I32 i),
+                          (after, adjust)#(core.ncmp.e (i, t)));
+            end;
+    end;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m0, arr) = mem.alloc («1024; I32», 0) m0;
+    let m0 = mem.store (m0, arr, ‹1024; 0I32›);
+    let (m0, m1, d) = gpu.alloc_copy.block (m0, m1, arr);
+    ret (m0, m1, m4) = gpu.launch (4, 256, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let (m0, m1) = gpu.copy_to_host.block (m0, m1, d, arr);
+    let m1 = gpu.free.block (m1, d);
+    let (m0, a) = mem.load (m0, mem.lea (arr, core.idx 1024 0 (core.nat.sub (ITERS, 1))));
+    let (m0, b) = mem.load (m0, mem.lea (arr, 1000_1024));
+    let m0 = mem.free (m0, arr);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, core.bit2.xor_ 0 (a, b));
+"""
+
+
+@needs_gpu
+def test_a_loop_carrying_continuations_past_cudas_default_heap_runs(tmp_path: Path) -> None:
+    """1024 work-items carry a continuation chosen at run time through 300 back edges: a few
+    device-heap records per edge (cps_dyn: each candidate, and the return continuation they
+    capture), tens of MB, past CUDA's default 8 MiB heap (the launch trapped:
+    cuda.DEVICE_HEAP_BYTES raises it)."""
+    from verimim.frontend.loader import load_program
+    from verimim.runtime.hostrt import run_native
+
+    iters = 300
+
+    def final(t: int) -> int:
+        acc = t
+        for i in range(iters):
+            acc = (acc * 3 + i) % 2**32
+        return (acc + 7 * (t == iters - 1)) % 2**32
+
+    f = tmp_path / "deep.mim"
+    f.write_text(DEEP_CARRIED.replace("ITERS", str(iters)))
+    world, _ = load_program(str(f), [])
+    want = final(iters - 1) ^ final(1000)
+    got = run_native(world, [str(f)]) % 2**32
+    assert got == want

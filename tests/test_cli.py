@@ -245,3 +245,15 @@ def test_compile_takes_the_pipeline_overrides_check_takes(tmp_path: Path) -> Non
     ran = json.loads(p.stdout)["pipeline"]["ran"]
     assert "compile.cleanup[host]" in ran and not any(r.endswith("[device]") for r in ran), ran
     assert verimim("compile", str(path), "-o", out, "--host-phases", "no.such_phase").returncode == 2
+
+
+def test_run_writes_what_the_program_printed_byte_for_byte(tmp_path: Path) -> None:
+    # putchar 255 writes the byte 0xFF, no UTF-8: text mode wrote U+FFFD (EF BF BD) for it;
+    # the JSON string can carry no raw byte and keeps U+FFFD
+    prog = tmp_path / "pc.mim"
+    prog.write_text("plugin core;\ncfun putchar [mem.M 0, I32]: [mem.M 0, I32];\n"
+                    "fun extern main (mem: mem.M 0): [mem.M 0, I32] =\n"
+                    "    ret (mem, a) = putchar $ (mem, 255I32);\n    return (mem, a);\n", encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "verimim.cli", "run", str(prog)], capture_output=True, timeout=120)
+    assert p.returncode == 0 and p.stdout == b"\xff\n255\n", (p.stdout, p.stderr)
+    assert json.loads(verimim("run", str(prog), "--json").stdout)["stdout"] == "\ufffd"

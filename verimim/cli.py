@@ -115,9 +115,17 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
         click.echo(report.data["summary"], err=True)
     if not as_json and not as_sarif and report.data.get("stdout"):  # stdout carries one log
         # What the program printed comes first on stdout, then main's result on its own line.
-        out = report.data["stdout"]
-        sys.stdout.write(out if out.endswith("\n") else out + "\n")
+        # byte for byte where the stream takes bytes (a byte that is no UTF-8 stays itself)
+        raw = report.output if report.output is not None else report.data["stdout"].encode()
+        raw = raw if raw.endswith(b"\n") else raw + b"\n"
         sys.stdout.flush()
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is not None:
+            buffer.write(raw)
+            buffer.flush()
+        else:
+            sys.stdout.write(raw.decode("utf-8", "replace"))
+            sys.stdout.flush()
     if not as_json and not as_sarif and "result" in report.data and report.data["result"] is not None:
         click.echo(str(report.data["result"]))
     sys.exit(report.exit_code)

@@ -62,6 +62,7 @@ class Report:
     data: dict[str, Any] = field(default_factory=dict)
     traceback: str | None = None
     text: str | None = None  # what a command prints on stdout (dump)
+    output: bytes | None = None  # what the program printed, byte for byte (`data["stdout"]`: as text)
 
     @property
     def exit_code(self) -> int:
@@ -216,7 +217,7 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
                 try:
                     report.data["result"] = run_native(world, [path, *args], out=out, plan=plan)
                 finally:
-                    report.data["stdout"] = program_output(out)
+                    report.output, report.data["stdout"] = bytes(out), program_output(out)
                 return
             from verimim.runtime.backend import GpuBackend, install
             from verimim.runtime.pipeline import run_plan
@@ -250,7 +251,8 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             if backend is None:
                 report.diagnostics.extend(machine.warnings)
             report.data["steps"] = machine.steps
-            report.data["stdout"] = program_output(machine.stdout)  # what it printed, even before a fault
+            # what it printed, even before a fault
+            report.output, report.data["stdout"] = bytes(machine.stdout), program_output(machine.stdout)
             if backend is not None:
                 backend.close()
         report.data["result"] = result

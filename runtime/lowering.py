@@ -749,11 +749,17 @@ class BodyCompiler:
             if src is dst:
                 return x
             src_k, dst_k = ctx.scalar(src), ctx.scalar(dst)
-            if src_k is None or dst_k is None or src_k[0] != "int" or dst_k[0] != "int":
-                if src_k is not None and dst_k is not None and src_k[0] == dst_k[0] == "ptr" and src_k[1] == dst_k[1]:
+            if src_k is not None and dst_k is not None:
+                kinds = (src_k[0], dst_k[0])
+                if kinds == ("int", "int"):
+                    return self._resize(x, dst_k[1])
+                if kinds == ("ptr", "ptr") and src_k[1] == dst_k[1]:
                     return x
-                raise unsupported(f"`core.bitcast` from `{show_short(src)}` to `{show_short(dst)}`", loc)
-            return self._resize(x, dst_k[1])
+                if kinds == ("ptr", "int") and isinstance(x, P):  # NULL is 0 (upstream: ptrtoint)
+                    return b.ptrtoint(x.v, ir.IntType(dst_k[1]))
+                if kinds == ("int", "ptr"):  # inttoptr; what it points to is the address's
+                    return P(b.inttoptr(x, ctx.llty(dst_k)), 1, dst_k[1])
+            raise unsupported(f"`core.bitcast` from `{show_short(src)}` to `{show_short(dst)}`", loc)
         if annex in ("core.conv.s", "core.conv.u"):
             ss, sbits, snat = self._mod(args[0], loc)
             ds, dbits, dnat = self._mod(args[1], loc)

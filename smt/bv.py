@@ -41,6 +41,7 @@ from verimim.ir.defs import (
     Param,
     Tuple,
 )
+from verimim.layout import ptr_space
 from verimim.printer import show
 from verimim.smt import z3_threads
 from verimim.smt import z3_typed as z3t
@@ -560,6 +561,12 @@ def _enc_idx(tag: str, args: list[Def], env: Env) -> Encoded:
 
 def _enc_bitcast(tag: str, args: list[Def], env: Env) -> Encoded:
     src, dst, x = args
+    if ptr_space(src) is not None and ptr_space(dst) is None:
+        # ptrtoint: an address, which only the pointer x determines: one variable per node (a fold
+        # that holds for every address holds); a value the target does not hold is no value
+        t = int_type(dst)
+        v = z3.BitVec(f"address!{x.gid}", _bits(t))
+        return Encoded(v, FALSE if t is None or t.pow2 else z3t.Not(t.in_range(v)))
     e = encode(x, env)
     assert isinstance(e.value, z3.ExprRef)
     v, op_ub = bitcast(src, dst, e.value)

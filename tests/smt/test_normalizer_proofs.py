@@ -703,3 +703,22 @@ def test_identities_and_reassociation_fire_in_the_proofs(annex: str, types: tupl
             monkeypatch.setattr(core_rules, name, lambda *args: None)  # folding only
     plain = prove(Case(annex, types), timeout_ms=TIMEOUT_MS)  # type: ignore[arg-type]
     assert r.rewrites > plain.rewrites, (r.rewrites, plain.rewrites)
+
+
+def test_a_pointer_cast_to_an_integer_is_an_unknown_address_of_that_pointer() -> None:
+    # ptrtoint (`core.bitcast I64 p`): no fold of a comparison with it was decided ("not an
+    # integer type: mem.Ptr …", normalize `unknown`). It is one variable per pointer node: a fold
+    # that holds for every address is proved, one that assumes an address (NULL or not) is not.
+    from verimim.layout import ptr_space
+    from verimim.phases.base import walk
+
+    src = ("plugin core;\nfun extern main (mem: %mem.M 0, argc: I32, argv: %mem.Ptr0 «⊤:Nat; %mem.Ptr0 «⊤:Nat; I8»»)"
+           ": [%mem.M 0, I32] =\n    let (mem, s) = %mem.load (mem, %mem.lea (argv, argc));\n"
+           "    return (mem, %core.bitcast I32 (%core.bitcast I64 s));\n")
+    world, _ = load_text(src, "<ptrtoint>")
+    (cast,) = [d for d in walk(world) if isinstance(d, App) and getattr(d.head, "annex", None) == "core.bitcast"
+               and len(d.args()) == 3 and ptr_space(d.args()[0]) is not None]
+    a, b = bv.encode(cast, {}), bv.encode(cast, {})
+    assert a.value.eq(b.value) and z3.is_false(a.ub)  # type: ignore[union-attr]
+    s = z3.Solver()
+    assert s.check(a.value == 0) == z3.sat and s.check(a.value != 0) == z3.sat  # type: ignore[operator]

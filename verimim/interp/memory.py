@@ -69,6 +69,11 @@ class Ptr:
         return f"<ptr {self.block.label}+{self.offset}>"
 
 
+def address_of(p: Ptr) -> int:
+    """A pointer's address: how it is stored in memory and what it casts to as an integer."""
+    return (p.block.id << ADDR_SHIFT) + p.offset
+
+
 class Memory:
     def __init__(self, target: Target = X86_64) -> None:
         self.target = target
@@ -89,6 +94,15 @@ class Memory:
         b = Block(space, size, kind, loc, label)
         self.blocks[b.id] = b
         return b
+
+    def pointer_at(self, addr: int, space: int, what: str, loc: Loc | None) -> Ptr:
+        """The pointer whose address is addr (`address_of`'s inverse; 0 is NULL of the space)."""
+        if addr == 0:
+            return Ptr(self.null_block(space), 0)
+        b = self.blocks.get(addr >> ADDR_SHIFT)
+        if b is None:
+            raise RuntimeFault("E-OOB", f"{what} {addr:#x} points to no allocation", loc)
+        return Ptr(b, addr & ((1 << ADDR_SHIFT) - 1))
 
     def null_block(self, space: int) -> Block:
         """The block a null pointer of an address space points into: id 0 (so the pointer is
@@ -223,7 +237,7 @@ class Memory:
             return
         if isinstance(t, App) and isinstance(t.head, Axiom):
             if t.head.annex in ("mem.Ptr", "buffer.Buf"):
-                addr = (v.block.id << ADDR_SHIFT) + v.offset if isinstance(v, Ptr) else 0
+                addr = address_of(v) if isinstance(v, Ptr) else 0
                 out[off:off + 8] = addr.to_bytes(8, "little")
                 if addr:
                     pointers.append(off)
@@ -257,13 +271,9 @@ class Memory:
             return Stream(int.from_bytes(data[off:off + 8], "little"))
         if isinstance(t, App) and isinstance(t.head, Axiom):
             if t.head.annex in ("mem.Ptr", "buffer.Buf"):
-                addr = int.from_bytes(data[off:off + 8], "little")
-                if addr == 0:
-                    return Ptr(self.null_block(ptr_space(t) or 0), 0)  # loading NULL (argv[argc]) is defined
-                b = self.blocks.get(addr >> ADDR_SHIFT)
-                if b is None:
-                    raise RuntimeFault("E-OOB", f"the loaded pointer {addr:#x} points to no allocation", loc)
-                return Ptr(b, addr & ((1 << ADDR_SHIFT) - 1))
+                # loading NULL (argv[argc]) is defined
+                return self.pointer_at(int.from_bytes(data[off:off + 8], "little"), ptr_space(t) or 0,
+                                       "the loaded pointer", loc)
             if t.head.annex == "mem.M":
                 space = t.arg.value if isinstance(t.arg, Lit) else 0
                 return Token(space)

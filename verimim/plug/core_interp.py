@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from verimim.interp.memory import Ptr, address_of
 from verimim.interp.values import RuntimeFault, Value, bottom_used
 from verimim.ir.defs import App, Axiom, Def, IdxT, Lit, NatT, Top
 from verimim.layout import X86_64, layout_of, ptr_space
@@ -84,12 +85,23 @@ def _type_size(t: Def) -> int | None:
 
 def bitcast(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     src_t, dst_t, x = args
-    dst_n = _type_size(dst_t)
-    if dst_n == -1 or _type_size(src_t) == -1:
-        if src_t is dst_t or _same_space_ptrs(src_t, dst_t):
-            return x  # a pointer cast to another pointee type keeps its block and offset
-        raise RuntimeFault("E-UNSUPPORTED", f"`core.bitcast` from `{show(src_t)}` to `{show(dst_t)}`",
-                           node.loc if node else None)
+    dst_n, src_n = _type_size(dst_t), _type_size(src_t)
+    loc = node.loc if node else None
+    if dst_n == -1 and src_n == -1 and (src_t is dst_t or _same_space_ptrs(src_t, dst_t)):
+        return x  # a pointer cast to another pointee type keeps its block and offset
+    dst_space, src_space = ptr_space(dst_t), ptr_space(src_t)
+    if src_space is not None and isinstance(x, Ptr) and dst_n != -1:
+        # ptrtoint: the address memory stores it as (NULL is 0); a type too narrow for it would
+        # truncate it to bits no real run shares
+        addr = 0 if x.block.kind == "null" else address_of(x)
+        if dst_n is not None and addr >= dst_n:
+            raise RuntimeFault("E-UNSUPPORTED", f"`core.bitcast` of a pointer to `{show(dst_t)}`, too narrow "
+                               f"for the interpreter's addresses (64 bits)", loc)
+        return addr
+    if dst_space is not None and src_n != -1 and isinstance(x, int):
+        return m.memory.pointer_at(x, dst_space, "`core.bitcast` of the address", loc)  # inttoptr
+    if dst_n == -1 or src_n == -1:
+        raise RuntimeFault("E-UNSUPPORTED", f"`core.bitcast` from `{show(src_t)}` to `{show(dst_t)}`", loc)
     if dst_n is not None and x >= dst_n:
         raise _ub(f"`core.bitcast` of {x} to `{show(dst_t)}`, which does not hold it", node)
     return x

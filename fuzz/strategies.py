@@ -1314,8 +1314,9 @@ def mixed_programs(defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | N
     kinds = list(defect_kinds or DEFECTS)
     strategies = {None: programs(**features), **{k: programs(defect=k, **features) for k in kinds}}
     # None (a clean program) `clean` times against each kind once; a ratio of 0: clean only
-    clean = max(0, round(len(kinds) * (1 - defect_ratio) / defect_ratio)) if defect_ratio > 0 else 1
-    pool = [None] * clean + (kinds if defect_ratio > 0 else [])
+    pool: list[str | None] = [None]
+    if defect_ratio > 0:
+        pool = [None] * max(0, round(len(kinds) * (1 - defect_ratio) / defect_ratio)) + kinds
 
     @st.composite
     def choose(draw: Callable[..., Any]) -> GeneratedProgram:

@@ -152,8 +152,8 @@ class DynamicClosures:
         # A constant is computed anywhere.
         local, taken = self.scopes.nested(m), {x.gid for x in out}
         out += [x for x in self.scopes.shared_needs(m, self._is_leaf)  # type: ignore[attr-defined]
-                if x.gid not in taken and not self.ctx.is_static(x) and self.scopes.deps(x)
-                and self.scopes.deps(x).isdisjoint(local)]
+                if x.gid not in taken and not self.ctx.is_static(x)
+                and (deps := self.scopes.deps(x)) and deps.isdisjoint(local)]
         self.captures[m.gid] = out
         return out
 

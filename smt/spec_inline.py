@@ -131,7 +131,7 @@ def _unique_per_kernel(world: World) -> Counter[tuple[str, str]]:
     for m in muts:
         found: dict[int, tuple[str, str]] = {}
         seen: set[int] = set()
-        stack: list[Def] = [m.body] if m.body is not None else []  # (pyright: the filter above)
+        stack: list[Def] = [m.body] if m.body is not None else []
         while stack:  # m's own body: not into other mutables, nor through a parameter to its mutable
             d = stack.pop()
             if d.gid in seen or isinstance(d, (MutLam, Var)):

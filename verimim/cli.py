@@ -113,11 +113,10 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
         click.echo(json.dumps(log, ensure_ascii=False, indent=1))
     if report.data.get("summary"):  # human text: stderr, with --json too
         click.echo(report.data["summary"], err=True)
-    if not as_json and not as_sarif and report.data.get("stdout"):  # stdout carries one log
-        # What the program printed comes first on stdout, then main's result on its own line.
-        # byte for byte where the stream takes bytes (a byte that is no UTF-8 stays itself)
-        raw = report.output if report.output is not None else report.data["stdout"].encode()
-        raw = raw if raw.endswith(b"\n") else raw + b"\n"
+    if not as_json and not as_sarif and report.output:  # stdout carries one log
+        # What the program printed comes first on stdout, then main's result on its own line,
+        # byte for byte where the stream takes bytes (a byte that is no UTF-8 stays itself).
+        raw = report.output if report.output.endswith(b"\n") else report.output + b"\n"
         sys.stdout.flush()
         buffer = getattr(sys.stdout, "buffer", None)
         if buffer is not None:

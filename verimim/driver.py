@@ -217,7 +217,7 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
                 try:
                     report.data["result"] = run_native(world, [path, *args], out=out, plan=plan)
                 finally:
-                    report.output, report.data["stdout"] = bytes(out), program_output(out)
+                    _keep_output(report, out)
                 return
             from verimim.runtime.backend import GpuBackend, install
             from verimim.runtime.pipeline import run_plan
@@ -251,8 +251,7 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
             if backend is None:
                 report.diagnostics.extend(machine.warnings)
             report.data["steps"] = machine.steps
-            # what it printed, even before a fault
-            report.output, report.data["stdout"] = bytes(machine.stdout), program_output(machine.stdout)
+            _keep_output(report, machine.stdout)  # what it printed, even before a fault
             if backend is not None:
                 backend.close()
         report.data["result"] = result
@@ -261,6 +260,11 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
     # Warnings found before an error stay; the error comes first.
     report.diagnostics.sort(key=lambda d: d.severity != "error")
     return report
+
+
+def _keep_output(report: Report, data: bytes | bytearray) -> None:
+    """What the program printed: its bytes (printed by `run`) and, for JSON, as text."""
+    report.output, report.data["stdout"] = bytes(data), program_output(data)
 
 
 def program_output(data: bytes | bytearray) -> str:

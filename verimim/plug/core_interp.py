@@ -100,7 +100,7 @@ def bitcast(m: Machine, th: Thread, args: list[Value], node: App | None) -> Valu
         return addr
     if dst_space is not None and src_n != -1 and isinstance(x, int):
         return m.memory.pointer_at(x, dst_space, "`core.bitcast` of the address", loc)  # inttoptr
-    if dst_n == -1 or src_n == -1:
+    if dst_n == -1 or src_n == -1 or not isinstance(x, int):
         raise RuntimeFault("E-UNSUPPORTED", f"`core.bitcast` from `{show(src_t)}` to `{show(dst_t)}`", loc)
     if dst_n is not None and x >= dst_n:
         raise _ub(f"`core.bitcast` of {x} to `{show(dst_t)}`, which does not hold it", node)

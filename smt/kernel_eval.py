@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import z3
 
@@ -366,6 +366,10 @@ class Evaluator:
         if isinstance(t, Axiom) and t.annex == "gpu.Stream":
             return ("stream", self.fresh_bv(64, hint))
         raise Unsupported(f"an unknown value of type `{show(t)}`")
+
+    def stop(self) -> NoReturn:
+        """End the path here: the run stops at undefined behaviour the caller found."""
+        raise _Stop("ub")
 
     def assume(self, cond: z3.BoolRef) -> None:
         """Restrict the path to `cond`; where it may fail, the failing side is a path that

@@ -105,6 +105,15 @@ Event = LaunchOp | CopyOp | HostAccess
 
 
 @dataclass(frozen=True)
+class StreamMisuse:
+    """An operation on a stream that `stream_deinit` ended: `E-STREAM` in `run`, which stops there."""
+
+    site: App
+    what: str  # the operation, as `run` names it
+    ended: App  # the `stream_deinit` that ended the stream
+
+
+@dataclass(frozen=True)
 class Candidate:
     new: Event
     pending: LaunchOp | CopyOp
@@ -119,7 +128,8 @@ class _HostState:
     objects: int = 0
     handles: int = 0
     uses_streams: bool = False
-    dead: list[Any] = field(default_factory=list)  # the streams `stream_deinit` ended
+    dead: list[tuple[Any, App]] = field(default_factory=list)  # the streams `stream_deinit` ended, and where
+    misuse: StreamMisuse | None = None  # the operation on an ended stream that stopped the path
     # the launches issued, each with the path's branch decisions when it is issued
     launches: list[tuple[int, z3.BoolRef]] = field(default_factory=list)
 
@@ -169,11 +179,17 @@ def _handlers(st: _HostState) -> dict[str, Op]:
     def complete_all() -> None:
         st.pending.clear()
 
-    def live(ev: Evaluator, s: Any) -> None:
+    def live(ev: Evaluator, d: App, s: Any, what: str) -> None:
         """A stream operation on an ended stream is `E-STREAM` in `run`, which stops there: so
-        does the path (nothing after it is issued, so nothing after it races)."""
-        if st.dead and not _is_default(ev, s):
-            ev.assume(z3t.And(*[z3t.Not(_stream_eq(s, x)) for x in st.dead]))
+        does the path (nothing after it is issued, so nothing after it races), and the path
+        records it (`check` reports it). Where the stream's value alone does not decide whether
+        it is the ended one, the path branches."""
+        if not st.dead or _is_default(ev, s):
+            return
+        for x, ended in st.dead:
+            if _same_stream(ev, s, x):
+                st.misuse = StreamMisuse(d, what, ended)
+                ev.stop()
 
     def init(ev: Evaluator, d: App, a: list[Any]) -> Any:
         return (a[0], Tok(1), Tok(4))
@@ -217,7 +233,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
 
     def gpu_alloc_asyn(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m1, s = a[1]
-        live(ev, s)
+        live(ev, d, s, "gpu.alloc.asyn")
         p = new_obj(1, d, "the device allocation")
         if not _is_default(ev, s):  # pending on its stream, as a `gpu.free.asyn` is
             st.uses_streams = True
@@ -231,7 +247,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
 
     def gpu_free_asyn(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m1, p, s = a[1]
-        live(ev, s)
+        live(ev, d, s, "gpu.free.asyn")
         p = as_ptr(p, d, "gpu.free.asyn")
         st.uses_streams = True
         op = CopyOp(d, "`gpu.free.asyn`", s, ((Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), UNBOUNDED, True),))
@@ -254,7 +270,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
                 complete_all()
                 return (m0, m1)
             s = a[1][4]
-            live(ev, s)
+            live(ev, d, s, f"gpu.copy_to_{'device' if to_device else 'host'}.asyn")
             st.uses_streams = True
             op = CopyOp(d, what, s, ((src, size, False), (dst, size, True)))
             against_pending(op, s)
@@ -278,14 +294,14 @@ def _handlers(st: _HostState) -> dict[str, Op]:
 
     def stream_deinit(ev: Evaluator, d: App, a: list[Any]) -> Any:
         s = a[0][2]
-        live(ev, s)
+        live(ev, d, s, "gpu.stream_deinit")
         if not _is_default(ev, s):
-            st.dead.append(s)
+            st.dead.append((s, d))
         return a[0][:2]
 
     def stream_sync(ev: Evaluator, d: App, a: list[Any]) -> Any:
         m0, m1, s = a[0]
-        live(ev, s)
+        live(ev, d, s, "gpu.stream_sync")
         st.pending = [p for p in st.pending if not _same_stream(ev, p.stream, s)]
         return (m0, m1)
 
@@ -295,7 +311,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         mems, cont = tail
         fn = kernel.fn if isinstance(kernel, Closure) else kernel  # (one passed through a parameter)
         name = fn.name if isinstance(fn, MutLam) else "?"
-        live(ev, s)
+        live(ev, d, s, "gpu.launch")
         op = LaunchOp(d, name or "?", s, kargs, (n_groups, n_items))
         # (by its program point: a launch in an immutable λ's body runs as an opened copy)
         st.launches.append((ev.program_point(d).gid, z3t.And(*path_facts(ev.explorer, decisions_only=True))))
@@ -363,6 +379,7 @@ class HostPath:
     cut_at: str
     launches: tuple[tuple[int, z3.BoolRef], ...] = ()  # (launch node, the decisions before it)
     fresh: frozenset[str] = frozenset()  # the names of the unknown values the path made (memory)
+    misuse: StreamMisuse | None = None  # the path stopped at an operation on an ended stream
 
 
 @dataclass
@@ -398,7 +415,8 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
     scopes = Scopes(host)
     uses = [False]
 
-    def one() -> tuple[tuple[Candidate, ...], str, str, tuple[tuple[int, z3.BoolRef], ...], frozenset[str]]:
+    def one() -> tuple[tuple[Candidate, ...], str, str, tuple[tuple[int, z3.BoolRef], ...], frozenset[str],
+                       StreamMisuse | None]:
         st = _HostState()
         st.mem.initial[FIRST_OBJ] = _argv_cell
         ev = Evaluator(explorer, scopes, _handlers(st), values={"gpu.default_stream": DEFAULT_STREAM},
@@ -416,7 +434,8 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
             arg = ((Tok(0), argc, argv) if with_args else Tok(0), RETURN)
         status = ev.run(main, arg)
         uses[0] = uses[0] or st.uses_streams
-        return tuple(st.candidates), status, ev.cut_at, tuple(st.launches), frozenset(str(v) for v in ev.fresh_vars)
+        return (tuple(st.candidates), status, ev.cut_at, tuple(st.launches), frozenset(str(v) for v in ev.fresh_vars),
+                st.misuse)
 
     try:
         raw = explorer.run(one, stop_at_error=True)
@@ -427,8 +446,8 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
         if p.error is not None:
             raise Unsupported(f"{type(p.error).__name__}: {p.error}")
         assert p.outcome is not None
-        cands, status, cut, launches, fresh = p.outcome
-        out.append(HostPath(p.condition(), cands, status, cut, launches, fresh))
+        cands, status, cut, launches, fresh, misuse = p.outcome
+        out.append(HostPath(p.condition(), cands, status, cut, launches, fresh, misuse))
     return HostRun(out, uses[0], argc)
 
 
@@ -563,6 +582,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                 _stream_note(diags, f"the host code is not modelled: {run}", None)
         return
     _decide(run, ctx, file, kernels, entries, by_gid, diags, said, confirm)
+    _report_misuses(run, program, ctx, file, diags, runs)
     if any(p.status in CUT_STATUSES for p in run.paths) and (run.uses_streams or mentions_streams(program.host)):
         # (a path cut before its first stream operation still may have streams past the cut)
         recursion = any(p.status == "recursion" for p in run.paths)
@@ -581,6 +601,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
                    and not isinstance(r := host_run(w, ctx, loop_bound), str)), None)
     if before is not None:  # no launch is decided there: no entry to find for one
         _decide(before, ctx, file, kernels, entries, lambda op: None, diags, said, confirm, host_only=True)
+        _report_misuses(before, program, ctx, file, diags, runs)
     dt = __import__("time").perf_counter() - t0
     for entry in entries.values():
         entry["time_s"] = round(entry["time_s"] + dt / max(len(entries), 1), 4)
@@ -673,6 +694,45 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
                     hit["races"] = "refuted"
                     hit["counterexample"] = hit["counterexample"] or cex
                     hit["detail"] += f"; streams: {msg}"
+
+
+def _report_misuses(run: HostRun, program: Any, ctx: Any, file: str, diags: list[Any],
+                    runs: "dict[int, Observation]") -> None:
+    """An `E-STREAM` for each operation on an ended stream that a path of main reaches, once per
+    place, as `run` reports it. The path stops there, so its condition says when it is reached;
+    where that rests on values the model does not know (a stream handle loaded from memory it
+    forgot), a run must show it (the model's argc, 1, 2), else a note says it is not decided."""
+    from verimim.diagnostics import Diagnostic, Related
+    from verimim.smt.kernel_confirm import candidate_argcs, chain_keys, run_with
+    from verimim.smt.kernel_model import int_value, signed
+
+    for path in run.paths:
+        m = path.misuse
+        if m is None:
+            continue
+        loc = op_loc(m.site)
+        if any(d.code == "E-STREAM" and d.loc == loc for d in diags):
+            continue
+        s = ctx.solver()
+        s.add(run.argc >= 1, path.condition)
+        what = f"`{m.what}` on a stream that is already deinitialised"
+        if ctx.check(s, f"streams: {what} at {loc}") != z3.sat:
+            continue  # (no input reaches it, or the solver gave no answer: nothing shown)
+        argc: int | None = signed(int_value(model_preferring(ctx, s, small_argc(run.argc), "streams"), run.argc), 32)
+        if any(str(v) in path.fresh for v in z3.z3util.get_vars(path.condition)):
+            sites = chain_keys(m.site)
+            argc = next((n for n in candidate_argcs(argc) if (seen := run_with(program, n, runs)).code == "E-STREAM"
+                         and (f := seen.fault) is not None and getattr(f, "loc", None) is not None
+                         and (f.loc.line, f.loc.col) in sites), None)
+            if argc is None:
+                _stream_note(diags, f"{what} for stream handles the host model does not track, and no run "
+                             f"shows it", loc)
+                continue
+        related = [Related("deinitialised here", op_loc(m.ended))]
+        command = run_command(file, argc)
+        if command is not None:
+            related.append(Related(f"reached when argc = {argc}: `{command}`", None))
+        diags.append(Diagnostic("E-STREAM", what, loc, "error", tuple(related)))
 
 
 def _rests_on_unknowns(terms: list[z3.ExprRef], host_fresh: frozenset[str], c: Candidate,

@@ -150,6 +150,10 @@ def judge(verdicts: KernelVerdicts, run_codes: set[str], race_free: bool,
     if race_free and any(verdicts.refutes(c) for c in KERNEL_CODES):
         return "false-alarm", (f"check refutes a program without races or divergence: "
                                f"{[(e['name'], e['races'], e['divergence']) for e in verdicts.entries]}")
+    if "E-STREAM" in verdicts.codes and "E-STREAM" not in run_codes:
+        # (the host model's stream states against the runs': no run of a program check says
+        # misuses a stream reports it)
+        return "false-alarm", "check reports E-STREAM, an operation on an ended stream, which no run reports"
     for e in verdicts.entries:
         cex = e.get("counterexample") or {}
         for part in ([cex] + [v for v in cex.values() if isinstance(v, dict)]):

@@ -139,6 +139,15 @@ def test_past_the_bound_a_bounded_verdict_is_no_miss_but_a_proof_is() -> None:
     assert judge(proved, {"E-RACE"}, False, lambda a, s: set(), past_bound=True)[0] == "missed"
 
 
+def test_an_e_stream_no_run_reports_is_a_false_alarm() -> None:
+    # check's E-STREAM (an operation on an ended stream) is compared with the runs as its races are
+    entry = {"name": "k", "races": "proved", "divergence": "proved", "counterexample": None}
+    misuse = KernelVerdicts([entry], {"E-STREAM"})
+    assert judge(misuse, set(), True, lambda a, s: set())[0] == "false-alarm"
+    assert judge(misuse, {"E-STREAM"}, False, lambda a, s: set()) is None
+    assert judge(KernelVerdicts([entry], set()), set(), True, lambda a, s: set()) is None
+
+
 def test_past_the_bound_a_bounded_stream_note_is_no_miss_for_a_race_between_streams() -> None:
     # A program without a launch has its stream verdict as a note only (no entry): a race
     # between streams after a host loop past the bound left check saying "bounded" there, and

@@ -80,12 +80,14 @@ class MemChecks(Phase):
         return res
 
     def _check_main(self, world: World, main: MutLam, res: PhaseResult) -> None:
+        # `fun main (args…): T` takes [args, return continuation]; `con main (m0, argc, argv,
+        # return)` takes them flat: either way the last component is the return continuation.
         dom = main.pi.dom
-        if not (isinstance(dom, Sigma) and len(dom.ops) == 2):
+        if not (isinstance(dom, Sigma) and dom.ops and isinstance(dom.ops[-1], Pi)):
             return
-        args_t = world.shift(dom.ops[0], -1)
-        ret = world.shift(dom.ops[1], -1)
-        for m in mem_types_in(world, args_t):
+        args = [world.shift(op, -1) for op in dom.ops[:-1]]
+        ret = world.shift(dom.ops[-1], -1)
+        for m in (m for a in args for m in mem_types_in(world, a)):
             if not (isinstance(m, App) and isinstance(m.arg, Lit) and m.arg.value == 0):
                 res.diagnostics.append(Diagnostic(
                     "E-MEM-CROSSING", "the `main` function must not take a `mem.M n` with a non-zero `n` "

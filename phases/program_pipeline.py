@@ -14,9 +14,10 @@ runner reports `skipped` with the reason.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
-from verimim.diagnostics import VerimimError
+from verimim.diagnostics import Loc, VerimimError
 from verimim.ir.defs import App, Axiom, Def, Lam, Lit, MutLam, Pack, Tuple
 from verimim.ir.world import World
 
@@ -59,8 +60,21 @@ class PipelineSpec:
     source: dict[str, str] = field(default_factory=dict)  # which definition each came from
 
 
-def steps_of(world: World, d: Def, what: str) -> list[Step]:
-    """The steps a `compile.Phase`-valued definition denotes (a `[] → Phase` is applied)."""
+def steps_of(world: World, d: Def, what: str, at: Loc | None = None) -> list[Step]:
+    """The steps a `compile.Phase`-valued definition denotes (a `[] → Phase` is applied). An
+    error points at the definition where the node at fault has no place of its own in the same
+    file (a literal is one node wherever it is written: its place is its first occurrence's,
+    perhaps in a plugin; an application made here has none)."""
+    try:
+        return _steps_of(world, d, what)
+    except VerimimError as e:
+        here = at or d.loc
+        if here is None or (e.loc is not None and e.loc.file == here.file):
+            raise
+        raise dataclasses.replace(e, loc=here) from None
+
+
+def _steps_of(world: World, d: Def, what: str) -> list[Step]:
     if isinstance(d, MutLam) and d.body is not None and not world.is_cn(d.pi):
         # `lam _compile (): Phase = …` (extern or not): its value is its body; the parameter is
         # the unit, which the body cannot inspect.
@@ -151,7 +165,7 @@ def _show(d: Def) -> str:
 def spec_from_definitions(world: World, defs: dict[str, Def], origin: str) -> PipelineSpec:
     spec = PipelineSpec()
     for name, d in defs.items():
-        steps = steps_of(world, d, f"`{name}` in {origin}")
+        steps = steps_of(world, d, f"`{name}` in {origin}", world.pipeline_locs.get(name))
         attr = {"_compile": "main", "host_specific_phases": "host", "device_specific_phases": "device"}[name]
         setattr(spec, attr, steps)
         spec.source[attr] = f"`{name}` in {origin}"

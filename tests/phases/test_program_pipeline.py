@@ -99,6 +99,19 @@ def test_a_definition_that_is_not_a_pipeline_is_a_type_error() -> None:
     assert e.value.code == "E-TYPE"
 
 
+@pytest.mark.parametrize("definition", ["lam _compile (): Nat = 3;", "fun _compile (): compile.Phase = return compile.null;"])
+def test_a_pipeline_error_points_at_the_definition_in_the_program(definition: str) -> None:
+    # `3` is one node wherever it is written: its place was core.mim's `0b11`; an application
+    # the pipeline reader makes (`_compile ()` of a `fun`) had none. Both point at `_compile`.
+    text = PROGRAM.replace("PIPELINE", definition)
+    world, _ = load_text(text, "prog.mim")
+    with pytest.raises(VerimimError) as e:
+        run_pipeline(world, verify=False)
+    line = text.splitlines().index(definition) + 1
+    assert e.value.code == "E-TYPE" and e.value.loc is not None
+    assert (e.value.loc.file, e.value.loc.line, e.value.loc.col) == ("prog.mim", line, 1)
+
+
 def test_pipeline_file_on_the_command_line(tmp_path: Path) -> None:
     prog = tmp_path / "p.mim"
     prog.write_text(PROGRAM.replace("PIPELINE", ""))

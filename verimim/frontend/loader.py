@@ -264,6 +264,23 @@ def _record_pipeline(world: World, unit: Unit) -> None:
         entry = unit.scope.names.get(name)
         if entry is not None:
             world.pipeline_defs[name] = entry.force() if isinstance(entry, Lazy) else entry
+            # (where it is declared: a closed `lam` is an immutable node, with no place of its own)
+            at = _declared_at(unit.module.decls, name)
+            if at is not None:
+                world.pipeline_locs[name] = at
+
+
+def _declared_at(decls: tuple[ast.Decl, ...], name: str) -> Loc | None:
+    """The place of the last top-level declaration of `name` (members of `rec … and …` too)."""
+    found: Loc | None = None
+    for d in decls:
+        if isinstance(d, ast.DeclRec):
+            found = _declared_at(d.decls, name) or found
+        elif isinstance(d, (ast.DeclLam, ast.DeclRecVal)) and d.name == name:
+            found = d.loc
+        elif isinstance(d, ast.DeclLet) and isinstance(d.pattern, ast.PVar) and d.pattern.name == name:
+            found = d.loc
+    return found
 
 
 def load_program(path: str, include_dirs: list[str] | None = None) -> tuple[World, Unit]:

@@ -179,6 +179,7 @@ class WorldCopy:
         if base.folds is not None:
             t.folds = {m(app).gid: (m(app), m(res)) for app, res in base.folds.values()}  # type: ignore[misc]
         t.pipeline_defs.update({k: m(v) for k, v in base.pipeline_defs.items()})
+        t.pipeline_locs.update(base.pipeline_locs)
         t.c_functions.update({k: m(v) for k, v in base.c_functions.items()})  # type: ignore[misc]
         t.rec_defs.update({m(k): m(v) for k, v in base.rec_defs.items()})
         t.rule_defs.update({m(k): RuleDef(**{f.name: _copied(m, getattr(r, f.name)) for f in dataclasses.fields(r)})

@@ -95,6 +95,7 @@ class World:
         self.folds: dict[int, tuple[App, Def]] | None = None
         # The program's own pipeline definitions (`_compile`, …), by name (verimim.phases.program_pipeline).
         self.pipeline_defs: dict[str, Def] = {}
+        self.pipeline_locs: dict[str, Loc] = {}  # … and where each is declared
         # C functions declared with `ccon`/`cfun`: C name → the axiom `c.<name>` standing for it.
         self.c_functions: dict[str, Axiom] = {}
         # `rec N = e` whose e mentions N (a recursive type): the constant → its definition.

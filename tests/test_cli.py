@@ -95,6 +95,25 @@ def test_dump_after_takes_a_phase_without_its_plugin_where_the_name_is_unambiguo
     assert wrong.returncode == 2 and json.loads(wrong.stdout)["diagnostics"][0]["code"] == "E-USAGE"
 
 
+@pytest.mark.parametrize("name, phase", [("manual_stream.mim", "gpu.split_apply"),
+                                         ("helper_with_a_loop_called_by_host_and_kernel.mim",
+                                          "gpu.remove_double_syncs")])
+def test_a_dump_after_the_split_is_one_program_that_runs_to_the_same_result(tmp_path: Path, name: str,
+                                                                             phase: str) -> None:
+    # The host and device Worlds were printed one after the other (two `plugin` headers, the
+    # kernel declared in the first and defined in the second): E-PARSE. Now one module: the
+    # device's kernels, then the host, one name space.
+    path = PROGRAMS / "valid" / name
+    dumped = verimim("dump", str(path), "--after", phase)
+    assert dumped.returncode == 0, dumped.stderr
+    assert dumped.stdout.count("plugin gpu;") == 1
+    out = tmp_path / "dumped.mim"
+    out.write_text(dumped.stdout, encoding="utf-8")
+    want = json.loads(verimim("run", str(path), "--json").stdout)
+    got = json.loads(verimim("run", str(out), "--json").stdout)
+    assert got["ok"] and got["result"] == want["result"], got["diagnostics"]
+
+
 def test_dump_after_a_phase_the_pipeline_never_reaches_is_a_usage_error(tmp_path: Path) -> None:
     """A program without kernels is never split, so `remove_double_syncs` (a device-side phase)
     never runs: printing the final program under its name would be a false claim. The folds

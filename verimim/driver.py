@@ -418,7 +418,7 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
 def dump(path: str, include: list[str], dot: bool = False, after: str | None = None,
          pipeline: str | None = None) -> Report:
     """The program as Mim (or Graphviz); with `after`, as it is after that phase of the pipeline."""
-    from verimim.dump import dump_dot, dump_unit, dump_world
+    from verimim.dump import dump_dot, dump_unit, dump_worlds
 
     report = Report(path)
 
@@ -453,10 +453,8 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
                              f"verimim's phases: {', '.join(sorted([*PHASES, FOLDS]))}")
         report.diagnostics.extend(run.diagnostics)
         imports = [f"{i.kind} {i.name};" for i in unit.module.imports]
-        parts = [dump_world(run.program.host, imports)]
-        if run.program.device is not None:
-            parts.append("// ---- device ----\n" + dump_world(run.program.device, imports))
-        report.text = "\n".join(parts)
+        # after gpu.split_apply: one module, the device World's kernels first
+        report.text = dump_worlds([w for w in (run.program.device, run.program.host) if w is not None], imports)
 
     return guarded(report, body)
 

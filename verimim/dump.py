@@ -484,16 +484,43 @@ def _esc(s: str) -> str:
 
 def dump_world(world: World, header: list[str]) -> str:
     """A whole World (after a phase): its externals and what they reach."""
-    dumper = Dumper(world)
+    return dump_worlds([world], header)
+
+
+def _defined_before(dumper: Dumper, m: MutLam, before: dict[str, str]) -> bool:
+    """Whether m is only declared in this World and defined by a World printed before: then it
+    is printed there, and here it takes the name it has there."""
+    if m.body is not None or (m.name or "main") not in before:
+        return False
+    dumper.mut_names[m.gid] = before[m.name or "main"]
+    return True
+
+
+def dump_worlds(worlds: list[World], header: list[str]) -> str:
+    """Worlds of one program (after `gpu.split_apply`: the device World, then the host World) as
+    one module that parses, checks and runs: one name space, and a mutable a World only declares
+    (the host's launched kernels, without a body there) printed once, by the World that defines
+    it, under its name (device kernels are externals of their World, named as launched)."""
     out = list(header) + ([""] if header else [])
-    roots = [world.externals[n] for n in sorted(world.externals)]
-    c_decls = c_declarations(dumper, roots)
+    used: set[str] = set()
+    defined: dict[str, str] = {}  # an external's name → the name it is printed under
+    plans: list[tuple[Dumper, list[MutLam]]] = []
+    c_decls: list[str] = []
+    for world in worlds:
+        dumper = Dumper(world)
+        dumper.used_names = used
+        roots = [world.externals[n] for n in sorted(world.externals)]
+        c_decls += [c for c in c_declarations(dumper, roots) if c not in c_decls]
+        before = dict(defined)  # what the Worlds printed before this one define
+        mine = [m for m in roots if not _defined_before(dumper, m, before)]
+        for m in mine:
+            defined[m.name or "main"] = dumper.mut_names[m.gid] = dumper.unique(m.name or "main")
+        tops = [m for m in dumper.plan(roots) if not _defined_before(dumper, m, before)]
+        plans.append((dumper, tops + mine))
     out += c_decls + ([""] if c_decls else [])
-    for m in roots:
-        dumper.mut_names[m.gid] = dumper.unique(m.name or "main")
-    extra_top = dumper.plan(roots)
-    for m in extra_top + roots:
-        out += dumper.print_mut(m, 0) + [""]
+    for dumper, muts in plans:
+        for m in muts:
+            out += dumper.print_mut(m, 0) + [""]
     while out and out[-1] == "":
         out.pop()
     return "\n".join(out) + "\n"

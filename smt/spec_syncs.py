@@ -17,13 +17,15 @@ encoding of smt.specs decides.
 """
 from __future__ import annotations
 
+import z3
+
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, walk
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.witness import Rewrites
 from verimim.smt.match import Matcher
-from verimim.smt.solver import Outcome
+from verimim.smt.solver import Outcome, SpecContext
 
 SYNC = "gpu.sync_work_items"
 
@@ -70,9 +72,10 @@ def _below(roots: list[Def], stop: set[int]) -> set[int]:
 Blocks = dict[int, list[tuple[MutLam, list[Def]]]]
 
 
-def _justified(r: App, entries: set[int], blocks: Blocks) -> str | None:
+def _justified(r: App, entries: set[int], blocks: Blocks, ctx: SpecContext) -> str | None:
     """Why `r` is not shown to follow its barrier (or the kernel's entry) directly in every block
-    that performs it (None: it is)."""
+    that performs it (None: it is). The block's structure gives the order constraints; Z3 decides
+    that no order of the block that respects them puts another operation between the two."""
     arg = r.arg
     if not (isinstance(arg, Tuple) and len(arg.ops) == 2 and all(isinstance(e, Extract) for e in arg.ops)):
         return "its tokens are not the two results of one node"
@@ -87,17 +90,43 @@ def _justified(r: App, entries: set[int], blocks: Blocks) -> str | None:
         return "it is no operation of a block"
     for block, events in performed:
         if _is_sync(src) and any(m is block for m, _ in blocks.get(src.gid, [])):
-            before = _below([src], set())
+            first: Def | None = src
         elif isinstance(src, Var) and src.mut.gid in entries and src.mut is block:
-            before = set()
+            first = None  # the kernel's entry: nothing of the block runs before it
         else:
             return "its tokens do not come from a barrier or the kernel's entry in its own block"
-        for e in events:
-            if e is r or e is src or e.gid in before:
-                continue
-            if r.gid not in _below([e], set()):
-                return f"an operation at {e.loc or '?'} may run between them"
+        between = _may_run_between(first, r, events, ctx)
+        if between is not None:
+            return f"an operation at {between.loc or '?'} may run between them"
     return None
+
+
+def _may_run_between(first: Def | None, r: Def, events: list[Def], ctx: SpecContext) -> Def | None:
+    """An operation of the block that some order of it runs after `first` (None: the block's
+    start) and before `r`, else None. Each operation's position in the order is a Z3 integer;
+    an operation that depends on another (through any node of the block) comes after it; Z3
+    looks for positions with one operation strictly between the two."""
+    ops = [e for e in dict.fromkeys([*events, r, *([first] if first is not None else [])])]
+    pos = {e.gid: z3.Int(f"pos_{i}") for i, e in enumerate(ops)}
+    s = ctx.solver()
+    s.add(z3.Distinct(*pos.values()) if len(pos) > 1 else z3.BoolVal(True))
+    for b in ops:
+        below = _below([b], set())
+        s.add(*[pos[a.gid] < pos[b.gid] for a in ops if a is not b and a.gid in below])
+    others = [e for e in ops if e is not r and e is not first]
+    if not others:
+        return None
+    start = pos[first.gid] if first is not None else None
+    chosen = z3.Int("between")
+    s.add(z3.Or(*[z3.And(chosen == i, pos[e.gid] < pos[r.gid], *([start < pos[e.gid]] if start is not None else []))
+                  for i, e in enumerate(others)]))
+    answer = ctx.check(s, "gpu.remove_double_syncs: an operation between a removed barrier and the one it follows")
+    if answer == z3.unsat:
+        return None
+    if answer != z3.sat:
+        return others[0]  # no answer: not shown (the path encoding decides)
+    k = s.model().eval(chosen, model_completion=True).as_long()
+    return others[k] if 0 <= k < len(others) else others[0]
 
 
 def _blocks(world: World) -> Blocks:
@@ -125,13 +154,14 @@ class _Remove(Rewriter):
         return ops[1] if old.gid in self.removed else None
 
 
-def prove_by_dependencies(res: PhaseResult) -> Outcome | None:
+def prove_by_dependencies(res: PhaseResult, ctx: SpecContext | None = None) -> Outcome | None:
     """`proved` (or `refuted`: the output is not the input less the claimed barriers); None
     where the token argument does not apply."""
     claimed = [old for old, _new in res.claim(Rewrites).rewrites]
     if not all(_is_sync(d) for d in claimed):
         return Outcome("refuted", "the phase rewrote something other than a barrier")
     removed = {d.gid for d in claimed}
+    ctx = ctx if ctx is not None else SpecContext()
     n_removed = 0
     for old, new in zip(res.before.worlds(), res.after.worlds()):
         mine = [d for d in walk(old) if d.gid in removed]
@@ -141,7 +171,7 @@ def prove_by_dependencies(res: PhaseResult) -> Outcome | None:
         blocks = _blocks(old)
         for r in mine:
             assert isinstance(r, App)
-            if _justified(r, entries, blocks) is not None:
+            if _justified(r, entries, blocks, ctx) is not None:
                 return None  # the path encoding decides (it may still prove it, or refute)
         ref = _Remove(old, {d.gid for d in mine}).run()
         mm = Matcher().match_worlds(ref, new)
@@ -152,5 +182,6 @@ def prove_by_dependencies(res: PhaseResult) -> Outcome | None:
     if n_removed == 0:
         return Outcome("proved", "no barrier removed: the output is the input, node for node")
     return Outcome("proved", f"{n_removed} barrier(s) removed, each in the block of the barrier (or kernel "
-                   f"entry) it follows with every other operation ordered before or after both: nothing "
-                   f"between them on any path or schedule; the rest unchanged")
+                   f"entry) it follows; Z3: no order of the block's operations that respects their "
+                   f"dependencies puts one between them, so on every path and schedule nothing runs "
+                   f"between them; the rest unchanged node for node")

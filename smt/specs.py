@@ -441,7 +441,7 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
 
     # For every path at once where each removed barrier directly follows another in its block;
     # else path by path, below.
-    direct = prove_by_dependencies(res)
+    direct = prove_by_dependencies(res, ctx)
     if direct is not None:
         return direct
     before, after = res.before, res.after

@@ -80,8 +80,20 @@ def test_check_text_names_unknown_phases_and_strict_fails() -> None:
         else:
             assert s.returncode == 0
         q = verimim("check", str(path), "--timeout", "0.001", "-q")
-        assert q.stderr.strip().splitlines()[-1] == f"{path}: ok"  # diagnostics may precede it
+        assert q.stderr.strip() == f"{path}: ok"  # only that (docs/cli.md): no warning, no note
     assert hits, "no example had an unknown phase at a 1 ms time-out"
+
+
+def test_quiet_check_prints_only_ok_or_its_errors(tmp_path: Path) -> None:
+    # -q printed a passing program's warnings (a benign race) before `FILE: ok`
+    need_shared()
+    benign = PROGRAMS / "runtime_errors" / "benign_same_value.mim"
+    loud = verimim("check", str(benign))
+    assert loud.returncode == 0 and "W-BENIGN-RACE" in loud.stderr
+    q = verimim("check", str(benign), "-q")
+    assert q.returncode == 0 and q.stderr.strip() == f"{benign}: ok"
+    racy = verimim("check", str(EXAMPLES / "shared_race.mim"), "-q")
+    assert racy.returncode == 1 and "error[E-RACE]" in racy.stderr
 
 
 def test_check_summary_when_all_proved_and_strict_passes() -> None:

@@ -83,9 +83,9 @@ def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def emit(report: Report, as_json: bool, debug: bool) -> None:
-    """Print the report (JSON or SARIF on stdout, or text: diagnostics on stderr) and exit with
-    its code."""
+def emit(report: Report, as_json: bool, debug: bool, errors_only: bool = False) -> None:
+    """Print the report (JSON or SARIF on stdout, or text: diagnostics on stderr; `errors_only`:
+    only the errors of them) and exit with its code."""
     as_json = as_json or _format[0] == "json"
     as_sarif = _format[0] == "sarif" and not as_json
     if report.exit_code == EXIT_INTERNAL and not report.data.get("reproducer"):
@@ -96,7 +96,7 @@ def emit(report: Report, as_json: bool, debug: bool) -> None:
         sys.stdout.write(report.text)
         if not report.text.endswith("\n"):
             sys.stdout.write("\n")
-    render_diagnostics(report.diagnostics)
+    render_diagnostics([d for d in report.diagnostics if d.severity == "error" or not errors_only])
     if report.data.get("reproducer"):
         click.echo(f"reproduce with: {report.data['reproducer']}", err=True)
     if report.traceback and debug:
@@ -239,7 +239,7 @@ def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]
         lines = [] if strict else [v.line() for v in verdicts.attention(found)]
         lines.append(f"{path}: {'ok' if report.ok else 'failed'}: {verdicts.summary(found)}")
         report.data.setdefault("summary", "\n".join(lines))
-    emit(report, as_json, debug)
+    emit(report, as_json, debug, errors_only=quiet)
 
 
 class ProgramCommand(click.Command):

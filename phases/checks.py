@@ -7,7 +7,7 @@ a forbidden position with the operation's location.
 """
 from __future__ import annotations
 
-from verimim.diagnostics import Diagnostic
+from verimim.diagnostics import Diagnostic, Loc, Related
 from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Def, Lit, MutLam, Pi, Sigma
 from verimim.ir.world import World
@@ -59,6 +59,18 @@ def mem_types_in(world: World, t: Def) -> list[Def]:
     return apps_with_head(t, "mem.M")
 
 
+def _argument_place(args: Def, launch: App) -> tuple[Loc | None, tuple[Related, ...]]:
+    """Where a launch's kernel arguments cross: as written in the launch where they are (a tuple
+    written there), else at the launch, with where the value is made (a `let`, a continuation's
+    declaration) as a note: a node's own place is where it is made, not where it is passed."""
+    at, made = launch.loc, args.loc
+    if made is None or at is None:
+        return made or at, ()
+    if made.file == at.file and made.line == at.line and made.col > at.col:
+        return made, ()
+    return at, (Related(f"`{show(args)}` is made here", made),)
+
+
 class MemChecks(Phase):
     name = "gpu.mem_checks"
 
@@ -70,10 +82,11 @@ class MemChecks(Phase):
                 t = world.type_of(args)
                 if mem_types_in(world, t):
                     kname = kernel.name if isinstance(kernel, MutLam) else show(kernel)
+                    loc, related = _argument_place(args, app)
                     res.diagnostics.append(Diagnostic(
                         "E-MEM-CROSSING", f"`mem.M` must not be passed across device boundaries: "
                         f"`{show(args)}` of type `{show(t)}` is passed from host to kernel `{kname}`",
-                        args.loc or app.loc))
+                        loc, "error", related))
             main = world.externals.get("main")
             if main is not None:
                 self._check_main(world, main, res)

@@ -137,7 +137,11 @@ def spec_mem_checks(res: PhaseResult, ctx: SpecContext) -> Outcome:
             parts = app_parts(d, "gpu.launch", 4)
             if parts is not None:
                 crosses = _mentions_mem_m(world.type_of(parts[3]))
-                ops.append((parts[3] if parts[3].loc else d, z3.BoolVal(crosses)))
+                # reported where the arguments are written or at the launch (a value made
+                # elsewhere, a `let` or a continuation, is passed at the launch)
+                ops += [(at, z3.BoolVal(crosses)) for at in dict.fromkeys(x for x in (parts[3], d) if x.loc)]
+                if not (parts[3].loc or d.loc):
+                    ops.append((d, z3.BoolVal(crosses)))
         main = world.externals.get("main")
         if main is not None:
             for x in walk(world, [main.pi]):

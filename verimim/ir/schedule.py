@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from verimim.ir.analysis import free_muts, innermost, scan_mut
-from verimim.ir.defs import App, Def, Extract, Lam, MutLam, Pack, Tuple, Var
+from verimim.ir.defs import App, Axiom, Def, Extract, Lam, MutLam, Pack, Tuple, Var
 
 if TYPE_CHECKING:
     from verimim.ir.world import World
@@ -499,10 +499,14 @@ class Scopes:
         value (a `mem.slot` bound before a branch and stored to in both arms is one block,
         which the join after them reads); computed by each continuation that uses it, it would
         be one block per continuation. This is upstream's placement in the common dominator of
-        the uses. The interpreter (through `sched`) and the code generators compute them."""
+        the uses. The interpreter (through `sched`) and the code generators compute them. What
+        k's closure captures is no need (k has it), nor is anything only a captured value uses:
+        an operation main's activation ran (`gpu.init`, whose results the continuations take
+        from k's closure) would run again in k."""
         hit = self._shared.get(k.gid)
         if hit is not None:
             return hit
+        captured = self.avail(k, is_leaf)
         inner = self.nested(k) - {k}
         children = sorted((y for y in inner if y.body is not None and self.creator(y) is k),
                           key=lambda y: y.gid)
@@ -510,14 +514,15 @@ class Scopes:
         nodes: dict[int, Def] = {}
         if len(children) >= 2:
             for y in children:
-                for x in self._taken_from_outside(y, is_leaf):
+                for x in self._taken_from_outside(y, is_leaf, captured):
                     users[x.gid] = users.get(x.gid, 0) + 1
                     nodes[x.gid] = x
         out = [nodes[g] for g, n in users.items() if n >= 2 and self.deps(nodes[g]).isdisjoint(inner)]
         self._shared[k.gid] = out
         return out
 
-    def _taken_from_outside(self, y: MutLam, is_leaf: Callable[[Def], bool]) -> list[Def]:
+    def _taken_from_outside(self, y: MutLam, is_leaf: Callable[[Def], bool],
+                            captured: dict[int, Def] | None = None) -> list[Def]:
         """The values the bodies of y (and of what its activations make) demand that do not
         depend on y's activation: what y computes itself, or captures, from outside. From the
         jumps' callees and arguments (a body is its own, never a value another one takes);
@@ -535,6 +540,8 @@ class Scopes:
             seen.add(x.gid)
             if isinstance(x, (Var, MutLam)) or (not isinstance(x, Lam) and is_leaf(x)):
                 continue
+            if captured is not None and x.gid in captured:
+                continue  # the creator's closure has it (and what it was made of)
             if isinstance(x, App):
                 stack.append((x.callee, True))
                 stack.append((x.arg, False))
@@ -592,12 +599,21 @@ class Scopes:
         deps = self.deps
         seen: set[int] = set()
         stack: list[Def] = [m.body for m in local if m.body is not None]
+        # The curried heads of an operation (`gpu.launch (1, 4, s, ff, ())` of `gpu.launch … k
+        # args mems`) are looked into, never captured: the interpreter and the code generators
+        # take an operation's arguments from its whole application, not from its head, which
+        # two launches with one configuration share (captured from the creator, it left the
+        # configuration's stream, and main's `gpu.init` below it, to be computed again).
+        heads: set[int] = set()
         while stack:
             x = stack.pop()
             gid = x.gid
             if gid in seen:
                 continue
             seen.add(gid)
+            if gid in heads:
+                stack.extend(x.ops)
+                continue
             kind = type(x)
             if kind is Lam:
                 # an immutable λ made here reads what its body uses from outside through c's
@@ -619,6 +635,8 @@ class Scopes:
             if gid in have:
                 out[gid] = x
                 continue
+            if kind is App and isinstance(x.head, Axiom) and x.callee.gid not in seen:
+                heads.add(x.callee.gid)
             stack.extend(x.ops)
 
 

@@ -41,6 +41,9 @@ from verimim.smt.symbolic import Explorer, SymbolicError
 DYN_SHARED_OBJ = 1
 FIRST_SLOT_OBJ = 2
 MAX_PATHS = 256
+# Seconds one kernel's exploration may take: past it, the kernel is not modelled (`unknown`,
+# where a run may still show a defect) instead of `check` running for minutes.
+EXPLORE_BUDGET_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -286,7 +289,8 @@ def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LO
     with `summarize_loops`, loops run as "any iteration" under inferred invariants (with
     `summarize_only`, the loops headed by those mutables; the others are unrolled)."""
     inp = kernel_inputs(kernel)
-    explorer = Explorer(assumptions=_ranges(inp), timeout_ms=timeout_ms, max_paths=MAX_PATHS)
+    explorer = Explorer(assumptions=_ranges(inp), timeout_ms=timeout_ms, max_paths=MAX_PATHS,
+                        budget_s=EXPLORE_BUDGET_S)
     scopes = Scopes(world)
     loops = LoopSummaries(_scratch_handlers, timeout_ms, only=summarize_only) if summarize_loops else None
     slots: dict[SlotKey, int] = {}  # one numbering for every path

@@ -39,7 +39,7 @@ from verimim.smt.kernel_eval import (
 from verimim.smt.kernel_host import op_loc
 from verimim.smt.kernel_loops import path_facts
 from verimim.smt.kernel_memory import CellMemory
-from verimim.smt.kernel_model import KernelPaths
+from verimim.smt.kernel_model import EXPLORE_BUDGET_S, KernelPaths
 from verimim.smt.kernel_queries import WorkItem, model_preferring, run_command, small_argc, work_item
 from verimim.smt.symbolic import Explorer, SymbolicError
 
@@ -411,7 +411,8 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
     if not isinstance(main, MutLam) or main.body is None:
         raise Unsupported("a program without main")
     argc = z3.BitVec("argc", 32)
-    explorer = Explorer(assumptions=[argc >= 1], timeout_ms=timeout_ms, max_paths=128, count_symbolic=True)
+    explorer = Explorer(assumptions=[argc >= 1], timeout_ms=timeout_ms, max_paths=128, count_symbolic=True,
+                        budget_s=EXPLORE_BUDGET_S)
     scopes = Scopes(host)
     uses = [False]
 

@@ -121,6 +121,11 @@ class Explorer:
     min_width: int = 1  # inputs and arithmetic results are at least this wide (see `var`)
     timeout_ms: int = 2_000
     max_paths: int = 512
+    # Seconds the whole exploration may take (None: no limit). Past it, the exploration stops
+    # with a SymbolicError naming the limit: a model with too many paths, each with slow
+    # feasibility queries (a counter that a loaded value advances, unknown in every round),
+    # must say it is not modelled rather than run for minutes.
+    budget_s: float | None = None
     feasibility_queries: int = 0
     z3_s: float = 0.0
     _replay: list[bool] = field(default_factory=list)
@@ -131,6 +136,7 @@ class Explorer:
     # satisfiable without asking (a path's condition extends its prefix's, whose assignment
     # often takes one side of the next branch too). `known_feasible` counts those answers.
     _models: deque[z3.ModelRef] = field(default_factory=lambda: deque(maxlen=KEPT_MODELS))
+    _deadline: float | None = None
     known_feasible: int = 0
     # With `count_symbolic`: the decisions of the current path on a condition that is not a
     # constant once simplified. A stretch of the path without one is fixed by what came before
@@ -187,9 +193,11 @@ class Explorer:
         unreadable earlier World was followed down every other path before it said so)."""
         paths: list[Path[T]] = []
         prefixes: list[list[bool]] = [[]]
+        self._deadline = None if self.budget_s is None else time.perf_counter() + self.budget_s
         while prefixes:
             if len(paths) >= self.max_paths:
                 raise SymbolicError(f"more than {self.max_paths} paths")
+            self._past_budget(len(paths))
             self._replay, self._trail, self._pc = prefixes.pop(), [], []
             self.symbolic_decisions = 0
             try:
@@ -206,6 +214,11 @@ class Explorer:
                 if d.other_side_open:
                     prefixes.append([t.taken for t in self._trail[:i]] + [not d.taken])
         return paths
+
+    def _past_budget(self, paths: int | None = None) -> None:
+        if self._deadline is not None and time.perf_counter() > self._deadline:
+            done = f" ({paths} paths followed)" if paths is not None else ""
+            raise SymbolicError(f"paths past the exploration's time budget of {self.budget_s:g} s{done}")
 
     def decide(self, cond: z3.BoolRef) -> bool:
         """The branch the current run takes on `cond`, recorded in its path condition."""
@@ -259,6 +272,7 @@ class Explorer:
                 if z3.is_true(m.eval(query, model_completion=True)):
                     self.known_feasible += 1
                     return True
+        self._past_budget()
         self.feasibility_queries += 1
         s = z3.Solver()
         s.set("timeout", self.timeout_ms)

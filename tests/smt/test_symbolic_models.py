@@ -36,3 +36,16 @@ def test_kept_assignments_answer_queries_and_the_paths_are_the_same(monkeypatch:
     assert asked.feasibility_queries == kept.feasibility_queries + kept.known_feasible
     assert with_models == always_asked
     assert {p[0] for p in with_models} == {"0", "1", "2", "3"}  # x + y > 600 is never taken
+
+
+
+def _branching(ex: Explorer) -> list[symbolic.Path[int]]:
+    xs = [ex.var(f"x{i}", 0, 1)[0] for i in range(5)]
+    return ex.run(lambda: sum(1 for x in xs if x < 1))
+
+
+def test_an_exploration_past_its_time_budget_stops_with_a_symbolic_error() -> None:
+    # (a kernel whose every round branches on an unknown counter ran `check` for minutes)
+    assert len(_branching(Explorer(budget_s=60.0))) == 32
+    with pytest.raises(symbolic.SymbolicError, match="time budget of 0 s"):
+        _branching(Explorer(budget_s=0.0))

@@ -145,10 +145,30 @@ def _overlap(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> tuple[z3.BoolR
     overlap = z3t.And(w1(a.obj) == w2(b.obj), z3.ULT(oa, ob + b.size), z3.ULT(ob, oa + a.size))
     if not (a.write and b.write):
         return overlap, z3.BoolVal(False)
+    if byte_comparable(a, b):
+        return z3t.And(overlap, z3t.Not(_same_shared_bytes(a, b, w1, w2))), overlap
     same = [oa == ob] if a.size == b.size and len(a.value) == len(b.value) else [z3.BoolVal(False)]
     for x, y in zip(a.value, b.value):
         same.append(cast(z3.BoolRef, w1(x) == w2(y)) if x.sort() == y.sort() else z3.BoolVal(False))
     return z3t.And(overlap, z3t.Not(z3t.And(*same))), overlap
+
+
+def byte_comparable(a: Access, b: Access) -> bool:
+    """Two writes of one integer each, of different sizes (a word and a byte): the bytes they
+    share are compared one by one (SEMANTICS.md: a write-write race storing the same bytes is
+    benign), the device's memory being little-endian."""
+    if a.size == b.size or len(a.value) != 1 or len(b.value) != 1:
+        return False
+    x, y = a.value[0], b.value[0]
+    return z3.is_bv(x) and z3.is_bv(y) and x.size() == 8 * a.size and y.size() == 8 * b.size
+
+
+def _same_shared_bytes(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> z3.BoolRef:
+    oa, ob = w1(a.off), w2(b.off)
+    x, y = w1(a.value[0]), w2(b.value[0])
+    return z3t.And(*[cast(z3.BoolRef, z3.Implies(oa + i == ob + j, z3t.Extract(8 * i + 7, 8 * i, x)
+                                                 == z3t.Extract(8 * j + 7, 8 * j, y)))
+                     for i in range(a.size) for j in range(b.size)])
 
 
 def _pairs(kp: KernelPaths, diverging: bool) -> list[tuple[Access, Access, bool]]:

@@ -31,7 +31,7 @@ from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
 from verimim.smt.kernel_queries import (
-    Conflict, Launch, Verdict, WorkItem, check_divergence, check_races, ids, run_command,
+    Conflict, Launch, Verdict, WorkItem, byte_comparable, check_divergence, check_races, ids, run_command,
 )
 from verimim.smt.kernel_streams import HostRun, check_streams, host_run, mentions_streams
 from verimim.smt.solver import SpecContext
@@ -293,7 +293,7 @@ def _unlike_writes(v: Verdict) -> bool:
     if not isinstance(v.witness[0], Conflict):
         return False
     a, b = v.witness[0].a, v.witness[0].b
-    return a.write and b.write and (a.size != b.size or len(a.value) != len(b.value))
+    return a.write and b.write and (a.size != b.size or len(a.value) != len(b.value)) and not byte_comparable(a, b)
 
 
 def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, site: LaunchSite, program: Program,

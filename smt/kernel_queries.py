@@ -160,12 +160,13 @@ def byte_comparable(a: Access, b: Access) -> bool:
     if a.size == b.size or len(a.value) != 1 or len(b.value) != 1:
         return False
     x, y = a.value[0], b.value[0]
-    return z3.is_bv(x) and z3.is_bv(y) and x.size() == 8 * a.size and y.size() == 8 * b.size
+    return isinstance(x, z3.BitVecRef) and isinstance(y, z3.BitVecRef) and x.size() == 8 * a.size \
+        and y.size() == 8 * b.size
 
 
 def _same_shared_bytes(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> z3.BoolRef:
     oa, ob = w1(a.off), w2(b.off)
-    x, y = w1(a.value[0]), w2(b.value[0])
+    x, y = cast(z3.BitVecRef, w1(a.value[0])), cast(z3.BitVecRef, w2(b.value[0]))
     return z3t.And(*[cast(z3.BoolRef, z3.Implies(oa + i == ob + j, z3t.Extract(8 * i + 7, 8 * i, x)
                                                  == z3t.Extract(8 * j + 7, 8 * j, y)))
                      for i in range(a.size) for j in range(b.size)])

@@ -722,9 +722,8 @@ def _report_misuses(run: HostRun, program: Any, ctx: Any, file: str, diags: list
             continue  # (no input reaches it, or the solver gave no answer: nothing shown)
         model_argc = signed(int_value(model_preferring(ctx, s, small_argc(run.argc), "streams"), run.argc), 32)
         sites = chain_keys(m.site)
-        argc = next((n for n in candidate_argcs(model_argc) if (seen := run_with(program, n, runs)).code == "E-STREAM"
-                     and (f := seen.fault) is not None and getattr(f, "loc", None) is not None
-                     and (f.loc.line, f.loc.col) in sites), None)
+        argc = next((n for n in candidate_argcs(model_argc) if _stops_at(run_with(program, n, runs), "E-STREAM", sites)),
+                    None)
         if argc is None:
             _stream_note(diags, f"{what} is possible (argc = {model_argc}), and no run shows it", loc)
             continue
@@ -733,6 +732,12 @@ def _report_misuses(run: HostRun, program: Any, ctx: Any, file: str, diags: list
         if command is not None:
             related.append(Related(f"reached when argc = {argc}: `{command}`", None))
         diags.append(Diagnostic("E-STREAM", what, loc, "error", tuple(related)))
+
+
+def _stops_at(seen: "Observation", code: str, sites: set[tuple[int | None, int | None]]) -> bool:
+    """Whether the run stopped with `code` at one of `sites` (places, as chain_keys gives them)."""
+    loc = getattr(seen.fault, "loc", None)
+    return seen.code == code and loc is not None and (loc.line, loc.col) in sites
 
 
 def _rests_on_unknowns(terms: list[z3.ExprRef], host_fresh: frozenset[str], c: Candidate,

@@ -25,6 +25,7 @@ from verimim.phases.base import PhaseResult, walk
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.witness import Rewrites
 from verimim.smt.match import Matcher
+from verimim.smt import z3_typed as z3t
 from verimim.smt.solver import Outcome, SpecContext
 
 SYNC = "gpu.sync_work_items"
@@ -106,7 +107,7 @@ def _may_run_between(first: Def | None, r: Def, events: list[Def], ctx: SpecCont
     start) and before `r`, else None. Each operation's position in the order is a Z3 integer;
     an operation that depends on another (through any node of the block) comes after it; Z3
     looks for positions with one operation strictly between the two."""
-    ops = [e for e in dict.fromkeys([*events, r, *([first] if first is not None else [])])]
+    ops: list[Def] = list(dict.fromkeys([*events, r, *([first] if first is not None else [])]))
     pos = {e.gid: z3.Int(f"pos_{i}") for i, e in enumerate(ops)}
     s = ctx.solver()
     s.add(z3.Distinct(*pos.values()) if len(pos) > 1 else z3.BoolVal(True))
@@ -125,8 +126,9 @@ def _may_run_between(first: Def | None, r: Def, events: list[Def], ctx: SpecCont
         return None
     if answer != z3.sat:
         return others[0]  # no answer: not shown (the path encoding decides)
-    k = s.model().eval(chosen, model_completion=True).as_long()
-    return others[k] if 0 <= k < len(others) else others[0]
+    k = s.model().eval(chosen, model_completion=True)
+    i = k.as_long() if z3t.is_int_value(k) else 0
+    return others[i] if 0 <= i < len(others) else others[0]
 
 
 def _blocks(world: World) -> Blocks:

@@ -635,7 +635,7 @@ class Scopes:
             if gid in have:
                 out[gid] = x
                 continue
-            if kind is App and isinstance(x.head, Axiom) and x.callee.gid not in seen:
+            if isinstance(x, App) and isinstance(x.head, Axiom) and x.callee.gid not in seen:
                 heads.add(x.callee.gid)
             stack.extend(x.ops)
 

@@ -416,11 +416,30 @@ def encode(d: Def, env: Env) -> Encoded:
         if not isinstance(tup.value, tuple):
             raise NoSemantics(f"extract from a non-tuple: {show(d)}")
         return Encoded(tup.value[d.index.value], tup.ub)
+    if isinstance(d, Extract):
+        return _select(d, env)
     if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex.startswith("core."):
         return encode_app(d.head.annex, d.args(), env)
     if isinstance(d, Param):
         raise NoSemantics(f"a free variable without a value: {show(d)}")
     raise NoSemantics(f"no bit-vector meaning for `{show(d)}`")
+
+
+def _select(d: Extract, env: Env) -> Encoded:
+    """An element of a tuple of integers chosen by a run-time index (`(2I32, 4I32)#c`, Mim's
+    select): the element the index names, a chain of ifs (the index's type `Idx n` holds only
+    the tuple's positions)."""
+    tup, idx = encode(d.tup, env), encode(d.index, env)
+    elems, i = tup.value, idx.value
+    if not (isinstance(elems, tuple) and elems and isinstance(i, z3.BitVecRef)
+            and all(isinstance(e, z3.BitVecRef) and e.sort() == elems[0].sort() for e in elems)):
+        raise NoSemantics(f"an extract at a run-time index of what is not a tuple of integers: {show(d)}")
+    if len(elems) > (1 << i.size()):
+        raise NoSemantics(f"an index too narrow for its tuple: {show(d)}")
+    out = cast(z3.BitVecRef, elems[-1])
+    for k in range(len(elems) - 2, -1, -1):
+        out = z3t.If(i == k, cast(z3.BitVecRef, elems[k]), out)
+    return Encoded(out, _any(tup.ub, idx.ub))
 
 
 def literal(d: Lit) -> Encoded:

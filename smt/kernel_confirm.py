@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from verimim.diagnostics import LAUNCHED_HERE, Loc, VerimimError
 from verimim.frontend.loader import in_program
-from verimim.ir.defs import App, MutLam
+from verimim.ir.defs import App, Axiom, Lit, MutLam, Tuple
 from verimim.ir.world import World
 from verimim.phases.base import Program, walk
 from verimim.interp.observe import Observation, observe
@@ -46,10 +46,32 @@ def _key(loc: Loc) -> tuple[int | None, int | None]:
     return (loc.line, loc.col)
 
 
-def candidate_argcs(model_argc: int | None) -> list[int]:
-    """The counterexample's own argc first (where `run` can give it), then the default ones."""
+def candidate_argcs(model_argc: int | None, hints: Iterable[int] = ()) -> list[int]:
+    """The counterexample's own argc first (where `run` can give it), then the default ones,
+    then the `hints` (argc_hints) that `run` can give."""
     first = [model_argc] if model_argc is not None and 1 <= model_argc <= MAX_ARGC_FOR_RUN else []
-    return list(dict.fromkeys([*first, *DEFAULT_ARGCS]))
+    return list(dict.fromkeys([*first, *DEFAULT_ARGCS, *(n for n in hints if 1 <= n <= MAX_ARGC_FOR_RUN)]))
+
+
+MAX_HINTS = 6
+
+
+def argc_hints(host: World) -> list[int]:
+    """The argcs on either side of each literal the host compares with a computed value
+    (`core.icmp.ug (argc, 2I32)`: 2 and 3), at most MAX_HINTS, smallest first: where the
+    verifier cannot tie a kernel's arguments to argc (a value chosen on one branch), a run at
+    the default argcs 1 and 2 may miss the fault that these thresholds switch on."""
+    found: set[int] = set()
+    for d in walk(host):
+        if not (isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex.startswith(("core.icmp.", "core.ncmp."))):
+            continue
+        pair = d.arg
+        if not (isinstance(pair, Tuple) and len(pair.ops) == 2):
+            continue
+        lits = [op.value for op in pair.ops if isinstance(op, Lit) and isinstance(op.value, int)]
+        if len(lits) == 1 and 0 <= lits[0] <= MAX_ARGC_FOR_RUN:
+            found |= {lits[0], lits[0] + 1}
+    return sorted(n for n in found if n not in DEFAULT_ARGCS)[:MAX_HINTS]
 
 
 @dataclass(frozen=True)

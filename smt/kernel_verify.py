@@ -26,7 +26,7 @@ from verimim.ir.defs import MutLam
 from verimim.ir.world import World
 from verimim.phases.base import Program
 from verimim.interp.observe import Observation
-from verimim.smt.kernel_confirm import DEFAULT_ARGCS, ShownFault, candidate_argcs, confirming_run
+from verimim.smt.kernel_confirm import DEFAULT_ARGCS, ShownFault, argc_hints, candidate_argcs, confirming_run
 from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
@@ -311,7 +311,7 @@ def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, site: Lau
     if _memory_free(_cex_terms(v, kp), kp, launch) and not _unlike_writes(v):
         return v, argc, None
     what = "race" if code == "E-RACE" else "barrier divergence"
-    tried = candidate_argcs(argc if launch.tied else None)
+    tried = candidate_argcs(argc) if launch.tied else candidate_argcs(None, argc_hints(program.host))
     shown = confirming_run(program, code, kp, tried, runs, site.app)
     why = _why_not_alone(v, what, launch)
     if shown is not None:

@@ -430,15 +430,16 @@ def _select(d: Extract, env: Env) -> Encoded:
     select): the element the index names, a chain of ifs (the index's type `Idx n` holds only
     the tuple's positions)."""
     tup, idx = encode(d.tup, env), encode(d.index, env)
-    elems, i = tup.value, idx.value
-    if not (isinstance(elems, tuple) and elems and isinstance(i, z3.BitVecRef)
-            and all(isinstance(e, z3.BitVecRef) and e.sort() == elems[0].sort() for e in elems)):
+    i = idx.value
+    elems = [e for e in tup.value if isinstance(e, z3.BitVecRef)] if isinstance(tup.value, tuple) else []
+    if not (elems and isinstance(tup.value, tuple) and len(elems) == len(tup.value) and isinstance(i, z3.BitVecRef)
+            and all(e.sort() == elems[0].sort() for e in elems)):
         raise NoSemantics(f"an extract at a run-time index of what is not a tuple of integers: {show(d)}")
     if len(elems) > (1 << i.size()):
         raise NoSemantics(f"an index too narrow for its tuple: {show(d)}")
-    out = cast(z3.BitVecRef, elems[-1])
+    out = elems[-1]
     for k in range(len(elems) - 2, -1, -1):
-        out = z3t.If(i == k, cast(z3.BitVecRef, elems[k]), out)
+        out = z3t.If(i == k, elems[k], out)
     return Encoded(out, _any(tup.ub, idx.ub))
 
 

@@ -75,6 +75,7 @@ class Compiler:
         self._static: dict[int, bool] = {}
         self._has_var: dict[int, bool] = {}
         self._leaf: dict[int, bool] = {}
+        self._outer: dict[int, list[Def]] = {}  # λ → the nodes its body takes from its creator
 
     @property
     def world(self) -> World:
@@ -237,7 +238,16 @@ class Compiler:
         return Code(instrs, len(slots), getter(root), None, premade, root, slots)
 
     def operands(self, d: Def) -> list[Def]:
-        """The nodes an instruction for `d` reads."""
+        """The nodes an instruction for `d` reads: also, for an immutable λ among them, the nodes
+        its body takes from this activation (a call reads them from the frame: Machine.lam_captures),
+        so that they are computed before the λ can be called (`(lm m = store (m, h, 7), …)#c`
+        called before anything else used h read an empty slot)."""
+        ops = self._operands(d)
+        if any(isinstance(op, Lam) for op in ops):
+            ops = ops + [x for op in ops if isinstance(op, Lam) for x in self._lam_outer(op)]
+        return ops
+
+    def _operands(self, d: Def) -> list[Def]:
         if isinstance(d, MutLam):
             return list(self.scopes.avail(d, self.is_leaf).values())
         if isinstance(d, Pack):
@@ -250,6 +260,28 @@ class Compiler:
                 return d.args()
             return [d.callee, d.arg]
         return list(d.ops)
+
+    def _lam_outer(self, lam: Lam) -> list[Def]:
+        """The nodes of a λ's body (and of the λs in it) that do not depend on its parameter:
+        its creator's, once (not looking into mutables: their captures are their own)."""
+        hit = self._outer.get(lam.gid)
+        if hit is not None:
+            return hit
+        out: list[Def] = []
+        seen: set[int] = set()
+        stack: list[Def] = [lam.body] if lam.body is not None else []
+        while stack:
+            x = stack.pop()
+            if x.gid in seen or isinstance(x, MutLam):
+                continue
+            seen.add(x.gid)
+            if x.bvd == 0 and not isinstance(x, Lam):
+                if not self.is_leaf(x):
+                    out.append(x)
+                continue
+            stack.extend(x.ops)
+        self._outer[lam.gid] = out
+        return out
 
     def leaf_getter(self, d: Def) -> Getter | None:
         """A getter for nodes that need no instruction: constants and parameters."""

@@ -481,7 +481,7 @@ class BodyCompiler:
         except KeyError:
             pass
         if isinstance(d, Var):
-            raise unsupported(f"a parameter of `{d.mut.name}` used outside it", d.loc)
+            raise unsupported(f"a parameter of `{d.mut.name}` (`{show_short(d)}`) used outside it", d.loc)
         if isinstance(d, Axiom):
             raise unsupported(f"the value `{d.annex}` in a kernel", d.loc)
         raise VerimimError("E-INTERNAL", f"nvptx: `{show_short(d)}` used before it was computed", d.loc)

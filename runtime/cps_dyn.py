@@ -150,10 +150,16 @@ class DynamicClosures:
         # from enclosing parameters is captured whole too: the trampoline has no creator to take
         # its parts from (a shared `mem.lea (out, i)` needs `out` and `i`, which no body names).
         # A constant is computed anywhere.
+        # So is what the activations of the continuations nested in m compute once for theirs:
+        # built from m's record, their enclosing parameters are no values there either (a kernel's
+        # `group_id` that two arms of a branch inside m use).
         local, taken = self.scopes.nested(m), {x.gid for x in out}
-        out += [x for x in self.scopes.shared_needs(m, self._is_leaf)  # type: ignore[attr-defined]
-                if x.gid not in taken and not self.ctx.is_static(x)
-                and (deps := self.scopes.deps(x)) and deps.isdisjoint(local)]
+        for n in sorted(local, key=lambda k: k.gid):
+            for x in self.scopes.shared_needs(n, self._is_leaf):  # type: ignore[attr-defined]
+                if x.gid not in taken and not self.ctx.is_static(x) \
+                        and (deps := self.scopes.deps(x)) and deps.isdisjoint(local):
+                    taken.add(x.gid)
+                    out.append(x)
         self.captures[m.gid] = out
         return out
 

@@ -271,6 +271,20 @@ def test_a_loop_carrying_a_continuation_chosen_at_run_time_runs_natively() -> No
     assert _interp(world, ["p", "a", "b", "c"]) == 4000 - 1037
 
 
+def test_a_record_carries_what_the_continuations_nested_in_it_share() -> None:
+    # (fuzz, --target gpu, seed 610) a kernel loop carrying `(after, adjust)#c`: inside the
+    # record `after`, `exit`'s two arms share `group_id_1`, which `exit` computes once; the record
+    # carried what `after` itself computes once only, and the device code said E-UNSUPPORTED
+    # ("a parameter of `kernel1` used outside it").
+    path = Path(__file__).resolve().parents[1] / "programs" / "fuzz_found" / \
+        "record_carries_what_its_nested_continuations_share.mim"
+    world, _ = load_program(str(path), [])
+    prog = compile_program(world)
+    assert prog.device is not None and "kernel1" in prog.device.kernels
+    assert ".entry kernel1" in prog.device.ptx
+    assert _interp(world, [str(path)]) == 80
+
+
 def test_a_run_time_closure_that_the_continuation_it_makes_names_back_runs_natively() -> None:
     # pb (passed to rec_ as `last`, so entered from a record) makes `go`, which jumps to q, which
     # names pb again: q is made by pb's activations (every way to q passes through pb), so pb's

@@ -60,7 +60,12 @@ def argc_hints(host: World) -> list[int]:
     """The argcs on either side of each literal the host compares with a computed value
     (`core.icmp.ug (argc, 2I32)`: 2 and 3), at most MAX_HINTS, smallest first: where the
     verifier cannot tie a kernel's arguments to argc (a value chosen on one branch), a run at
-    the default argcs 1 and 2 may miss the fault that these thresholds switch on."""
+    the default argcs 1 and 2 may miss the fault that these thresholds switch on. Once per
+    World (every untied launch of a program asks)."""
+    return host.keep("confirm.argc_hints", lambda: _argc_hints(host))
+
+
+def _argc_hints(host: World) -> list[int]:
     found: set[int] = set()
     for d in walk(host):
         if not (isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex.startswith(("core.icmp.", "core.ncmp."))):

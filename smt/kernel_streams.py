@@ -705,7 +705,7 @@ def _report_misuses(run: HostRun, program: Any, ctx: Any, file: str, diags: list
     values the model does not know: a stream operation is rare, and a wrong E-STREAM would
     blame a valid program. Not shown, a note says it is not decided."""
     from verimim.diagnostics import Diagnostic, Related
-    from verimim.smt.kernel_confirm import candidate_argcs, chain_keys, run_with
+    from verimim.smt.kernel_confirm import chain_keys
     from verimim.smt.kernel_model import int_value, signed
 
     for path in run.paths:
@@ -721,23 +721,16 @@ def _report_misuses(run: HostRun, program: Any, ctx: Any, file: str, diags: list
         if ctx.check(s, f"streams: {what} at {loc}") != z3.sat:
             continue  # (no input reaches it, or the solver gave no answer: nothing shown)
         model_argc = signed(int_value(model_preferring(ctx, s, small_argc(run.argc), "streams"), run.argc), 32)
-        sites = chain_keys(m.site)
-        argc = next((n for n in candidate_argcs(model_argc) if _stops_at(run_with(program, n, runs), "E-STREAM", sites)),
-                    None)
-        if argc is None:
-            _stream_note(diags, f"{what} is possible (argc = {model_argc}), and no run shows it", loc)
+        argc = _first_run_showing(program, "E-STREAM", chain_keys(m.site), model_argc, runs)
+        if argc is None:  # (a note of its own: it is no verdict on races between streams)
+            diags.append(Diagnostic("E-STREAM", f"{what} is possible for the host model (argc = {model_argc}), "
+                                    f"and no run shows it: not reported", loc, "note"))
             continue
         related = [Related("deinitialised here", op_loc(m.ended))]
         command = run_command(file, argc)
         if command is not None:
             related.append(Related(f"reached when argc = {argc}: `{command}`", None))
         diags.append(Diagnostic("E-STREAM", what, loc, "error", tuple(related)))
-
-
-def _stops_at(seen: "Observation", code: str, sites: set[tuple[int | None, int | None]]) -> bool:
-    """Whether the run stopped with `code` at one of `sites` (places, as chain_keys gives them)."""
-    loc = getattr(seen.fault, "loc", None)
-    return seen.code == code and loc is not None and (loc.line, loc.col) in sites
 
 
 def _rests_on_unknowns(terms: list[z3.ExprRef], host_fresh: frozenset[str], c: Candidate,
@@ -758,13 +751,22 @@ def _shown_by_run(program: Any, c: Candidate, argc: int, runs: "dict[int, Observ
     """The argc of the first run (the counterexample's, then 1 and 2; schedule 0) that stops
     with E-RACE at one of the candidate's operations (a launch: any application of its chain,
     which a kernel's fault names as where it was launched), else None."""
-    from verimim.smt.kernel_confirm import candidate_argcs, chain_keys, run_with
+    from verimim.smt.kernel_confirm import chain_keys
 
-    sites = chain_keys(c.new.site) | chain_keys(c.pending.site)
+    return _first_run_showing(program, "E-RACE", chain_keys(c.new.site) | chain_keys(c.pending.site), argc, runs)
+
+
+def _first_run_showing(program: Any, code: str, sites: set[tuple[int | None, int | None]], argc: int,
+                       runs: "dict[int, Observation]") -> int | None:
+    """The argc of the first run (`argc`, then 1 and 2; schedule 0) that stops with `code` at one
+    of `sites` (places, as kernel_confirm.chain_keys gives them: the fault's or a related note's),
+    else None."""
+    from verimim.smt.kernel_confirm import candidate_argcs, run_with
+
     for n in candidate_argcs(argc):
         seen = run_with(program, n, runs)
         fault = seen.fault
-        if seen.code != "E-RACE" or fault is None:
+        if seen.code != code or fault is None:
             continue
         locs = [getattr(fault, "loc", None), *(r.loc for r in getattr(fault, "related", ()))]
         if any(loc is not None and (loc.line, loc.col) in sites for loc in locs):

@@ -108,15 +108,15 @@ def _may_run_between(first: Def | None, r: Def, events: list[Def], ctx: SpecCont
     an operation that depends on another (through any node of the block) comes after it; Z3
     looks for positions with one operation strictly between the two."""
     ops: list[Def] = list(dict.fromkeys([*events, r, *([first] if first is not None else [])]))
-    pos = {e.gid: z3.Int(f"pos_{i}") for i, e in enumerate(ops)}
-    s = ctx.solver()
-    s.add(z3.Distinct(*pos.values()) if len(pos) > 1 else z3.BoolVal(True))
-    for b in ops:
-        below = _below([b], set())
-        s.add(*[pos[a.gid] < pos[b.gid] for a in ops if a is not b and a.gid in below])
     others = [e for e in ops if e is not r and e is not first]
     if not others:
         return None
+    pos = {e.gid: z3.Int(f"pos_{i}") for i, e in enumerate(ops)}
+    s = ctx.solver()
+    s.add(z3.Distinct(*pos.values()))
+    for b in ops:
+        below = _below([b], set())
+        s.add(*[pos[a.gid] < pos[b.gid] for a in ops if a is not b and a.gid in below])
     start = pos[first.gid] if first is not None else None
     chosen = z3.Int("between")
     s.add(z3.Or(*[z3.And(chosen == i, pos[e.gid] < pos[r.gid], *([start < pos[e.gid]] if start is not None else []))

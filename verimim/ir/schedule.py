@@ -521,8 +521,7 @@ class Scopes:
         self._shared[k.gid] = out
         return out
 
-    def _taken_from_outside(self, y: MutLam, is_leaf: Callable[[Def], bool],
-                            captured: dict[int, Def] | None = None) -> list[Def]:
+    def _taken_from_outside(self, y: MutLam, is_leaf: Callable[[Def], bool], captured: dict[int, Def]) -> list[Def]:
         """The values the bodies of y (and of what its activations make) demand that do not
         depend on y's activation: what y computes itself, or captures, from outside. From the
         jumps' callees and arguments (a body is its own, never a value another one takes);
@@ -540,7 +539,7 @@ class Scopes:
             seen.add(x.gid)
             if isinstance(x, (Var, MutLam)) or (not isinstance(x, Lam) and is_leaf(x)):
                 continue
-            if captured is not None and x.gid in captured:
+            if x.gid in captured:
                 continue  # the creator's closure has it (and what it was made of)
             if isinstance(x, App):
                 stack.append((x.callee, True))

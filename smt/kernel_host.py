@@ -179,3 +179,60 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs, issued: z3.Boo
     if not used_argc:
         launch.host_vars = {}
     return launch
+
+
+def bind_from_paths(occurrences: list[tuple[z3.BoolRef, Any, tuple[Any, Any]]], inp: KernelInputs,
+                    argc: z3.BitVecRef) -> Launch | None:
+    """The launch's constraints from main's symbolic paths (kernel_streams.HostRun.launch_values):
+    the launch is one of the times main issues it, each with its path's decisions, arguments and
+    sizes. This ties what `bind_launch` cannot read off the expression — an argument main keeps
+    in a host cell and loads back, or passes to a join's parameter — wherever every path
+    computes it from argc alone. None where one depends on more (a value the host model does
+    not know, argv's contents) or does not fit the kernel's parameters."""
+    names: set[str] = set()
+    objects: dict[int, str] = {}
+    size_vars: dict[int, z3.BitVecRef] = {}  # the launch's n_groups and n_items, whichever path issues it
+    disjuncts: list[z3.BoolRef] = []
+    for cond, args, sizes in occurrences:
+        eqs: list[z3.BoolRef] = [cond]
+        names |= {str(v) for v in z3.z3util.get_vars(cond)}
+        if not _equate(inp.args, args, eqs, objects, names):
+            return None
+        for k, size in enumerate(sizes):
+            if not isinstance(size, z3.BitVecRef):
+                return None
+            var = size_vars.setdefault(k, z3.BitVec(("launch_n_groups", "launch_n_items")[k], size.size()))
+            if var.size() != size.size():
+                return None
+            names |= {str(v) for v in z3.z3util.get_vars(size)}
+            eqs.append(cast(z3.BoolRef, var == size))
+        disjuncts.append(z3t.And(*eqs))
+    if names - {"argc"}:
+        return None
+    launch = Launch(size_vars.get(0), size_vars.get(1), [z3t.Or(*disjuncts), argc >= 1], tied=True,
+                    reach_known=True, objects=objects)
+    if "argc" in names:
+        launch.host_vars = {"argc": argc}
+    return launch
+
+
+def _equate(kv: Any, hv: Any, eqs: list[z3.BoolRef], objects: dict[int, str], names: set[str]) -> bool:
+    """Equations of the kernel's argument value kv with the host's hv (the variables hv
+    mentions into `names`); False where their shapes differ."""
+    if isinstance(kv, Ptr):
+        if not isinstance(hv, Ptr) or hv.space != kv.space:
+            return False
+        obj = z3.simplify(hv.obj)
+        if z3.is_bv_value(obj):
+            objects[cast(z3.BitVecNumRef, obj).as_long()] = hv.label
+        names.update(str(v) for v in z3.z3util.get_vars(hv.obj) + z3.z3util.get_vars(hv.off))
+        eqs += [cast(z3.BoolRef, kv.obj == hv.obj), cast(z3.BoolRef, kv.off == hv.off)]
+        return True
+    if isinstance(kv, tuple):
+        return isinstance(hv, tuple) and len(hv) == len(kv) \
+            and all(_equate(x, y, eqs, objects, names) for x, y in zip(kv, hv))
+    if isinstance(kv, z3.BitVecRef) and isinstance(hv, z3.BitVecRef) and kv.sort() == hv.sort():
+        names.update(str(v) for v in z3.z3util.get_vars(hv))
+        eqs.append(cast(z3.BoolRef, kv == hv))
+        return True
+    return False

@@ -131,7 +131,7 @@ class _HostState:
     dead: list[tuple[Any, App]] = field(default_factory=list)  # the streams `stream_deinit` ended, and where
     misuse: StreamMisuse | None = None  # the operation on an ended stream that stopped the path
     # the launches issued, each with the path's branch decisions when it is issued
-    launches: list[tuple[int, z3.BoolRef]] = field(default_factory=list)
+    launches: list[tuple[int, z3.BoolRef, LaunchOp]] = field(default_factory=list)
 
     def new_obj(self, space: int, d: App, what: str) -> Ptr:
         self.objects += 1
@@ -314,7 +314,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         live(ev, d, s, "gpu.launch")
         op = LaunchOp(d, name or "?", s, kargs, (n_groups, n_items))
         # (by its program point: a launch in an immutable λ's body runs as an opened copy)
-        st.launches.append((ev.program_point(d).gid, z3t.And(*path_facts(ev.explorer, decisions_only=True))))
+        st.launches.append((ev.program_point(d).gid, z3t.And(*path_facts(ev.explorer, decisions_only=True)), op))
         if _is_default(ev, s):
             complete_all()
         else:
@@ -377,7 +377,8 @@ class HostPath:
     candidates: tuple[Candidate, ...]
     status: str
     cut_at: str
-    launches: tuple[tuple[int, z3.BoolRef], ...] = ()  # (launch node, the decisions before it)
+    # (launch node, the decisions before it, what it launches with)
+    launches: tuple[tuple[int, z3.BoolRef, LaunchOp], ...] = ()
     fresh: frozenset[str] = frozenset()  # the names of the unknown values the path made (memory)
     misuse: StreamMisuse | None = None  # the path stopped at an operation on an ended stream
 
@@ -396,9 +397,18 @@ class HostRun:
             return None
         conds: dict[int, list[z3.BoolRef]] = {}
         for p in self.paths:
-            for gid, cond in p.launches:
+            for gid, cond, _op in p.launches:
                 conds.setdefault(gid, []).append(cond)
         return {gid: z3t.Or(*cs) for gid, cs in conds.items()}
+
+    def launch_values(self, gid: int) -> list[tuple[z3.BoolRef, Any, tuple[Any, Any]]] | None:
+        """Every time main issues the launch (by node) on one of its paths: the decisions before
+        it, its arguments and its sizes as the path computes them. None where a path was cut (a
+        launch past the cut would be missed) or main never issues it."""
+        if any(p.status in CUT_STATUSES for p in self.paths):
+            return None
+        out = [(cond, op.args, op.sizes) for p in self.paths for g, cond, op in p.launches if g == gid]
+        return out or None
 
 
 def host_concrete_bound(loop_bound: int) -> int:
@@ -416,7 +426,7 @@ def host_paths(host: World, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUN
     scopes = Scopes(host)
     uses = [False]
 
-    def one() -> tuple[tuple[Candidate, ...], str, str, tuple[tuple[int, z3.BoolRef], ...], frozenset[str],
+    def one() -> tuple[tuple[Candidate, ...], str, str, tuple[tuple[int, z3.BoolRef, LaunchOp], ...], frozenset[str],
                        StreamMisuse | None]:
         st = _HostState()
         st.mem.initial[FIRST_OBJ] = _argv_cell

@@ -28,7 +28,7 @@ from verimim.phases.base import Program
 from verimim.interp.observe import Observation
 from verimim.smt.kernel_confirm import DEFAULT_ARGCS, ShownFault, argc_hints, candidate_argcs, confirming_run
 from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
-from verimim.smt.kernel_host import LaunchSite, bind_launch, launch_sites
+from verimim.smt.kernel_host import LaunchSite, bind_from_paths, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
 from verimim.smt.kernel_queries import (
     Conflict, Launch, Verdict, WorkItem, byte_comparable, check_divergence, check_races, ids, run_command,
@@ -86,7 +86,7 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
                                                                   loop_bound, program.device)
                 issued = None if reach is None else reach.get(site.app.gid, z3.BoolVal(False))
                 _verify_launch(kp, summarized.get(site.kernel), site, program, ctx, file, entry, out.diagnostics,
-                               runs, issued)
+                               runs, issued, main_run if isinstance(main_run, HostRun) else None)
         entry["time_s"] = round(time.perf_counter() - t0, 4)
         out.entries.append(entry)
         by_site[site.app.gid] = entry
@@ -153,12 +153,17 @@ def _bound_note(kp: KernelPaths) -> str:
 
 def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSite, program: Program,
                    ctx: SpecContext, file: str, entry: dict[str, Any], diags: list[Diagnostic],
-                   runs: dict[int, Observation], issued: z3.BoolRef | None = None) -> None:
-    """Verify one launch (`issued`: when main issues it, None where that is not known)."""
-    launch = bind_launch(program.host, site, kp.inputs, issued)
+                   runs: dict[int, Observation], issued: z3.BoolRef | None = None,
+                   main_run: HostRun | None = None) -> None:
+    """Verify one launch (`issued`: when main issues it, None where that is not known; `main_run`:
+    main's paths, where modelled)."""
+    launch, from_paths = _bind(program, site, kp, issued, main_run)
     label = f"kernel {site.kernel} at {site.loc}"
     bounded = _bound_note(kp)
     notes = [f"two symbolic work-items over {len(kp.paths)} path(s) of `{site.kernel}`"]
+    if from_paths:
+        notes.append(f"arguments and launch sizes as main computes them each time it issues the launch "
+                     f"({from_paths} on its paths)")
     if not launch.tied:
         notes.append("some arguments or launch sizes are not known on the host: verified for every value")
     if not launch.reach_known:
@@ -186,7 +191,7 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
     if bounded and summary is not None and not _bound_note(summary):
         # The cut paths found nothing: with the loops summarized by their invariants every
         # iteration is covered, and a proof there is a proof (a refutation may be spurious).
-        s_launch = bind_launch(program.host, site, summary.inputs, issued)
+        s_launch = _bind(program, site, summary, issued, main_run)[0]
         used = []
         if entry["divergence"] == "bounded" and check_divergence(summary, s_launch, ctx, label + " (loop invariants)").status == "proved":
             entry["divergence"] = "proved"
@@ -224,6 +229,21 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
         notes.append("a benign write-write race (every work-item stores the same value)")
     entry["detail"] = "; ".join(notes)
     entry["counterexample"] = cex
+
+
+def _bind(program: Program, site: LaunchSite, kp: KernelPaths, issued: z3.BoolRef | None,
+          main_run: HostRun | None) -> tuple[Launch, int]:
+    """What the host says about the launch: read off its expression (`bind_launch`); where that
+    leaves an argument or size untied (kept in a host cell, passed to a join's parameter, a
+    host loop's counter), from main's paths when each of them computes it from argc
+    (`bind_from_paths`). With how many launches main's paths issue there (0: read off the
+    expression)."""
+    launch = bind_launch(program.host, site, kp.inputs, issued)
+    if launch.tied or main_run is None:
+        return launch, 0
+    values = main_run.launch_values(site.app.gid)
+    from_paths = None if values is None else bind_from_paths(values, kp.inputs, main_run.argc)
+    return (launch, 0) if from_paths is None or values is None else (from_paths, len(values))
 
 
 def _status(v: Verdict, bounded: str) -> str:

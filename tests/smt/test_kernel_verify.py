@@ -880,13 +880,14 @@ def test_a_divergence_in_a_kernel_the_model_cannot_explore_is_shown_by_a_run(tmp
 
 
 def test_a_run_confirms_a_refutation_only_in_the_launch_it_faulted_in() -> None:
-    """A kernel launched twice, both refutations resting on host-loaded values (shown by a run or
-    `unknown`): the run's race is in the second launch; the first is not refuted by it."""
+    """A kernel launched twice with factors the host stores and loads back, 1 and 0: the run's
+    race is in the second launch; the first is not refuted by it (read off main's paths, the
+    factors tie both launches: the first is proved; it was `unknown`)."""
     path = Path(__file__).resolve().parents[1] / "programs" / "runtime_errors" / \
         "race_in_the_second_launch_of_a_kernel.mim"
     rep = driver.check(str(path), [])
     first, second = rep.data["kernels"]
-    assert (first["launch"]["line"], first["races"]) == (30, "unknown"), first
+    assert (first["launch"]["line"], first["races"]) == (30, "proved"), first
     assert (second["launch"]["line"], second["races"]) == (31, "refuted"), second
     (race,) = [d for d in rep.diagnostics if d.code == "E-RACE"]
     assert [r.loc.line for r in race.related if r.message == "launched here" and r.loc] == [31], race.related

@@ -225,7 +225,7 @@ def _equate(kv: Any, hv: Any, eqs: list[z3.BoolRef], objects: dict[int, str], na
         obj = z3.simplify(hv.obj)
         if z3.is_bv_value(obj):
             objects[cast(z3.BitVecNumRef, obj).as_long()] = hv.label
-        names.update(str(v) for v in z3.z3util.get_vars(hv.obj) + z3.z3util.get_vars(hv.off))
+        names.update(str(v) for part in (hv.obj, hv.off) for v in z3.z3util.get_vars(part))
         eqs += [cast(z3.BoolRef, kv.obj == hv.obj), cast(z3.BoolRef, kv.off == hv.off)]
         return True
     if isinstance(kv, tuple):

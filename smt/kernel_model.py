@@ -284,13 +284,16 @@ def _scratch_handlers() -> tuple[dict[str, Op], Callable[[], bool]]:
 
 def explore_kernel(kernel: MutLam, timeout_ms: int, loop_bound: int = DEFAULT_LOOP_BOUND,
                    summarize_loops: bool = False, world: Any = None,
-                   summarize_only: frozenset[int] | None = None) -> KernelPaths:
+                   summarize_only: frozenset[int] | None = None,
+                   assume: Callable[[KernelInputs], list[z3.BoolRef]] | None = None) -> KernelPaths:
     """Every path of one generic work-item of `kernel` (Unsupported for what it cannot model);
     with `summarize_loops`, loops run as "any iteration" under inferred invariants (with
-    `summarize_only`, the loops headed by those mutables; the others are unrolled)."""
+    `summarize_only`, the loops headed by those mutables; the others are unrolled). `assume`:
+    what one launch says about the work-item's ids and arguments — only the paths of that
+    launch (a loop whose trip count the host bounds ends where the host's values make it)."""
     inp = kernel_inputs(kernel)
-    explorer = Explorer(assumptions=_ranges(inp), timeout_ms=timeout_ms, max_paths=MAX_PATHS,
-                        budget_s=EXPLORE_BUDGET_S)
+    explorer = Explorer(assumptions=_ranges(inp) + (assume(inp) if assume is not None else []),
+                        timeout_ms=timeout_ms, max_paths=MAX_PATHS, budget_s=EXPLORE_BUDGET_S)
     scopes = Scopes(world)
     loops = LoopSummaries(_scratch_handlers, timeout_ms, only=summarize_only) if summarize_loops else None
     slots: dict[SlotKey, int] = {}  # one numbering for every path

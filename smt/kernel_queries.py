@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 import z3
 
 from verimim.smt import z3_typed as z3t
-from verimim.smt.kernel_model import Access, KernelPaths, KPath, int_value
+from verimim.smt.kernel_model import Access, KernelInputs, KernelPaths, KPath, int_value
 from verimim.smt.solver import SpecContext
 
 E = TypeVar("E", bound=z3.ExprRef)
@@ -80,16 +80,23 @@ def work_item(kp: KernelPaths, k: int, paths: list[KPath]) -> WorkItem:
     return WorkItem(g, i, tuple(pairs))
 
 
-def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem], distinct: bool = True) -> list[z3.BoolRef]:
-    inp = kp.inputs
+def launch_facts(inp: KernelInputs, launch: Launch, group: z3.BitVecRef, item: z3.BitVecRef) -> list[z3.BoolRef]:
+    """What the launch says about one work-item's ids (group and item below the kernel's Idx
+    sizes and the launch's sizes) and its arguments (the host's constraints)."""
     out: list[z3.BoolRef] = list(launch.constraints)
+    for v, size, n in ((group, inp.group_size, launch.n_groups), (item, inp.item_size, launch.n_items)):
+        if (1 << v.size()) > size:
+            out.append(z3.ULT(v, size))
+        if n is not None:
+            out.append(z3.ULT(z3.ZeroExt(n.size() - v.size(), v), n) if n.size() >= v.size()
+                       else z3.ULT(v, z3.Extract(v.size() - 1, 0, n)))
+    return out
+
+
+def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem], distinct: bool = True) -> list[z3.BoolRef]:
+    out: list[z3.BoolRef] = []
     for w in wis:
-        for v, size, n in ((w.group, inp.group_size, launch.n_groups), (w.item, inp.item_size, launch.n_items)):
-            if (1 << v.size()) > size:
-                out.append(z3.ULT(v, size))
-            if n is not None:
-                out.append(z3.ULT(z3.ZeroExt(n.size() - v.size(), v), n) if n.size() >= v.size()
-                           else z3.ULT(v, z3.Extract(v.size() - 1, 0, n)))
+        out += launch_facts(kp.inputs, launch, w.group, w.item)
     a, b = wis
     if distinct:
         out.append(z3t.Or(a.group != b.group, a.item != b.item))

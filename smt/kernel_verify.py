@@ -31,7 +31,8 @@ from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_from_paths, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
 from verimim.smt.kernel_queries import (
-    Conflict, Launch, Verdict, WorkItem, byte_comparable, check_divergence, check_races, ids, run_command,
+    Conflict, Launch, Verdict, WorkItem, byte_comparable, check_divergence, check_races, ids, launch_facts,
+    run_command,
 )
 from verimim.smt.kernel_streams import HostRun, check_streams, host_run, mentions_streams
 from verimim.smt.solver import SpecContext
@@ -161,6 +162,12 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
     label = f"kernel {site.kernel} at {site.loc}"
     bounded = _bound_note(kp)
     notes = [f"two symbolic work-items over {len(kp.paths)} path(s) of `{site.kernel}`"]
+    narrowed = _explore_for_launch(kp, launch, ctx, program.device) if bounded else None
+    if narrowed is not None:
+        # (the kernel explored for every argument was cut; this launch's paths end)
+        notes = [f"two symbolic work-items over {len(narrowed.paths)} path(s) of `{site.kernel}` that this "
+                 f"launch's arguments and sizes allow (for every argument, {len(kp.paths)} paths were cut)"]
+        kp, bounded = narrowed, ""
     if from_paths:
         notes.append(f"arguments and launch sizes as main computes them each time it issues the launch "
                      f"({from_paths} on its paths)")
@@ -244,6 +251,22 @@ def _bind(program: Program, site: LaunchSite, kp: KernelPaths, issued: z3.BoolRe
     values = main_run.launch_values(site.app.gid)
     from_paths = None if values is None else bind_from_paths(values, kp.inputs, main_run.argc)
     return (launch, 0) if from_paths is None or values is None else (from_paths, len(values))
+
+
+def _explore_for_launch(kp: KernelPaths, launch: Launch, ctx: SpecContext, world: World | None) -> KernelPaths | None:
+    """The kernel's paths under what one launch says about its arguments and sizes (a barrier
+    loop whose trip count the host bounds: `argc & 3`, a literal); None where the launch says
+    nothing of them, or those paths are cut too. Valid for that launch alone."""
+    said = {str(v) for c in launch.constraints for v in z3.z3util.get_vars(c)}
+    sizes = [n for n in (launch.n_groups, launch.n_items) if n is not None and not z3.is_bv_value(n)]
+    if not said & set(kp.inputs.arg_names) and not sizes:
+        return None
+    try:
+        paths = explore_kernel(kp.kernel, min(ctx.timeout_ms, 2_000), kp.bound, world=world,
+                               assume=lambda inp: launch_facts(inp, launch, inp.group, inp.item))
+    except (Unsupported, LoopReentry, z3.Z3Exception):
+        return None
+    return None if _bound_note(paths) else paths
 
 
 def _status(v: Verdict, bounded: str) -> str:

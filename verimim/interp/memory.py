@@ -230,6 +230,11 @@ class Memory:
                      pointers: list[int]) -> None:
         if isinstance(t, (IdxT, NatT)):
             n = self.layout(t, loc).size
+            if isinstance(t, NatT) and int(v) >= 1 << (8 * n):
+                # (a Nat is unbounded in the interpreter and 8 bytes in memory, as on a target:
+                # cutting it there would give a value neither meaning has)
+                raise RuntimeFault("E-UNSUPPORTED", f"a `Nat` of {int(v)} (2^64 or more) stored in memory: its "
+                                   f"{n} bytes hold less than 2^64", loc)
             out[off:off + n] = (int(v) % (1 << (8 * n))).to_bytes(n, "little")
             return
         if isinstance(t, Axiom) and t.annex == "gpu.Stream":

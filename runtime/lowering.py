@@ -616,6 +616,22 @@ class BodyCompiler:
             r = b.urem(x, ir.Constant(i64, s))
         return r if bits == 64 else b.trunc(r, ir.IntType(bits))
 
+    def _bit2_not_pow2(self, op: str, s: int, x: Any, y: Any) -> Any:
+        """`core.bit2.OP` on an `Idx s`, s not a power of two: and_/or_/xor_ reduced modulo s
+        and the complement s - 1 - x, composed as the interpreter composes them
+        (core_ops.bit2_composed). A bitwise result is below 2^⌈log2 s⌉ < 2s: one subtraction
+        reduces it."""
+        b, ir = self.builder, self.ir
+        ty = x.type
+        modulus = ir.Constant(ty, s)
+
+        def positive(name: str, p: Any, q: Any) -> Any:
+            r = {"and_": b.and_, "or_": b.or_, "xor_": b.xor}[name](p, q)
+            return b.select(b.icmp_unsigned(">=", r, modulus), b.sub(r, modulus), r)
+
+        return core_ops.bit2_composed(op, x, y, positive, lambda v: b.sub(ir.Constant(ty, s - 1), v),
+                                      ir.Constant(ty, 0), ir.Constant(ty, s - 1))
+
     def _wide(self, x: Any) -> Any:
         return x if x.type.width == 64 else self.builder.zext(x, self.ctx.i64)
 
@@ -692,6 +708,8 @@ class BodyCompiler:
             table = _BIT2_TAGS.index(op)
             x, y = self._val(args[2])
             ty = x.type
+            if s & (s - 1):
+                return self._bit2_not_pow2(op, s, x, y)
             ones = ir.Constant(ty, (1 << ty.width) - 1)
             acc = ir.Constant(ty, 0)
             for xb in (0, 1):
@@ -702,10 +720,7 @@ class BodyCompiler:
             if native:
                 return acc
             kbits = core_ops.width(s)
-            masked = b.and_(acc, ir.Constant(ty, (1 << kbits) - 1)) if kbits < ty.width else acc
-            if s & (s - 1) == 0:
-                return masked
-            return self._reduce64(self._wide(masked), s, bits)
+            return b.and_(acc, ir.Constant(ty, (1 << kbits) - 1)) if kbits < ty.width else acc
         if annex.startswith("core.bit1."):
             s, bits, native = self._mod(args[0], loc)
             x = self._val(args[2])

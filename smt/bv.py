@@ -277,11 +277,29 @@ BIT2: dict[str, Callable[[z3.BitVecRef, z3.BitVecRef], z3.BitVecRef]] = {
 def bit2(name: str, t: Idx, a: z3.BitVecRef, b: z3.BitVecRef) -> z3.BitVecRef:
     if t.s == 1:
         return z3.BitVecVal(0, 1)  # the only value of Idx 1
-    if not t.pow2:
-        raise NoSemantics(f"core.bit2.{name} on Idx {t.s}: bitwise operations need s = 2^w")
     if name not in BIT2:
         raise NoSemantics(f"core.bit2.{name}")
-    return BIT2[name](a, b)
+    if t.pow2:
+        return BIT2[name](a, b)
+    # s not 2^w (docs/semantics.md): and_/or_/xor_ on the w bits reduced modulo s (below 2^w < 2s:
+    # one subtraction); ¬x is s - 1 - x; the others are those two composed, as for s = 2^w.
+    s = z3.BitVecVal(t.s, t.width)
+
+    def red(r: z3.BitVecRef) -> z3.BitVecRef:
+        return cast(z3.BitVecRef, z3.If(z3.UGE(r, s), r - s, r))
+
+    def neg(x: z3.BitVecRef) -> z3.BitVecRef:
+        return (s - 1) - x
+
+    rough: dict[str, Callable[[z3.BitVecRef, z3.BitVecRef], z3.BitVecRef]] = {
+        "f": lambda x, y: z3.BitVecVal(0, t.width), "t": lambda x, y: s - 1,
+        "fst": lambda x, y: x, "snd": lambda x, y: y, "nfst": lambda x, y: neg(x), "nsnd": lambda x, y: neg(y),
+        "and_": lambda x, y: x & y, "or_": lambda x, y: red(x | y), "xor_": lambda x, y: red(x ^ y),
+        "nand": lambda x, y: neg(x & y), "nor": lambda x, y: neg(red(x | y)), "nxor": lambda x, y: neg(red(x ^ y)),
+        "iff": lambda x, y: red(neg(x) | y), "ciff": lambda x, y: red(x | neg(y)),
+        "niff": lambda x, y: x & neg(y), "nciff": lambda x, y: neg(x) & y,
+    }
+    return rough[name](a, b)
 
 
 def bit1(name: str, t: Idx, x: z3.BitVecRef) -> z3.BitVecRef:
@@ -295,6 +313,8 @@ def bit1(name: str, t: Idx, x: z3.BitVecRef) -> z3.BitVecRef:
         return ~x
     if name == "neg" and t.s == 1:
         return z3.BitVecVal(0, 1)  # the only value of Idx 1
+    if name == "neg":
+        return z3.BitVecVal(t.s - 1, t.width) - x  # -1 - x modulo s (core_ops: the complement)
     raise NoSemantics(f"core.bit1.{name} on Idx {t.s}")
 
 

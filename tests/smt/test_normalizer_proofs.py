@@ -489,6 +489,28 @@ def test_bit2_semantics_follow_the_names_in_core_mim() -> None:
         assert semantics(f"core.bit2.{tag}", args)[0] == want, tag
 
 
+@pytest.mark.parametrize("s", [3, 5, 6, 7, 10, 12])
+def test_bit2_on_a_size_not_a_power_of_two_agrees_with_the_interpreter_and_neg(s: int) -> None:
+    """smt.bv's bitwise operations on `Idx s`, s not 2^w (written apart from core_ops), give the
+    interpreter's values for every pair; `nand (x, x)` is `bit1.neg x` = s - 1 - x in both, and
+    `bit2.t` is s - 1 (they disagreed: the negated operations complemented ⌈log2 s⌉ bits)."""
+    from verimim.plug import core_ops
+    from verimim.plug.core import BIT2_TAGS
+
+    t, width = bv.Idx(s), core_ops.width(s)
+    for tag in BIT2_TAGS:
+        for a in range(s):
+            for b in range(s):
+                got = z3.simplify(bv.bit2(tag, t, z3.BitVecVal(a, width), z3.BitVecVal(b, width)))
+                assert isinstance(got, z3.BitVecNumRef) and got.as_long() == core_ops.bit2_not_pow2(tag, s, a, b), \
+                    (tag, a, b)
+    for a in range(s):
+        neg = z3.simplify(bv.bit1("neg", t, z3.BitVecVal(a, width)))
+        assert isinstance(neg, z3.BitVecNumRef) and neg.as_long() == s - 1 - a
+        assert core_ops.bit2_not_pow2("nand", s, a, a) == s - 1 - a
+        assert core_ops.bit2_not_pow2("t", s, a, 0) == s - 1
+
+
 # ----------------------------------------------------------------------------- the exact symbolic integers
 
 

@@ -134,6 +134,8 @@ def _bit2(table: int) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, _mode, (a, b) = args
         s = _size(s_v, node)
+        if s & (s - 1):
+            return ops.bit2_not_pow2(BIT2_TAGS[table], s, a, b)
         out = 0
         for k in range(ops.width(s)):
             x, y = (a >> k) & 1, (b >> k) & 1

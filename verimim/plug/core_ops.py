@@ -170,3 +170,38 @@ def shr(arith: bool, s: int, a: IntLike, b: int) -> IntLike:
         q = sa / (2 ** b) if _is_symbolic(sa) else sa // (2 ** b)  # floor division = arithmetic shift
         return q % s
     return a / (2 ** b) if _is_symbolic(a) else a // (2 ** b)
+
+
+# ---------------------------------------------------------------------------- bitwise, Idx s not 2^w
+
+# On an `Idx s` whose s is not a power of two there are no "all the bits" to negate: the
+# complement is c(x) = s - 1 - x (-1 - x modulo s, `bit1.neg`), `and_`/`or_`/`xor_` act on the
+# value's ⌈log2 s⌉ bits and reduce the result modulo s, and every other operation is one of
+# those composed with c — as each is for s = 2^w, where c is the bitwise complement. So `nand
+# (x, x)` is `neg x`, `bit2.t` is `bit1.t` (s - 1), `nfst (a, b)` is `neg a` (upstream's rewrite).
+_POSITIVE_OF_NEGATED = {"nand": "and_", "nor": "or_", "nxor": "xor_"}
+_WITH_ONE_COMPLEMENTED = {"iff": ("or_", 0), "ciff": ("or_", 1), "niff": ("and_", 1), "nciff": ("and_", 0)}
+
+
+def bit2_composed(name: str, a: Any, b: Any, positive: Any, complement: Any, zero: Any, ones: Any) -> Any:
+    """`core.bit2.NAME (a, b)` from `positive(op, x, y)` (op one of and_/or_/xor_, reduced) and
+    `complement(x)`: written once for the interpreter's integers and the code generator's
+    LLVM values."""
+    fixed = {"f": zero, "t": ones, "fst": a, "snd": b}
+    if name in fixed:
+        return fixed[name]
+    if name in ("nfst", "nsnd"):
+        return complement(a if name == "nfst" else b)
+    if name in ("and_", "or_", "xor_"):
+        return positive(name, a, b)
+    if name in _POSITIVE_OF_NEGATED:
+        return complement(positive(_POSITIVE_OF_NEGATED[name], a, b))
+    op, which = _WITH_ONE_COMPLEMENTED[name]
+    return positive(op, complement(a), b) if which == 0 else positive(op, a, complement(b))
+
+
+def bit2_not_pow2(name: str, s: int, a: int, b: int) -> int:
+    """`core.bit2.NAME (a, b)` on an `Idx s`, s not a power of two (see above)."""
+    def positive(op: str, x: int, y: int) -> int:
+        return {"and_": x & y, "or_": x | y, "xor_": x ^ y}[op] % s
+    return int(bit2_composed(name, a, b, positive, lambda x: s - 1 - x, 0, s - 1))

@@ -45,6 +45,8 @@ class Launch:
     # for some argc may be in a launch main never issues with that argc)
     reach_known: bool = True
     objects: dict[int, str] = field(default_factory=dict)  # object id → host allocation
+    # the loads no store reaches, by the paths they were found in (untouched_loads)
+    untouched: dict[int, frozenset[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,28 +95,29 @@ def launch_facts(inp: KernelInputs, launch: Launch, group: z3.BitVecRef, item: z
     return out
 
 
-def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem], distinct: bool = True) -> list[z3.BoolRef]:
+def _launch_facts(kp: KernelPaths, launch: Launch, wis: list[WorkItem], distinct: bool = True,
+                  untouched: frozenset[int] = frozenset()) -> list[z3.BoolRef]:
     out: list[z3.BoolRef] = []
     for w in wis:
         out += launch_facts(kp.inputs, launch, w.group, w.item)
     a, b = wis
     if distinct:
         out.append(z3t.Or(a.group != b.group, a.item != b.item))
-    return out + _read_only_facts(kp, wis)
+    return out + _read_only_facts(kp, wis, untouched)
 
 
-def _read_only_facts(kp: KernelPaths, wis: list[WorkItem]) -> list[z3.BoolRef]:
-    """Global memory the launch never writes is the same for every work-item: a load from an
-    object no store of any path can write reads the launch's initial contents, one function of
-    (object, offset) for all work-items (else two work-items could read different values from
-    the same address, and a branch on a value every work-item loads alike would look
-    divergent). Sound only where the objects are the same for every work-item: a store whose
-    object depends on the work-item (a pointer it loaded) could write anywhere, so then no load
-    is tied."""
-    accesses = [a for p in kp.paths for a in p.accesses if a.space == 1]
+def _read_only_facts(kp: KernelPaths, wis: list[WorkItem], untouched: frozenset[int]) -> list[z3.BoolRef]:
+    """Global memory the launch never writes is the same for every work-item: a load no store
+    can reach reads the launch's initial contents, one function of (object, offset) for all
+    work-items (else two work-items could read different values from the same address, and a
+    branch on a value every work-item loads alike would look divergent). A load reaches no store
+    where `untouched` holds its value (`untouched_loads`: no work-item's store overlaps its bytes),
+    or where no store of any path writes its object — sound only where the objects are the same
+    for every work-item: a store whose object depends on the work-item (a pointer it loaded)
+    could write anywhere, so then only `untouched` ties a load."""
+    accesses = [a for a in kp.accesses() if a.space == 1]
     ids = {x.get_id() for w in wis for x, _ in w.subst}
-    if any(a.write and _mentions(a.obj, ids) for a in accesses):
-        return []
+    objects_known = not any(a.write and _mentions(a.obj, ids) for a in accesses)
     stores = list({a.obj.get_id(): a.obj for a in accesses if a.write}.values())
     out: list[z3.BoolRef] = []
     seen: set[int] = set()
@@ -122,14 +125,46 @@ def _read_only_facts(kp: KernelPaths, wis: list[WorkItem]) -> list[z3.BoolRef]:
         if a.write or len(a.loaded) != 1 or not z3.is_bv(a.loaded[0]) or _mentions(a.obj, ids):
             continue
         v = cast(z3.BitVecRef, a.loaded[0])  # z3.is_bv above
-        if v.get_id() in seen:
+        if v.get_id() in seen or not (objects_known or v.get_id() in untouched):
             continue
         seen.add(v.get_id())
         init = z3.Function(f"global_init_{v.size()}", a.obj.sort(), a.off.sort(), v.sort())
-        untouched = z3.And(*[s != a.obj for s in stores]) if stores else z3.BoolVal(True)
+        if v.get_id() in untouched:
+            reached: z3.BoolRef = z3.BoolVal(True)
+        else:
+            reached = z3t.And(*[cast(z3.BoolRef, s != a.obj) for s in stores]) if stores else z3.BoolVal(True)
         for w in wis:
-            out.append(z3.Implies(untouched, w(v) == init(a.obj, w(a.off))))
+            out.append(z3.Implies(reached, w(v) == init(a.obj, w(a.off))))
     return out
+
+
+def untouched_loads(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str) -> frozenset[int]:
+    """The values (by id) of the global loads whose bytes no store of any work-item of the
+    launch overlaps, in any interval (a cell the kernel only reads, of a buffer it writes
+    elsewhere): each a Z3 query, unsat for none of them. Kept on the launch, per paths."""
+    memo = launch.untouched.get(id(kp))
+    if memo is not None:
+        return memo
+    accesses = [a for a in kp.accesses() if a.space == 1]
+    stores = [a for a in accesses if a.write]
+    w1, w2 = work_item(kp, 1, kp.paths), work_item(kp, 2, kp.paths)
+    own = {x.get_id() for w in (w1, w2) for x, _ in w.subst}
+    loads = [a for a in accesses if not a.write and len(a.loaded) == 1 and z3.is_bv(a.loaded[0])
+             and not _mentions(a.obj, own)]
+    out: set[int] = set()
+    if stores and loads:
+        base = launch_facts(kp.inputs, launch, w1.group, w1.item) + launch_facts(kp.inputs, launch, w2.group, w2.item)
+        for a in loads:
+            # work-item 1 loads, work-item 2 (maybe the same one) stores over the loaded bytes
+            reach = z3t.Or(*[z3t.And(w1(a.cond), w2(s.cond), w1(a.obj) == w2(s.obj),
+                                     z3.ULT(w1(a.off), w2(s.off) + s.size), z3.ULT(w2(s.off), w1(a.off) + a.size))
+                             for s in stores])
+            solver = ctx.solver()
+            solver.add(*base, reach)
+            if ctx.check(solver, f"{label}: a load no store reaches") == z3.unsat:
+                out.add(a.loaded[0].get_id())
+    launch.untouched[id(kp)] = frozenset(out)
+    return launch.untouched[id(kp)]
 
 
 def _mentions(e: z3.ExprRef, ids: set[int]) -> bool:
@@ -271,7 +306,8 @@ def check_races(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str,
     """The harmful-race verdict, and (when it is proved) a benign write-write race if one exists.
     `allow_same_item` and `variant` (see `conflicts`) are the verifier's wrong variants."""
     w1, w2 = work_item(kp, 1, kp.paths), work_item(kp, 2, kp.paths)
-    facts = _launch_facts(kp, launch, [w1, w2], distinct=not allow_same_item)
+    facts = _launch_facts(kp, launch, [w1, w2], distinct=not allow_same_item,
+                          untouched=untouched_loads(kp, launch, ctx, label))
     cands = conflicts(kp, w1, w2, **variant)
     if not cands:
         return Verdict("proved", "no two accesses of which one writes"), None
@@ -305,7 +341,8 @@ def _diverge(p: KPath, q: KPath) -> bool:
 
 def check_divergence(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: str) -> Verdict:
     w1, w2 = work_item(kp, 1, kp.paths), work_item(kp, 2, kp.paths)
-    facts = _launch_facts(kp, launch, [w1, w2]) + [cast(z3.BoolRef, w1.group == w2.group)]
+    facts = _launch_facts(kp, launch, [w1, w2], untouched=untouched_loads(kp, launch, ctx, label)) \
+        + [cast(z3.BoolRef, w1.group == w2.group)]
     pairs = [(pi, qi) for pi, p in enumerate(kp.paths) for qi, q in enumerate(kp.paths) if pi < qi and _diverge(p, q)]
     if not pairs:
         return Verdict("proved", "every path reaches the same barriers")

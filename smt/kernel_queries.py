@@ -260,7 +260,8 @@ class Verdict:
     witness: Any = None  # the Conflict or the (p, q) pair found
 
 
-MAX_ARGC_FOR_RUN = 16  # a reproducing command line with at most this many arguments
+MAX_ARGC_FOR_RUN = 64  # a reproducing command line with at most this many arguments
+PREFERRED_ARGC = 16  # a counterexample's argc is this or less where one such shows the fault
 
 
 def run_command(file: str, argc: int | None) -> str | None:
@@ -272,7 +273,7 @@ def run_command(file: str, argc: int | None) -> str | None:
 
 def small_argc(argc: z3.BitVecRef | None) -> list[z3.BoolRef]:
     """What a counterexample should rather satisfy: an argc that `verimim run` can be given."""
-    return [] if argc is None else [argc >= 1, argc <= MAX_ARGC_FOR_RUN]
+    return [] if argc is None else [argc >= 1, argc <= PREFERRED_ARGC]
 
 
 def model_preferring(ctx: SpecContext, s: z3.Solver, prefer: list[z3.BoolRef], label: str) -> z3.ModelRef:

@@ -66,3 +66,14 @@ def test_the_twin_whose_threshold_no_argc_passes_is_not_refuted(tmp_path: Path) 
     report = driver.check(path, [])
     [entry] = report.data["kernels"]
     assert entry["races"] == "proved" and report.ok, entry
+
+
+def test_a_race_only_from_argc_40_on_has_a_run_line(tmp_path: Path) -> None:
+    """No argc up to 16 races: the counterexample's argc is 40 or more, and its `verimim run`
+    line gives it (there was none past argc = 16: kernel prober p31)."""
+    path = kp.write(tmp_path, "late", SELECT.replace("LIMIT", "39I32"))
+    report = driver.check(path, [])
+    [entry] = report.data["kernels"]
+    assert entry["races"] == "refuted", entry
+    line = entry["counterexample"]["run"]
+    assert line is not None and 40 <= len(line.split()) - 5 + 1 <= 64, line  # verimim run FILE a… --schedule 0

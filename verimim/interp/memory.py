@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from verimim.diagnostics import Loc, Related
 from verimim.interp.values import RuntimeFault, Stream, Token, Value
-from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Sigma
+from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Pi, Sigma
 from verimim.layout import Layout, Target, X86_64, field_offsets, layout_of, ptr_space, value_mask
 from verimim.printer import show
 
@@ -81,6 +81,11 @@ class Memory:
         self._layouts: dict[int, Layout | None] = {}
         self._masks: dict[int, bytes | None] = {}
         self._null: dict[int, Block] = {}
+        # Function values stored in memory (a `Cn`/`Fn` is 8 bytes, a code address on a target):
+        # each is stored as an address into a block of no bytes, one per value.
+        self._code: Block | None = None
+        self._code_at: dict[int, Value] = {}  # address → the function value (kept alive: ids stay unique)
+        self._code_of: dict[int, int] = {}  # id of the function value → its address
 
     # ------------------------------------------------------------------ blocks
 
@@ -103,6 +108,18 @@ class Memory:
         if b is None:
             raise RuntimeFault("E-OOB", f"{what} {addr:#x} points to no allocation", loc)
         return Ptr(b, addr & ((1 << ADDR_SHIFT) - 1))
+
+    def code_address(self, fn: Value) -> int:
+        """The address a function value is stored as (the same for the same value)."""
+        hit = self._code_of.get(id(fn))
+        if hit is not None:
+            return hit
+        if self._code is None:
+            self._code = self.alloc(0, 0, "code", None, "the program's code")
+        addr = address_of(Ptr(self._code, len(self._code_at) + 1))
+        self._code_at[addr] = fn
+        self._code_of[id(fn)] = addr
+        return addr
 
     def null_block(self, space: int) -> Block:
         """The block a null pointer of an address space points into: id 0 (so the pointer is
@@ -249,6 +266,9 @@ class Memory:
                 return
             if t.head.annex == "mem.M":
                 return
+        if isinstance(t, Pi):
+            out[off:off + 8] = self.code_address(v).to_bytes(8, "little")
+            return
         if isinstance(t, Sigma):
             offs = field_offsets(t, self.target)
             assert offs is not None
@@ -282,6 +302,12 @@ class Memory:
             if t.head.annex == "mem.M":
                 space = t.arg.value if isinstance(t.arg, Lit) else 0
                 return Token(space)
+        if isinstance(t, Pi):
+            addr = int.from_bytes(data[off:off + 8], "little")
+            fn = self._code_at.get(addr)
+            if fn is None:
+                raise RuntimeFault("E-OOB", f"the loaded value {addr:#x} is no function the program stored", loc)
+            return fn
         if isinstance(t, Sigma):
             offs = field_offsets(t, self.target)
             assert offs is not None

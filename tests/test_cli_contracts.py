@@ -175,6 +175,16 @@ def test_symlink_inside_an_include_folder_is_followed(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
 
 
+def test_an_include_folder_that_does_not_exist_is_a_usage_error(tmp_path: Path) -> None:
+    """-I of a folder that is not there (a typo) was accepted silently: exit 2, naming it."""
+    prog = tmp_path / "prog.mim"
+    prog.write_text("plugin core;\nlet y = 3;\n", encoding="utf-8")
+    p = verimim("check", str(prog), "-I", str(tmp_path / "no_such_dir"), "--json")
+    assert p.returncode == 2
+    (d,) = json.loads(p.stdout)["diagnostics"]
+    assert d["code"] == "E-USAGE" and "no_such_dir" in d["message"]
+
+
 # ---------------------------------------------------------------- run's limits
 
 def test_fuel_is_located_at_the_loop() -> None:

@@ -52,6 +52,37 @@ MAX_STEPS = 4_096  # continuation entries on one path in all (nested loops multi
 CONCRETE_LOOP_BOUND = 256
 
 
+def _significant_bits(e: z3.BitVecRef, depth: int = 8) -> int:
+    """An upper bound on the bits e's unsigned value needs, read off its shape (a literal, a
+    zero-extension, sums, products, choices); its width where the shape does not say."""
+    if z3.is_bv_value(e):
+        return cast(z3.BitVecNumRef, e).as_long().bit_length()
+    if depth == 0 or not z3.is_app(e):
+        return e.size()
+    kind, kids = e.decl().kind(), e.children()
+    if kind == z3.Z3_OP_ZERO_EXT:
+        return min(e.size(), _significant_bits(cast(z3.BitVecRef, kids[0]), depth - 1))
+    if kind == z3.Z3_OP_ITE:
+        return min(e.size(), max(_significant_bits(cast(z3.BitVecRef, k), depth - 1) for k in kids[1:]))
+    if kind == z3.Z3_OP_EXTRACT:
+        hi, lo = e.params()
+        return min(hi - lo + 1, max(0, _significant_bits(cast(z3.BitVecRef, kids[0]), depth - 1) - lo))
+    if kind == z3.Z3_OP_CONCAT:  # (the high part first: leading zeros cost nothing)
+        bits = 0
+        for k in kids:
+            kb = _significant_bits(cast(z3.BitVecRef, k), depth - 1)
+            bits = bits + k.size() if bits else kb
+        return min(e.size(), bits)
+    bits = [_significant_bits(cast(z3.BitVecRef, k), depth - 1) for k in kids]
+    if kind == z3.Z3_OP_BADD:
+        return min(e.size(), max(bits) + len(bits) - 1)
+    if kind == z3.Z3_OP_BMUL:
+        return min(e.size(), sum(bits))
+    if kind in (z3.Z3_OP_BAND, z3.Z3_OP_BUDIV, z3.Z3_OP_BUDIV_I, z3.Z3_OP_BLSHR):
+        return min(bits) if kind == z3.Z3_OP_BAND else bits[0]
+    return e.size()
+
+
 class Unsupported(Exception):
     """A construct the symbolic model does not encode (named in the message)."""
 
@@ -826,7 +857,29 @@ class Evaluator:
         ub = z3t.simplify(enc.ub)
         if not z3.is_false(ub):
             self.assume(z3t.Not(ub))
+        if annex in ("core.nat.add", "core.nat.mul"):
+            return self._nat_beyond(annex, enc.value, d)
         return enc.value
+
+    def _nat_beyond(self, annex: str, exact: Any, d: App) -> Any:
+        """A Nat sum or product where it may pass the bits smt.bv holds a Nat in (exact for one
+        operation on operands below 2^64): there it is an unknown value of the path, as a
+        value loaded from memory the model does not track. The interpreter's Nat has no bound:
+        the model's wrapped value ((2^33·argc)^4 = 0) made a race look impossible."""
+        pair = self.eval(d.args()[-1])
+        if not (isinstance(exact, z3.BitVecRef) and isinstance(pair, tuple) and len(pair) == 2):
+            return exact
+        a, b = pair
+        if not (isinstance(a, z3.BitVecRef) and isinstance(b, z3.BitVecRef)):
+            return exact
+        ka, kb = _significant_bits(a), _significant_bits(b)
+        if (max(ka, kb) + 1 if annex == "core.nat.add" else ka + kb) <= exact.size():
+            return exact  # (an index's Nat, a literal: it fits whatever the operands are)
+        fits = z3.BVAddNoOverflow(a, b, False) if annex == "core.nat.add" else z3.BVMulNoOverflow(a, b, False)
+        fits = z3t.simplify(cast(z3.BoolRef, fits))
+        if z3.is_true(fits):
+            return exact
+        return z3t.If(fits, exact, self.fresh_bv(exact.size(), "nat_beyond_the_model"))
 
     def _trait(self, d: App, annex: str) -> z3.BitVecRef:
         """The size or alignment of the type an activation holds (`core.trait.size T` in a

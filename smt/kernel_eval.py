@@ -65,13 +65,13 @@ def _significant_bits(e: z3.BitVecRef, depth: int = 8) -> int:
     if kind == z3.Z3_OP_ITE:
         return min(e.size(), max(_significant_bits(cast(z3.BitVecRef, k), depth - 1) for k in kids[1:]))
     if kind == z3.Z3_OP_EXTRACT:
-        hi, lo = e.params()
+        hi, lo = (cast(int, p) for p in e.params())
         return min(hi - lo + 1, max(0, _significant_bits(cast(z3.BitVecRef, kids[0]), depth - 1) - lo))
     if kind == z3.Z3_OP_CONCAT:  # (the high part first: leading zeros cost nothing)
         bits = 0
         for k in kids:
-            kb = _significant_bits(cast(z3.BitVecRef, k), depth - 1)
-            bits = bits + k.size() if bits else kb
+            part = cast(z3.BitVecRef, k)
+            bits = bits + part.size() if bits else _significant_bits(part, depth - 1)
         return min(e.size(), bits)
     bits = [_significant_bits(cast(z3.BitVecRef, k), depth - 1) for k in kids]
     if kind == z3.Z3_OP_BADD:

@@ -149,7 +149,7 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs, issued: z3.Boo
             return None
         if not isinstance(enc.value, z3.ExprRef):
             return None
-        used_argc = used_argc or any(str(v) == "argc" for v in z3.z3util.get_vars(enc.value)) \
+        used_argc = used_argc or any(str(v) == "argc" for v in z3t.free_vars(enc.value)) \
             if not z3.is_bv_value(z3.simplify(enc.value)) else used_argc
         launch.constraints.append(z3t.Not(enc.ub))  # a launch the host reaches without undefined behaviour
         return enc.value
@@ -187,7 +187,7 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs, issued: z3.Boo
         else:
             launch.n_items = cast(z3.BitVecRef, e)
     if issued is not None:
-        names = {str(v) for v in z3.z3util.get_vars(issued)}
+        names = {str(v) for v in z3t.free_vars(issued)}
         if names - {"argc"}:
             tied = False
         used_argc = used_argc or "argc" in names
@@ -215,7 +215,7 @@ def bind_from_paths(occurrences: list[tuple[z3.BoolRef, Any, tuple[Any, Any]]], 
     disjuncts: list[z3.BoolRef] = []
     for cond, args, sizes in occurrences:
         eqs: list[z3.BoolRef] = [cond]
-        names |= {str(v) for v in z3.z3util.get_vars(cond)}
+        names |= {str(v) for v in z3t.free_vars(cond)}
         if not _equate(inp.args, args, eqs, objects, names):
             return None
         for k, size in enumerate(sizes):
@@ -224,7 +224,7 @@ def bind_from_paths(occurrences: list[tuple[z3.BoolRef, Any, tuple[Any, Any]]], 
             var = size_vars.setdefault(k, z3.BitVec(("launch_n_groups", "launch_n_items")[k], size.size()))
             if var.size() != size.size():
                 return None
-            names |= {str(v) for v in z3.z3util.get_vars(size)}
+            names |= {str(v) for v in z3t.free_vars(size)}
             eqs.append(cast(z3.BoolRef, var == size))
         disjuncts.append(z3t.And(*eqs))
     if names - {"argc"}:
@@ -245,14 +245,14 @@ def _equate(kv: Any, hv: Any, eqs: list[z3.BoolRef], objects: dict[int, str], na
         obj = z3.simplify(hv.obj)
         if z3.is_bv_value(obj):
             objects[cast(z3.BitVecNumRef, obj).as_long()] = hv.label
-        names.update(str(v) for part in (hv.obj, hv.off) for v in z3.z3util.get_vars(part))
+        names.update(str(v) for part in (hv.obj, hv.off) for v in z3t.free_vars(part))
         eqs += [cast(z3.BoolRef, kv.obj == hv.obj), cast(z3.BoolRef, kv.off == hv.off)]
         return True
     if isinstance(kv, tuple):
         return isinstance(hv, tuple) and len(hv) == len(kv) \
             and all(_equate(x, y, eqs, objects, names) for x, y in zip(kv, hv))
     if isinstance(kv, z3.BitVecRef) and isinstance(hv, z3.BitVecRef) and kv.sort() == hv.sort():
-        names.update(str(v) for v in z3.z3util.get_vars(hv))
+        names.update(str(v) for v in z3t.free_vars(hv))
         eqs.append(cast(z3.BoolRef, kv == hv))
         return True
     return False

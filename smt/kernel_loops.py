@@ -103,7 +103,7 @@ def _atoms(e: z3.ExprRef, out: list[z3.ExprRef]) -> None:
 
 
 def _mentions(e: z3.ExprRef, names: set[str]) -> bool:
-    return any(str(v) in names for v in z3.z3util.get_vars(e))
+    return any(str(v) in names for v in z3t.free_vars(e))
 
 
 @dataclass

@@ -169,7 +169,7 @@ def untouched_loads(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: st
 
 def _mentions(e: z3.ExprRef, ids: set[int]) -> bool:
     """Whether e mentions one of the variables with these ids (a work-item's own)."""
-    return any(v.get_id() in ids for v in z3.z3util.get_vars(e))
+    return any(v.get_id() in ids for v in z3t.free_vars(e))
 
 
 @dataclass(frozen=True)

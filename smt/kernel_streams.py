@@ -754,7 +754,7 @@ def _rests_on_unknowns(terms: list[z3.ExprRef], host_fresh: frozenset[str], c: C
             fresh |= {str(v) for p in kernels[op.kernel].paths for v in p.fresh}
     if not fresh:
         return False
-    return any(str(v).split("@")[0] in fresh for t in terms for v in z3.z3util.get_vars(t))
+    return any(str(v).split("@")[0] in fresh for t in terms for v in z3t.free_vars(t))
 
 
 def _shown_by_run(program: Any, c: Candidate, argc: int, runs: "dict[int, Observation]") -> int | None:

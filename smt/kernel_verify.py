@@ -35,6 +35,7 @@ from verimim.smt.kernel_queries import (
     run_command,
 )
 from verimim.smt.kernel_streams import HostRun, check_streams, host_run, mentions_streams
+from verimim.smt import z3_typed as z3t
 from verimim.smt.solver import SpecContext
 
 SPACE_NAMES = {1: "global", 3: "shared"}
@@ -257,7 +258,7 @@ def _explore_for_launch(kp: KernelPaths, launch: Launch, ctx: SpecContext, world
     """The kernel's paths under what one launch says about its arguments and sizes (a barrier
     loop whose trip count the host bounds: `argc & 3`, a literal); None where the launch says
     nothing of them, or those paths are cut too. Valid for that launch alone."""
-    said = {str(v) for c in launch.constraints for v in z3.z3util.get_vars(c)}
+    said = {str(v) for c in launch.constraints for v in z3t.free_vars(c)}
     sizes = [n for n in (launch.n_groups, launch.n_items) if n is not None and not z3.is_bv_value(n)]
     if not said & set(kp.inputs.arg_names) and not sizes:
         return None
@@ -303,7 +304,7 @@ def _memory_free(terms: list[z3.ExprRef], kp: KernelPaths, launch: Launch) -> bo
         return False
     fresh = {str(v) for p in kp.paths for v in p.fresh}
     for t in terms:
-        for v in z3.z3util.get_vars(t):
+        for v in z3t.free_vars(t):
             name = str(v).split("@")[0]
             if name in fresh:
                 return False

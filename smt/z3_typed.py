@@ -57,3 +57,24 @@ def is_bv_value(a: object) -> TypeGuard[z3.BitVecNumRef]:
 def is_int_value(a: object) -> TypeGuard[z3.IntNumRef]:
     """z3 wraps every integer numeral it returns as an IntNumRef."""
     return z3.is_int_value(a)
+
+
+def free_vars(*es: z3.ExprRef) -> list[z3.ExprRef]:
+    """The uninterpreted constants of es, each once. z3.z3util.get_vars walks a term as a tree:
+    a path condition built of shared conjunctions (a host loop of 210 launches) is a DAG whose
+    tree is exponential; this walks each node once."""
+    seen: set[int] = set()
+    out: list[z3.ExprRef] = []
+    todo = list(es)
+    while todo:
+        e = todo.pop()
+        k = e.get_id()
+        if k in seen:
+            continue
+        seen.add(k)
+        if z3.is_const(e):
+            if e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+                out.append(e)
+            continue
+        todo.extend(e.children())
+    return out

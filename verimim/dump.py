@@ -354,6 +354,8 @@ def axiom_declarations(dumper: Dumper, world: World, unit: Unit) -> list[str]:
     """The file's own axioms (`axm %p.n: T;`, one per tag) and recursive definitions
     (`rec N: T = e;`), in declaration order: what the rest of the dump refers to by name."""
     out: list[str] = []
+    recs: list[str] = []
+    at = 0
     for d in _flat_decls(unit.module.decls):
         if isinstance(d, ast.DeclAxm):
             base = ".".join(d.name)
@@ -374,8 +376,15 @@ def axiom_declarations(dumper: Dumper, world: World, unit: Unit) -> list[str]:
             if isinstance(v, Axiom) and v in world.rec_defs:
                 name = dumper.printer.expr(v)
                 spelled = f"%{name}" if "." in name else name
-                out.append(f"rec {spelled}: {dumper.printer.expr(world.type_of(v))} = "
-                           f"{dumper.printer.expr(world.rec_defs[v])};")
+                recs.append(f"{spelled}: {dumper.printer.expr(world.type_of(v))} = "
+                            f"{dumper.printer.expr(world.rec_defs[v])}")
+                if len(recs) == 1:
+                    out.append("")  # where the group goes: at the first recursive definition
+                    at = len(out) - 1
+    if recs:
+        # One `rec … and …` group: a definition may name one after it (`rec A = [I32, Ptr0 B]
+        # and B = [I8, Ptr0 A]`), which only a group's members see while they are defined.
+        out[at] = "rec " + "\nand ".join(recs) + ";"
     return out
 
 

@@ -123,6 +123,24 @@ def mentions_name(node: object, name: str) -> bool:
     return any(isinstance(x, ast.Name) and x.parts == (name,) for x in ast.nodes(node))
 
 
+def _mutually_recursive(decls: Sequence[ast.Decl]) -> set[int]:
+    """The `lam` declarations of one block that reach each other through their bodies (LANGUAGE.md:
+    declarations of one block may refer to each other, recursively): each must be a mutable
+    whose type is known before its body, as a `… and …` group's members are (a closed `Lam`
+    elaborates its body at once, and the cycle came back to it half made)."""
+    import networkx as nx
+
+    lams = {d.name: d for d in decls if isinstance(d, ast.DeclLam) and d.kind == "lam" and d.body is not None}
+    if len(lams) < 2:
+        return set()
+    graph = nx.DiGraph()
+    for name, d in lams.items():
+        graph.add_node(name)
+        used = {x.parts[0] for x in ast.nodes(d.body) if isinstance(x, ast.Name) and len(x.parts) == 1}
+        graph.add_edges_from((name, other) for other in used & lams.keys() if other != name)
+    return {id(lams[n]) for scc in nx.strongly_connected_components(graph) if len(scc) > 1 for n in scc}
+
+
 def differing_component(expected: Def, found: Def, sub_e: Def, sub_f: Def) -> str:
     """Where in the two types the unifier's differing pair sits, as a reader names it:
     `parameter 5 (group_id)`, `element 2 of parameter 8 (args)`, `the result` — "" when the
@@ -1146,6 +1164,7 @@ class Elaborator:
         `let`s, which the caller binds in sequence). Each sees the block from its position
         (Scope.at): a rebound name is its nearest binding before it."""
         self.check_redeclarations(decls)
+        self.group_members.update(_mutually_recursive(decls))
         for pos, d in enumerate(decls):
             if isinstance(d, ast.DeclLet) and not lets:
                 continue
@@ -1225,6 +1244,8 @@ class Elaborator:
         if isinstance(value, ast.Lambda):
             lam = ast.DeclLam(d.loc, d.doc, value.kind, d.name, value.domains, value.codom, value.body,
                               d.percent_name is not None, False, d.percent_name, value.filters)
+            if id(d) in self.group_members:  # (`rec f = λ … and g = λ …`: f and g call each other)
+                self.group_members.add(id(lam))
             self.declare_lam(lam, scope)
             self._remember(d, self.decl_lazies[id(lam)][0])
             return
@@ -1232,7 +1253,7 @@ class Elaborator:
             # upstream's RecDecl::bind_decl: a λ, a Π (`Cn`, `Fn`, an arrow) or a Σ, nothing else
             raise TypeError_("unsupported expression in `rec`: it defines a function, a Pi or a "
                              f"sigma type, found {self.describe_syntax(value)}", value.loc)
-        if not mentions_name(value, d.name):
+        if not mentions_name(value, d.name) and id(d) not in self.group_members:
             let = ast.DeclLet(d.loc, d.doc, ast.PVar(d.loc, d.name, d.type), value,
                               d.percent_name is not None, d.percent_name)
             self.declare_let(let, scope)

@@ -271,27 +271,35 @@ def run_command(file: str, argc: int | None) -> str | None:
     return " ".join(shlex.quote(w) for w in ["verimim", "run", file, *["a"] * (argc - 1), "--schedule", "0"])
 
 
-def small_argc(argc: z3.BitVecRef | None) -> list[z3.BoolRef]:
-    """What a counterexample should rather satisfy: an argc that `verimim run` can be given."""
-    return [] if argc is None else [argc >= 1, argc <= PREFERRED_ARGC]
+def small_argc(argc: z3.BitVecRef | None) -> list[list[z3.BoolRef]]:
+    """What a counterexample should rather satisfy, best first: an argc of at most 16, else one
+    a `verimim run` line can still give (at most 64)."""
+    if argc is None:
+        return []
+    return [[argc >= 1, argc <= PREFERRED_ARGC], [argc >= 1, argc <= MAX_ARGC_FOR_RUN]]
 
 
-def model_preferring(ctx: SpecContext, s: z3.Solver, prefer: list[z3.BoolRef], label: str) -> z3.ModelRef:
-    """The model of a satisfiable `s`, one that also satisfies `prefer` where one does (Z3's
-    first answer may pick argc = 2^30 where argc = 1 shows the same race: no `run` to give)."""
+def model_preferring(ctx: SpecContext, s: z3.Solver, prefer: list[list[z3.BoolRef]], label: str) -> z3.ModelRef:
+    """The model of a satisfiable `s`, one that also satisfies the first of `prefer` that one
+    does (Z3's first answer may pick argc = 2^30 where argc = 1 shows the same race: no `run`
+    to give)."""
     model = s.model()
-    if not prefer or all(z3.is_true(model.eval(p, model_completion=True)) for p in prefer):
-        return model
-    s.push()
-    s.add(*prefer)
-    if ctx.check(s, f"{label} (a smaller counterexample)") == z3.sat:
-        model = s.model()
-    s.pop()
+    for tier in prefer:
+        if all(z3.is_true(model.eval(p, model_completion=True)) for p in tier):
+            return model
+        s.push()
+        s.add(*tier)
+        found = ctx.check(s, f"{label} (a smaller counterexample)") == z3.sat
+        if found:
+            model = s.model()
+        s.pop()
+        if found:
+            return model
     return model
 
 
 def _solve(ctx: SpecContext, facts: list[z3.BoolRef], goal: z3.BoolRef, label: str,
-           prefer: list[z3.BoolRef] | None = None) -> tuple[str, z3.ModelRef | None]:
+           prefer: list[list[z3.BoolRef]] | None = None) -> tuple[str, z3.ModelRef | None]:
     s = ctx.solver()
     s.add(*facts, goal)
     r = ctx.check(s, label)

@@ -212,7 +212,7 @@ def pipeline_options(f: Any) -> Any:
 @click.argument("file", required=False)
 @click.option("--timeout", type=Seconds(min=0.001), default=10.0, show_default=True,
               help="seconds per Z3 query (a time-out is `unknown`, never `proved`)")
-@click.option("--emit-smt2", type=click.Path(exists=True, file_okay=False), default=None, callback=_writable_dir,
+@click.option("--emit-smt2", type=click.Path(file_okay=False), default=None, callback=_writable_dir,
               help="write every Z3 query as SMT-LIB 2 into this directory")
 @pipeline_options
 @click.option("--strict", is_flag=True,
@@ -372,7 +372,7 @@ DEFAULT_FUZZ_BUDGET = 60.0
 @click.option("--seed", type=int, default=None, help="seed of the campaign (default: random)")
 @click.option("--programs", "max_programs", type=click.IntRange(min=1), default=None,
               help="stop after N programs (with --seed: exactly the same programs every time)")
-@click.option("--out", "out_dir", type=click.Path(exists=True, file_okay=False), default=None,
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="directory for reproducer .mim files of failures (default: a temp dir)")
 @click.option("--target", type=click.Choice(["interp", "gpu"]), default="interp", show_default=True,
               help="where generated programs are executed (gpu: also on the GPU, compared)")

@@ -511,6 +511,8 @@ class Elaborator:
     def check_tuple(self, e: ast.Tuple, exp: Def, scope: Scope) -> Def:
         w = self.world
         n = len(e.elems)
+        if not isinstance(exp, Hole):
+            exp = w.unfold(exp)  # (a recursive type's value is a tuple of its sigma's fields)
         arity = w.arity(exp)
         if isinstance(exp, Hole) or not isinstance(arity, Lit):
             v, t = self.infer(e, scope)
@@ -695,6 +697,7 @@ class Elaborator:
     def infer_Extract(self, e: ast.Extract, scope: Scope) -> Def:
         w = self.world
         tup, tt = self.infer(e.tuple, scope)
+        tt = w.unfold(tt)  # (a value of a recursive type `rec A = [I32, Ptr0 A]`: its sigma's fields)
         arity = w.arity(tt)
         if isinstance(e.index, ast.Tuple) and len(e.index.elems) >= 2 and isinstance(w.index_type(arity), IdxT):
             # A multi-index of a tuple of tuples (upstream's World::extract): `a#(i, j)` is

@@ -66,6 +66,11 @@ class Unifier:
             return self._sigma_arr(b, a, flipped=True)
         if isinstance(a, Tuple) and isinstance(b, Pack) or isinstance(a, Pack) and isinstance(b, Tuple):
             return self._tuple_pack(a, b)
+        if (a in w.rec_defs) != (b in w.rec_defs) and self.fuel > 0:
+            # a recursive type (`rec A = [I32, Ptr0 B]`) is its definition where the other
+            # side is a structure: the tuple `(x, p)` is an `A`
+            self.fuel -= 1
+            return None if self.unify(w.unfold(a), w.unfold(b)) is None else (a, b)
         if _lam_app(a) or _lam_app(b):
             same_head = isinstance(a, App) and isinstance(b, App) and a.callee is b.callee
             unfolded = None if same_head else self._unfold(a, b)

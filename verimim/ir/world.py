@@ -585,6 +585,7 @@ class World:
         return t
 
     def extract_type(self, tup_t: Def, tup: Def, index: Def) -> Def:
+        tup_t = self.unfold(tup_t)
         if isinstance(tup_t, Sigma):
             if not isinstance(index, Lit):
                 if tup_t.dependent:

@@ -22,11 +22,12 @@ _INT_SUFFIX = {2**8: "I8", 2**16: "I16", 2**32: "I32", 2**64: "I64"}
 class _Binder:
     """A binder in scope while printing: `whole` names its value, `fields` its sigma fields."""
 
-    __slots__ = ("whole", "fields")
+    __slots__ = ("whole", "fields", "dom")
 
     def __init__(self, whole: str, fields: tuple[str | None, ...] | None) -> None:
         self.whole = whole
         self.fields = fields
+        self.dom: Def | None = None  # a λ binder's domain type (what an application of it fills)
 
 
 def _uses_whole(d: Def, index: int, memo: dict[tuple[int, int], bool] | None = None) -> bool:
@@ -132,6 +133,9 @@ class ExprPrinter:
 
     def _implicit_callee(self, callee: Def) -> bool:
         """Whether an argument fills an implicit domain (printed with `@` to parse back)."""
+        bound = self._bound_type(callee)
+        if bound is not None:  # a λ's parameter (`f: {T: *} → T → T` called `f @I32 x`)
+            return isinstance(bound, Pi) and bound.implicit
         if callee.bvd or callee.has_hole:
             return False
         if self.type_of is None:
@@ -144,6 +148,18 @@ class ExprPrinter:
             except Exception:
                 return False
         return isinstance(t, Pi) and t.implicit
+
+    def _bound_type(self, d: Def) -> Def | None:
+        """The type of a λ's parameter, or of a field of it, where the printer holds its binder."""
+        field = None
+        if isinstance(d, Extract) and isinstance(d.index, Lit) and isinstance(d.tup, BVar):
+            d, field = d.tup, d.index.value
+        if not isinstance(d, BVar) or d.index >= len(self.binders):
+            return None
+        dom = self.binders[-1 - d.index].dom
+        if field is None or dom is None:
+            return dom
+        return dom.ops[field] if isinstance(dom, Sigma) and field < len(dom.ops) else None
 
     def postfix(self, d: Def) -> str:
         hit = self.named.get(d.gid)
@@ -289,6 +305,7 @@ class ExprPrinter:
             header = "{" + header[1:-1] + "}"
         else:
             header = "(" + header[1:-1] + ")"
+        binder.dom = pi.dom
         self.binders.append(binder)
         try:
             codom = self.expr(pi.codom)

@@ -122,9 +122,9 @@ def _read_only_facts(kp: KernelPaths, wis: list[WorkItem], untouched: frozenset[
     out: list[z3.BoolRef] = []
     seen: set[int] = set()
     for a in accesses:
-        if a.write or len(a.loaded) != 1 or not z3.is_bv(a.loaded[0]) or _mentions(a.obj, ids):
+        if not _tiable_load(a, ids):
             continue
-        v = cast(z3.BitVecRef, a.loaded[0])  # z3.is_bv above
+        v = cast(z3.BitVecRef, a.loaded[0])  # z3.is_bv (_tiable_load)
         if v.get_id() in seen or not (objects_known or v.get_id() in untouched):
             continue
         seen.add(v.get_id())
@@ -149,22 +149,25 @@ def untouched_loads(kp: KernelPaths, launch: Launch, ctx: SpecContext, label: st
     stores = [a for a in accesses if a.write]
     w1, w2 = work_item(kp, 1, kp.paths), work_item(kp, 2, kp.paths)
     own = {x.get_id() for w in (w1, w2) for x, _ in w.subst}
-    loads = [a for a in accesses if not a.write and len(a.loaded) == 1 and z3.is_bv(a.loaded[0])
-             and not _mentions(a.obj, own)]
+    loads = [a for a in accesses if _tiable_load(a, own)]
     out: set[int] = set()
     if stores and loads:
         base = launch_facts(kp.inputs, launch, w1.group, w1.item) + launch_facts(kp.inputs, launch, w2.group, w2.item)
         for a in loads:
             # work-item 1 loads, work-item 2 (maybe the same one) stores over the loaded bytes
-            reach = z3t.Or(*[z3t.And(w1(a.cond), w2(s.cond), w1(a.obj) == w2(s.obj),
-                                     z3.ULT(w1(a.off), w2(s.off) + s.size), z3.ULT(w2(s.off), w1(a.off) + a.size))
-                             for s in stores])
+            reach = z3t.Or(*[z3t.And(w1(a.cond), w2(s.cond), _overlap(a, s, w1, w2)[0]) for s in stores])
             solver = ctx.solver()
             solver.add(*base, reach)
             if ctx.check(solver, f"{label}: a load no store reaches") == z3.unsat:
                 out.add(a.loaded[0].get_id())
     launch.untouched[id(kp)] = frozenset(out)
     return launch.untouched[id(kp)]
+
+
+def _tiable_load(a: Access, ids: set[int]) -> bool:
+    """A load of one integer from an object the same for every work-item (not through a
+    pointer the work-item loaded, whose variables `ids` name): one its initial contents can give."""
+    return not a.write and len(a.loaded) == 1 and z3.is_bv(a.loaded[0]) and not _mentions(a.obj, ids)
 
 
 def _mentions(e: z3.ExprRef, ids: set[int]) -> bool:

@@ -251,7 +251,7 @@ def _bind(program: Program, site: LaunchSite, kp: KernelPaths, issued: z3.BoolRe
         return launch, 0
     values = main_run.launch_values(site.app.gid)
     from_paths = None if values is None else bind_from_paths(values, kp.inputs, main_run.argc)
-    return (launch, 0) if from_paths is None or values is None else (from_paths, len(values))
+    return (launch, 0) if from_paths is None else (from_paths, len(values or ()))
 
 
 def _explore_for_launch(kp: KernelPaths, launch: Launch, ctx: SpecContext, world: World | None) -> KernelPaths | None:

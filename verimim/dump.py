@@ -379,12 +379,11 @@ def axiom_declarations(dumper: Dumper, world: World, unit: Unit) -> list[str]:
                 recs.append(f"{spelled}: {dumper.printer.expr(world.type_of(v))} = "
                             f"{dumper.printer.expr(world.rec_defs[v])}")
                 if len(recs) == 1:
-                    out.append("")  # where the group goes: at the first recursive definition
-                    at = len(out) - 1
+                    at = len(out)  # where the group goes: at the first recursive definition
     if recs:
         # One `rec … and …` group: a definition may name one after it (`rec A = [I32, Ptr0 B]
         # and B = [I8, Ptr0 A]`), which only a group's members see while they are defined.
-        out[at] = "rec " + "\nand ".join(recs) + ";"
+        out.insert(at, "rec " + "\nand ".join(recs) + ";")
     return out
 
 

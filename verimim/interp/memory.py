@@ -267,7 +267,8 @@ class Memory:
             if t.head.annex == "mem.M":
                 return
         if isinstance(t, Pi):
-            out[off:off + 8] = self.code_address(v).to_bytes(8, "little")
+            n = self.target.pointer_size
+            out[off:off + n] = self.code_address(v).to_bytes(n, "little")
             return
         if isinstance(t, Sigma):
             offs = field_offsets(t, self.target)
@@ -303,7 +304,7 @@ class Memory:
                 space = t.arg.value if isinstance(t.arg, Lit) else 0
                 return Token(space)
         if isinstance(t, Pi):
-            addr = int.from_bytes(data[off:off + 8], "little")
+            addr = int.from_bytes(data[off:off + self.target.pointer_size], "little")
             fn = self._code_at.get(addr)
             if fn is None:
                 raise RuntimeFault("E-OOB", f"the loaded value {addr:#x} is no function the program stored", loc)

@@ -101,12 +101,23 @@ def _allocation(d: Def) -> App | None:
     return None
 
 
-def _grows_a_nat(host: World, d: Def) -> bool:
+def _grows_a_nat(d: Def) -> bool:
     """Whether d computes a Nat sum or product: smt.bv holds a Nat in 130 bits and wraps past
     them, the interpreter's Nat has no bound ((2^33·argc)^4 is 0 there, not here). Such a
     value is left to main's paths (`bind_from_paths`), where the model makes it unknown
-    wherever it may pass those bits."""
-    return any(is_app_of(x, "core.nat.add") or is_app_of(x, "core.nat.mul") for x in walk(host, [d]))
+    wherever it may pass those bits. (d's own expression: not `phases.base.walk`, which goes
+    on into the bodies of the mutables it meets — main's whole body, through argc.)"""
+    seen: set[int] = set()
+    todo = [d]
+    while todo:
+        x = todo.pop()
+        if x.gid in seen or isinstance(x, MutLam):
+            continue
+        seen.add(x.gid)
+        if is_app_of(x, "core.nat.add") or is_app_of(x, "core.nat.mul"):
+            return True
+        todo.extend(x.ops)
+    return False
 
 
 def _components(world: World, d: Def, n: int) -> list[Def]:
@@ -131,7 +142,7 @@ def bind_launch(host: World, site: LaunchSite, inp: KernelInputs, issued: z3.Boo
 
     def encode(d: Def) -> z3.ExprRef | None:
         nonlocal used_argc
-        if _grows_a_nat(host, d):
+        if _grows_a_nat(d):
             return None
         try:
             enc = bv.encode(d, env)

@@ -107,6 +107,25 @@ def test_inferred_return_types_over_the_functions_own_parameters() -> None:
     assert e.code == "E-TYPE" and "not a parameter of the function" in e.message, e
 
 
+def test_a_use_instantiates_a_return_type_over_the_functions_parameters() -> None:
+    # the inferred return type T of a polymorphic `fun` is the T of each use (it was pick's own
+    # T at every use: E-TYPE "expected I32, found T"), whether the body or the use comes first
+    main = ("fun extern main (argc: I32, argv: Ptr0 (Ptr0 I8)): I32 =\n"
+            "    ret r = pick $ (1I32, argc);\n    ret b = first Bool $ (ff, tt);\n"
+            "    ret c = cnt $ (r, 0I32);\n    return (%core.select (b, 9I32, c));\n")
+    defs = ("fun pick {T: *} (a b: T) = return b;\n"
+            "fun first (T: *) (a b: T) = return a;\n"
+            "fun cnt (n acc: I32) =\n    con stop () = return acc;\n    con go () =\n"
+            "        ret v = cnt $ (%core.wrap.sub 0 (n, 1I32), %core.wrap.add 0 (acc, 2I32));\n"
+            "        return v;\n    (go, stop)#(%core.icmp.e (n, 0I32)) ();\n")
+    for body in (defs + main, main + defs):
+        assert run(body) == 2 and run(body, "a", "b") == 6
+    w, v = load(defs)
+    assert show(w.type_of(v["pick"])) == "{T: *} → Cn [«2; T», Cn T]"
+    e = fails(defs + "fun bad (x: I32): Bool =\n    ret r = pick $ (x, 2I32);\n    return r;\n")
+    assert e.code == "E-TYPE" and "expected `Bool`, found `I32`" in e.message, e  # uses still checked
+
+
 def test_a_let_in_a_parameter_type_scopes_over_the_binder() -> None:
     # upstream's lit/let_ptrn.mim
     w, v = load("axm %foo.F: * → *;\naxm %foo.f: [T: *] → Nat → %foo.F T;\n"

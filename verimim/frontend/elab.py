@@ -292,7 +292,9 @@ class Elaborator:
         if len(parts) == 1 and not name.percent:
             entry = scope.lookup(parts[0])
             if entry is not None:
-                return entry.force(name.loc) if isinstance(entry, Lazy) else entry
+                hit = entry.force(name.loc) if isinstance(entry, Lazy) else entry
+                self.settle_before_use(hit)
+                return hit
         text = ".".join(parts)
         for i in range(len(self.prefixes), -1, -1):
             full = ".".join(self.prefixes[:i] + [text]) if i else text
@@ -1628,16 +1630,35 @@ class Elaborator:
         """Every left-out return type must be solved by now, by a type over at most the
         parameters of the functions whose types hold it (`fun f3 (T: *) (x y: T) = return x`
         returns T); then the mutables' types are final, their own parameters bound."""
-        if not self.return_holes:
+        self._settle(list(self.return_holes), everywhere=True)
+
+    def settle_before_use(self, d: Def) -> None:
+        """A use of a function whose return type is left out needs that type, over the
+        function's own parameters, before it is instantiated: `pick (1I32, argc)` of `fun pick
+        {T: *} (a b: T) = return b` returns the I32 its T is here, not the T of pick's body (and
+        must not solve pick's return type with this use's type). Its body is elaborated first;
+        a use inside that body (recursion) finds it still open and is checked against the hole."""
+        if not isinstance(d, MutLam) or not self.return_holes:
+            return
+        held = _holes_in(d.pi, {h.gid for h, _, _ in self.return_holes})
+        if not held:
+            return
+        self.force_body(d)
+        self._settle([entry for entry in self.return_holes if entry[0].gid in held and entry[0].value is not None])
+
+    def _settle(self, entries: list[tuple[Hole, Loc, str]], everywhere: bool = False) -> None:
+        """Check the solved return types of `entries` and bind the own parameters of the
+        mutables whose types hold them (of every mutable, `everywhere`: the types are final)."""
+        if not entries:
             return
         w = self.world
         scopes = Scopes()
-        wanted = {h.gid for h, _, _ in self.return_holes}
+        wanted = {h.gid for h, _, _ in entries}
         holders: dict[int, set[MutLam]] = {}  # hole → the mutables whose types hold it
         for m in w.muts:
             for g in _holes_in(m.pi, wanted):
                 holders.setdefault(g, set()).add(m)
-        for h, loc, _ in self.return_holes:
+        for h, loc, _ in entries:
             if h.value is None:
                 raise TypeError_("cannot infer the return type; write it: `… (params): T = …`", loc)
             stray = scopes.deps(w.zonk(h)) - holders.get(h.gid, set())
@@ -1645,14 +1666,14 @@ class Elaborator:
                 other = show(w.var(min(stray, key=lambda m: m.gid)))
                 raise TypeError_(f"the inferred return type `{show(w.zonk(h))}` depends on `{other}`, "
                                  f"which is not a parameter of the function; write it: `… (params): T = …`", loc)
-        for m in w.muts:
+        for m in (w.muts if everywhere else set().union(*holders.values())):
             pi = w.zonk(m.pi)
             if isinstance(pi, Pi) and m in scopes.deps(pi.codom):
                 # its own parameter, solved into its return type: bound by the type's binder
                 pi = w.pi(pi.dom, _abstract_var(w, pi.codom, m, scopes), pi.implicit, pi.names)
             m.pi = pi  # type: ignore[assignment]
             m._type = pi  # (type_of reads the type a mutable was made with)
-        self.return_holes.clear()
+        self.return_holes = [entry for entry in self.return_holes if entry[0].gid not in wanted]
 
     def force_body(self, m: MutLam) -> None:
         job = self.pending_bodies.get(m.gid)

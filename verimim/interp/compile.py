@@ -18,7 +18,7 @@ from verimim.interp.values import (
     Closure, LamValue, Partial, RuntimeFault, Tagged, Value, bottom_used, holds_bottom,
 )
 from verimim.ir.defs import (
-    App, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Pi, Sigma, Top, Tuple,
+    App, Arr, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Pi, Sigma, Top, Tuple,
     TypeU, Univ, Var,
 )
 from verimim.ir.schedule import Scopes, jump_roots, postorder, schedule
@@ -126,12 +126,23 @@ class Compiler:
             res = self._returns_types(d)
         else:
             try:
-                w = self.world
-                res = w.level(w.type_of(d)) >= 1
+                res = self._wholly_types(self.world.type_of(d))
             except Exception:
                 res = False
         self._static[d.gid] = res
         return res
+
+    def _wholly_types(self, t: Def) -> bool:
+        """Whether every value of type t is type-level: a type above `*`, or a tuple of such.
+        A sigma mixing types and data (`[T: *, x: T]`, the argument of `fun id (T: *, x: T)`)
+        is data with type-level fields: as one IR node its data fields would be literals,
+        not the run-time values the body computes with."""
+        w = self.world
+        if isinstance(t, Sigma) and t.ops:
+            return all(self._wholly_types(f) for f in t.ops)
+        if isinstance(t, Arr):
+            return self._wholly_types(t.body)
+        return w.level(t) >= 1
 
     def _returns_types(self, d: Def) -> bool:
         """Whether what d finally returns (d itself, for a value that is no function) is a

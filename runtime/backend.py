@@ -235,10 +235,11 @@ class GpuBackend:
             self._default_stream_done(stream)
 
     def _default_stream_done(self, stream: int) -> None:
-        """An `.asyn` copy on the default stream is complete when the host goes on, as in the
-        interpreter (gpu_interp.record keeps nothing pending on it) and as CUDA's copies between
-        the device and pageable host memory: a host read right after it sees the copied bytes
-        (the interpreted host read stale ones: `verimim diff` said E-DIFF)."""
+        """An `.asyn` copy on the default stream is completed when the host goes on. The
+        interpreter keeps it pending (SEMANTICS.md: a host access that conflicts with it is
+        E-RACE, reported before this backend runs), so a program without such a conflict gives
+        the same result either way; completing it here keeps the host's view of its target
+        simple (CUDA's copies between the device and pageable host memory do the same)."""
         if stream == 0:
             self.stream_sync(0)
 

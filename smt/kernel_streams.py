@@ -1,9 +1,9 @@
 """Host-side races between streams (SEMANTICS.md "Streams"), for all of main's inputs.
 
 main is run symbolically (`kernel_eval.Evaluator`, argc a variable, host loops unrolled, every
-branch on argc followed) with a model of what is pending: a launch or an `.asyn` copy on a
-stream other than the default one stays pending until `stream_sync` of its stream, a `.block`
-operation, a default-stream launch or `deinit`. Each operation that may overlap pending work of
+branch on argc followed) with a model of what is pending: an `.asyn` operation (on any stream,
+the default one too) or a launch on a stream other than the default one stays pending until
+`stream_sync` of its stream, a `.block` operation, a default-stream launch or `deinit`. Each operation that may overlap pending work of
 another stream becomes a candidate, decided by Z3 afterwards on its host path:
 
 - launch against pending launch: two work-items, one of each kernel (their own paths, ids and
@@ -235,10 +235,10 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         m1, s = a[1]
         live(ev, d, s, "gpu.alloc.asyn")
         p = new_obj(1, d, "the device allocation")
-        if not _is_default(ev, s):  # pending on its stream, as a `gpu.free.asyn` is
-            st.uses_streams = True
-            whole = (Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), UNBOUNDED, True)
-            st.pending.append(CopyOp(d, "the allocation by `gpu.alloc.asyn`", s, (whole,)))
+        # pending on its stream (the default one too), as a `gpu.free.asyn` is
+        st.uses_streams = True
+        whole = (Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), UNBOUNDED, True)
+        st.pending.append(CopyOp(d, "the allocation by `gpu.alloc.asyn`", s, (whole,)))
         return (m1, p)
 
     def gpu_free_block(ev: Evaluator, d: App, a: list[Any]) -> Any:
@@ -252,8 +252,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         st.uses_streams = True
         op = CopyOp(d, "`gpu.free.asyn`", s, ((Ptr(1, p.obj, z3.BitVecVal(0, OFF_BITS), p.label), UNBOUNDED, True),))
         against_pending(op, s)
-        if not _is_default(ev, s):
-            st.pending.append(op)
+        st.pending.append(op)
         return m1
 
     def copy(to_device: bool, asyn: bool) -> Callable[[Evaluator, App, list[Any]], Any]:
@@ -274,8 +273,7 @@ def _handlers(st: _HostState) -> dict[str, Op]:
             st.uses_streams = True
             op = CopyOp(d, what, s, ((src, size, False), (dst, size, True)))
             against_pending(op, s)
-            if not _is_default(ev, s):
-                st.pending.append(op)
+            st.pending.append(op)  # an `.asyn` copy is pending on any stream, the default one too
             return (m0, m1)
         return run
 

@@ -1,10 +1,11 @@
 """Run-time semantics of the `gpu` plugin (SEMANTICS.md "The GPU").
 
 The session (`init`…`deinit`), device memory, streams and launches. Work on a stream is done
-when it is issued, in issue order; what SEMANTICS.md calls pending (`.asyn` operations and
-launches on a non-default stream, until `stream_sync` of their stream, a `.block` operation or
-`deinit`; also until a default-stream launch, which SEMANTICS.md groups with `.block`
-operations and CUDA's legacy default stream makes wait for every stream: docs/kernels.md) is
+when it is issued, in issue order; what SEMANTICS.md calls pending (`.asyn` operations, on any
+stream the default one included, and launches on a non-default stream, until `stream_sync` of
+their stream, a `.block` operation or `deinit`; also until a default-stream launch, which
+SEMANTICS.md groups with `.block` operations and CUDA's legacy default stream makes wait for
+every stream: docs/kernels.md) is
 remembered as byte ranges per stream, so that a host access or work on another stream that
 conflicts with it is reported as `E-RACE` — the result of a program without such conflicts does
 not depend on when pending work really runs.
@@ -100,8 +101,6 @@ def conflict(m: Machine, block: Block, lo: int, hi: int, write: bool, stream: in
 
 
 def record(m: Machine, stream: int, block: Block, lo: int, hi: int, write: bool, loc: Loc | None, what: str) -> None:
-    if stream == DEFAULT_STREAM:
-        return
     state(m).pending.setdefault(stream, []).append(Pending(block, lo, hi, write, loc, what))
 
 
@@ -292,7 +291,8 @@ class LaunchState:
         m = self.machine
         if state(m).pending:
             conflict(m, block, off, off + size, write, self.stream, loc, self.access_name)
-        record(m, self.stream, block, off, off + size, write, loc, self.access_name)
+        if self.stream != DEFAULT_STREAM:  # a default-stream launch completes before the host goes on
+            record(m, self.stream, block, off, off + size, write, loc, self.access_name)
 
 
 class LaunchTooLarge(RuntimeFault):

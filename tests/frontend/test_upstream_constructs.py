@@ -126,6 +126,15 @@ def test_a_use_instantiates_a_return_type_over_the_functions_parameters() -> Non
     assert e.code == "E-TYPE" and "expected `Bool`, found `I32`" in e.message, e  # uses still checked
 
 
+def test_a_pack_of_continuations_of_a_run_time_length_using_its_index() -> None:
+    # (a literal length: corpus valid/a_pack_of_continuations_using_its_index.mim)
+    body = ("fun extern main (m: %mem.M 0, argc: I32, argv: Ptr0 (Ptr0 I8)): [%mem.M 0, I32] =\n"
+            "    let n = %core.bitcast Nat argc;\n"
+            "    let ks = ‹i: n; cn (x: I32) = return (m, %core.wrap.mul 0 (x, %core.conv.u i32 i))›;\n"
+            "    ks#(%core.conv.u n (%core.wrap.sub 0 (argc, 1I32))) 7I32;\n")
+    assert run("plugin mem;\n" + body) == 0 and run("plugin mem;\n" + body, "a", "b") == 14
+
+
 def test_a_let_in_a_parameter_type_scopes_over_the_binder() -> None:
     # upstream's lit/let_ptrn.mim
     w, v = load("axm %foo.F: * → *;\naxm %foo.f: [T: *] → Nat → %foo.F T;\n"

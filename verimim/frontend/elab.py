@@ -20,7 +20,7 @@ from verimim.ir.defs import (
     Var, gid_mark,
 )
 from verimim.ir.schedule import Scopes
-from verimim.ir.world import IRError, RuleDef, World
+from verimim.ir.world import EXPAND_LIMIT, IRError, RuleDef, World
 from verimim.printer import show
 from verimim.syntax import ast
 
@@ -679,6 +679,8 @@ class Elaborator:
         if not self._is_shape_type(st):
             raise TypeError_(f"an array's shape must be a `Nat` or a `«r; Nat»`; found `{show(shape)}` "
                              f"of type `{show(st)}`", e.shape.loc)
+        if isinstance(e, ast.Pack) and e.index and needs_mutable(e.body) and mentions_name(e.body, e.index):
+            return self._pack_of_mutable_elements(e, shape, scope)
         p = w.param(w.index_type(shape), e.index)
         sc = scope.child()
         if e.index:
@@ -686,6 +688,35 @@ class Elaborator:
         body = self.elab_type(e.body, sc) if is_arr else self.infer(e.body, sc)[0]
         body = w.abstract(w.zonk(body), p)
         return w.arr(shape, body, e.index) if is_arr else w.pack(shape, body, e.index)
+
+    def _pack_of_mutable_elements(self, e: ast.Pack, shape: Def, scope: Scope) -> Def:
+        """`‹i: n; cn (x: I32) = … i …›`: an element that makes a continuation (a mutable) using
+        the index is the application of a `lam` over the index, `‹i: n; f i›`: the index cannot
+        be abstracted out of a mutable's body (only immutable terms are opened by an extract;
+        `ks#1_2` kept the bare index in the continuation, an internal error later). A literal
+        shape the World expands anyway gets one element per index instead, each made with its
+        literal index: the tuple of continuations the code generators branch between."""
+        w = self.world
+        assert e.index is not None
+        if isinstance(shape, Lit) and isinstance(w.zonk(w.type_of(shape)), NatT) and 1 <= shape.value <= EXPAND_LIMIT:
+            elems: list[Def] = []
+            for j in range(shape.value):
+                sc = scope.child()
+                sc.bind(e.index, w.lit_idx(shape.value, j))
+                elems.append(self.infer(e.body, sc)[0])
+            return w.tuple(elems) if len(elems) > 1 else elems[0]
+        idx_t = w.index_type(shape)
+        m = w.mut_lam(w.pi(idx_t, w.hole(w.star(), "pack element type")), f"{e.index}_elem", "lam")
+        m.loc = e.loc
+        m.param_names = (e.index,)
+        sc = scope.child()
+        sc.bind(e.index, w.var(m))  # type: ignore[arg-type]
+        body, body_t = self.infer(e.body, sc)
+        pi = w.pi(idx_t, _abstract_var(w, w.zonk(body_t), m, Scopes()))
+        m.pi = pi  # type: ignore[assignment]
+        m._type = pi  # (type_of reads the type a mutable was made with)
+        m.body = w.zonk(body)
+        return w.pack(shape, w.app(m, w.bvar(0)), e.index)
 
     def _is_shape_type(self, t: Def) -> bool:
         w = self.world

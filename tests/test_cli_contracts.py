@@ -423,3 +423,51 @@ def test_diff_reports_a_phase_warning_once_when_a_later_phase_rejects() -> None:
     report = driver.diff(path, [], [], use_gpu=False)
     codes = [d.code for d in report.diagnostics]
     assert codes.count("W-UNSUPPORTED") == 1 and codes.count("E-UNSUPPORTED") == 1, codes
+
+
+def test_a_closed_stdout_is_an_environment_error_in_one_line() -> None:
+    """`verimim dump prog.mim >&-`: a traceback (AttributeError on None) with exit 1; `run` and
+    `check --json` exited 0 with their output lost."""
+    import subprocess
+    import sys
+
+    for args in (["dump"], ["run"], ["check", "--json"]):
+        p = subprocess.run([sys.executable, "-m", "verimim.cli", *args, str(driver.DEMO_PROGRAM)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+                           preexec_fn=lambda: __import__("os").close(1))
+        assert p.returncode == 2, (args, p.stderr)
+        assert "Traceback" not in p.stderr and "standard output is closed" in p.stderr, p.stderr
+
+
+def test_json_after_the_double_dash_is_the_programs_argument() -> None:
+    """`run --fuel 0 prog.mim -- --json`: the usage error came as JSON on stdout."""
+    p = verimim("run", "--fuel", "0", str(driver.DEMO_PROGRAM), "--", "--json")
+    assert p.returncode == 2 and p.stdout == "" and "error[E-USAGE]" in p.stderr, (p.stdout, p.stderr)
+
+
+def test_the_snippet_is_the_line_the_location_counts(tmp_path: Path) -> None:
+    """Line breaks only at "\\n", as the lexer counts them: a form feed or U+2028 in a comment
+    made the snippet show a piece of the line before, under the right line:col."""
+    f = tmp_path / "sep.mim"
+    f.write_text("plugin core;\n// a [\x0c] b \u2028 c\r\nlet y = (1, $);\n", encoding="utf-8")
+    p = verimim("check", str(f))
+    assert p.returncode == 1 and f"{f}:3:13" in p.stderr and "3 | let y = (1, $);" in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs named pipes")
+def test_a_program_from_a_fifo_is_read_once(tmp_path: Path) -> None:
+    """The diagnostics' source lines were read from the file again: from a FIFO that second read
+    blocked until the time-out (the program has a warning to show)."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    fifo = tmp_path / "prog.mim"
+    os.mkfifo(fifo)
+    text = (PROGRAMS / "valid" / "benign_race_of_loaded_values.mim").read_text(encoding="utf-8")
+    writer = threading.Thread(target=lambda: fifo.write_text(text, encoding="utf-8"), daemon=True)
+    writer.start()
+    p = subprocess.run([sys.executable, "-m", "verimim.cli", "run", str(fifo)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr

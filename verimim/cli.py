@@ -6,6 +6,8 @@ usage error is turned into exit 2 and, with `--json`, into the JSON object on st
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import json
 import math
 import os
@@ -58,7 +60,10 @@ def _set_format(value: str) -> None:
 
 
 def _format_of(args: list[str]) -> str:
-    """The output format a command line asks for, read before click parsed it (usage errors)."""
+    """The output format a command line asks for, read before click parsed it (usage errors).
+    What follows `--` is the program's (`run prog.mim -- --json` passes argv[1] = "--json")."""
+    if "--" in args:
+        args = args[:args.index("--")]
     if "--json" in args:
         return "json"
     for i, a in enumerate(args):
@@ -564,6 +569,10 @@ def _command_of(args: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    if sys.stderr is None:  # started with stderr closed (`2>&-`): what it would say is lost
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 — stands for the closed stream until exit
+    if sys.stdout is None:  # started with stdout closed (`>&-`): writing the output fails, exit 2
+        sys.stdout = _ClosedOutput()
     fmt = _format_of(args)
     _set_format(fmt if fmt in FORMATS else "text")
     as_json = fmt == "json"
@@ -584,6 +593,17 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as e:
         _output_failed(e)
     sys.exit(0)
+
+
+class _ClosedOutput(io.TextIOBase):
+    """Standard output of a process started with it closed: any write is the OSError a write
+    to a closed descriptor is (reported as E-USAGE, exit 2, by `main`)."""
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def writable(self) -> bool:
+        return True
 
 
 def _interrupted() -> NoReturn:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal, TextIO
 
 from verimim.diagnostics import Diagnostic, Loc, elide
+from verimim.source import text_read
 
 ColorChoice = Literal["auto", "always", "never"]
 COLOR_CHOICES: tuple[ColorChoice, ...] = ("auto", "always", "never")
@@ -49,11 +50,13 @@ class Sources:
     def line(self, file: str, n: int) -> str | None:
         if file not in self.lines:
             try:
-                text = Path(file).read_bytes().decode("utf-8", errors="replace")
+                text = text_read(file) or Path(file).read_bytes().decode("utf-8", errors="replace")
             except OSError:
                 self.lines[file] = None
             else:
-                self.lines[file] = text.removeprefix("\ufeff").splitlines()
+                # lines as the lexer counts them: only "\n" ends one (str.splitlines also ends
+                # lines at \f, \v, \x1c, U+0085, U+2028…, and the snippet showed another line)
+                self.lines[file] = [ln.removesuffix("\r") for ln in text.removeprefix("\ufeff").split("\n")]
         got = self.lines[file]
         if got is None or not 1 <= n <= len(got):
             return None

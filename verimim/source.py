@@ -35,12 +35,25 @@ def decode_source(data: bytes, path: str) -> str:
                          Loc(path, line, col)) from None
 
 
+# The text of each program file this process read, for the source lines of its diagnostics
+# (verimim.render): read once — a FIFO or `/dev/stdin` has nothing left for a second read,
+# which blocked until a writer came.
+_TEXTS_READ: dict[str, str] = {}
+
+
 def read_source(path: str) -> str:
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise UsageError(f"cannot read `{path}`: {e.strerror or e}") from None
-    return decode_source(data, path)
+    text = decode_source(data, path)
+    _TEXTS_READ[path] = text
+    return text
+
+
+def text_read(path: str) -> str | None:
+    """The text `read_source` read from `path`, if it did."""
+    return _TEXTS_READ.get(path)
 
 
 def inside(path: Path, directory: Path) -> bool:

@@ -11,6 +11,8 @@ sides (`gpu.host_specific_phases ()` and `gpu.device_specific_phases ()`).
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from verimim.diagnostics import Diagnostic
 from verimim.ir.defs import App, Def, MutLam
 from verimim.ir.schedule import Scopes
@@ -111,12 +113,23 @@ class SplitApply(Phase):
 def device_names(world: World, kernels: list[MutLam]) -> dict[int, str]:
     """Each kernel's external name on both sides (by the kernel's gid): its own name where no
     other kernel or external has it, else that name with the first free suffix `_1`, `_2`, ….
-    An external kernel keeps its name (the program's interface); the others are named in the
-    order of `kernels` (creation order: the first specialisation keeps the name)."""
+    An external kernel keeps its name (the program's interface), and so does a kernel whose name
+    no other has — before any suffix is chosen, so that a second `k` becomes `k_2`, not the
+    `k_1` the program itself named another kernel; the others are named in the order of
+    `kernels` (creation order: the first specialisation keeps the name)."""
     kernel_ids = {k.gid for k in kernels}
     taken = {name for name, m in world.externals.items() if m.gid not in kernel_ids}
+    order = sorted(kernels, key=lambda k: not k.external)
+    times = Counter(k.name or "kernel" for k in kernels)
     out: dict[int, str] = {}
-    for k in sorted(kernels, key=lambda k: not k.external):
+    for k in order:
+        base = k.name or "kernel"
+        if (k.external or times[base] == 1) and base not in taken:
+            taken.add(base)
+            out[k.gid] = base
+    for k in order:
+        if k.gid in out:
+            continue
         base = k.name or "kernel"
         name, n = base, 0
         while name in taken:

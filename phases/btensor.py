@@ -669,8 +669,16 @@ class LowerBtensor(Phase):
         if not any(isinstance(d, Axiom) and d.annex.startswith("btensor.") for d in nodes):
             res.skipped = "the program does not use btensor"
             return res
-        if any(isinstance(d, Axiom) and d.annex in ("gpu.init", "gpu.auto_init") for d in nodes):
+        sessions = {d.annex for d in nodes if isinstance(d, Axiom) and d.annex in ("gpu.init", "gpu.auto_init")}
+        if "gpu.init" in sessions:
             res.skipped = "the program already contains an explicit gpu.init"
+            return res
+        if sessions:
+            # Beyond the seed (which names only an explicit init): a session the program opens
+            # with the compiler's own axiom may enclose the operation, and the sessions the
+            # lowering opens would nest in it (E-GPU-SESSION where the source ran).
+            res.skipped = ("the program already opens a GPU session with gpu.auto_init, which the "
+                           "lowering's own sessions could nest in")
             return res
         res.witness = BtensorLowering()
         todo = plan(world, res)

@@ -334,6 +334,20 @@ def test_skipped_when_the_program_opens_a_gpu_session() -> None:
     assert res.skipped == "the program already contains an explicit gpu.init"
 
 
+def test_skipped_with_a_session_the_program_opens_with_auto_init_and_says_so() -> None:
+    # (it said "an explicit gpu.init", which the program does not have)
+    text = HEADER + """
+    let (m0, m1, m4) = gpu.auto_init m0;
+    let (m0, b) = buffer.lit (1, 3, I32) (m0, argc);
+    let (m0, s) = btensor.map_reduce @1 @(I32, 0, 1) ((), 3) @(I32, 1, 3) (add, 0I32) 0 (m0, b);
+    let (m0, x) = buffer.read (0, (), I32) (m0, s, ());
+    let m0 = gpu.auto_deinit (m0, m1, m4);
+    return (m0, x);
+"""
+    res = lower(from_text(text))
+    assert res.skipped is not None and "gpu.auto_init" in res.skipped and "explicit" not in res.skipped
+
+
 def test_skipped_without_btensor() -> None:
     res = lower(from_file("buffer_roundtrip.mim"))
     assert res.skipped == "the program does not use btensor"

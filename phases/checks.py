@@ -71,22 +71,31 @@ def _argument_place(args: Def, launch: App) -> tuple[Loc | None, tuple[Related, 
     return at, (Related(f"`{show(args)}` is made here", made),)
 
 
+def launch_crossings(world: World) -> list[Diagnostic]:
+    """E-MEM-CROSSING for each launch whose kernel arguments' type holds a `mem.M`. Also asked
+    by `gpu.split_apply`, after specialisation: a launch in a generic function (`go (T: *, …,
+    x: T)` launching `k x`) passes a `mem.M` only once `T` is known."""
+    out: list[Diagnostic] = []
+    for app in apps_of(world, "gpu.launch", 4):
+        kernel, args = app.args()[2], app.args()[3]
+        t = world.type_of(args)
+        if mem_types_in(world, t):
+            kname = kernel.name if isinstance(kernel, MutLam) else show(kernel)
+            loc, related = _argument_place(args, app)
+            out.append(Diagnostic(
+                "E-MEM-CROSSING", f"`mem.M` must not be passed across device boundaries: "
+                f"`{show(args)}` of type `{show(t)}` is passed from host to kernel `{kname}`",
+                loc, "error", related))
+    return out
+
+
 class MemChecks(Phase):
     name = "gpu.mem_checks"
 
     def apply(self, prog: Program) -> PhaseResult:
         res = PhaseResult(self.name, prog, prog)
         for world in prog.worlds():
-            for app in apps_of(world, "gpu.launch", 4):
-                kernel, args = app.args()[2], app.args()[3]
-                t = world.type_of(args)
-                if mem_types_in(world, t):
-                    kname = kernel.name if isinstance(kernel, MutLam) else show(kernel)
-                    loc, related = _argument_place(args, app)
-                    res.diagnostics.append(Diagnostic(
-                        "E-MEM-CROSSING", f"`mem.M` must not be passed across device boundaries: "
-                        f"`{show(args)}` of type `{show(t)}` is passed from host to kernel `{kname}`",
-                        loc, "error", related))
+            res.diagnostics.extend(launch_crossings(world))
             main = world.externals.get("main")
             if main is not None:
                 self._check_main(world, main, res)

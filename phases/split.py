@@ -18,6 +18,7 @@ from verimim.ir.defs import App, Def, MutLam
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
+from verimim.phases.checks import launch_crossings
 from verimim.phases.kernel_captures import Lifted, LiftedKernel, find_lifts, host_launch, lifted_pi
 from verimim.phases.repl import kernels_of
 from verimim.phases.rewriter import Rewriter
@@ -61,6 +62,12 @@ class SplitApply(Phase):
             res.skipped = "the program is already split"
             return res
         world = prog.host
+        crossings = launch_crossings(world)
+        if crossings:
+            # (gpu.mem_checks saw these launches before specialisation, with a type parameter
+            # where the `mem.M` is now)
+            res.diagnostics.extend(crossings)
+            return res
         for app in apps_of(world, "gpu.launch", 3):
             if not isinstance(app.arg, MutLam):
                 # A kernel chosen at run time (`(k_a, k_b)#c`) or passed in (a parameter of a

@@ -7,12 +7,16 @@ a forbidden position with the operation's location.
 """
 from __future__ import annotations
 
+import z3
+
 from verimim.diagnostics import Diagnostic, Loc, Related
 from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Def, Lit, MutLam, Pi, Sigma
 from verimim.ir.world import World
 from verimim.printer import show
 from verimim.phases.base import Phase, PhaseResult, Program, apps_of
+from verimim.smt import z3_typed as z3t
+from verimim.smt.nat_terms import NatMeanings
 
 # (operation, forbidden address spaces, how upstream words it)
 ADDR_SPACE_RULES: list[tuple[str, frozenset[int], str]] = [
@@ -44,14 +48,42 @@ class CheckAddrSpaces(Phase):
             for op, bad, words in ADDR_SPACE_RULES:
                 for app in apps_of(world, op, 2):
                     a = address_space_of(app)
-                    if isinstance(a, Lit) and a.value not in bad:
+                    if isinstance(a, Lit):
+                        if a.value in bad:
+                            res.diagnostics.append(Diagnostic(
+                                "E-ADDR-SPACE", f"{words} {a.value}: `{show(app)}`", app.loc))
                         continue
-                    # a symbolic space is reported with a value of it that violates (PHASES.md)
-                    space = (str(a.value) if isinstance(a, Lit) else
-                             f"`{show(a)}`, which is not a literal and may be {min(bad)}")
-                    res.diagnostics.append(Diagnostic(
-                        "E-ADDR-SPACE", f"{words} {space}: `{show(app)}`", app.loc))
+                    value = _violating_value(a, bad)
+                    if value is not None:  # reported with a value of it that violates (PHASES.md)
+                        res.diagnostics.append(Diagnostic(
+                            "E-ADDR-SPACE", f"{words} `{show(a)}`, which is not a literal and {value}: "
+                            f"`{show(app)}`", app.loc))
         return res
+
+
+SPACE_QUERY_MS = 2000  # (no answer in time: the space is taken to be possibly forbidden)
+
+
+def _violating_value(space: Def, bad: frozenset[int]) -> str | None:
+    """How a symbolic address space can be a forbidden one ("may be 4"), or None when no value
+    it can take is, in the interpreter or on a target (`core.bitcast Nat b` of a Bool is 0 or 1;
+    `2·a + 3` is odd; `a + 5` is 4 on a target, where Nat wraps at 2^64): Z3 decides over the
+    term's unknowns."""
+    nats = NatMeanings()
+    forbidden = sorted(bad)
+    s = z3.Solver()
+    s.set("timeout", SPACE_QUERY_MS)
+    violation = nats.either(lambda t: z3t.Or(*[t == k for k in forbidden]), space)
+    s.add(violation, *nats.facts)  # (the facts of the unknowns the term made)
+    r = s.check()
+    if r == z3.unsat:
+        return None
+    if r == z3.sat:
+        model = s.model()
+        values = [model.eval(m.term(space), model_completion=True) for m in nats.meanings]
+        hit = next((v for v in values if isinstance(v, z3.IntNumRef) and v.as_long() in bad), values[0])
+        return f"may be {hit}"
+    return f"may be one of {', '.join(map(str, sorted(bad)))} (Z3 gave no answer in {SPACE_QUERY_MS} ms)"
 
 
 def mem_types_in(world: World, t: Def) -> list[Def]:

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from verimim.diagnostics import Diagnostic
-from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple, Var
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple, Var, mentions
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, is_app_of, walk
 from verimim.phases.rewriter import Rewriter
@@ -167,6 +167,8 @@ def has_kernel_type(world: World, m: MutLam) -> bool:
     dom = m.pi.dom
     if not (world.is_cn(m.pi) and isinstance(dom, Sigma) and len(dom.ops) >= 2):
         return False
+    if any(mentions(f, 0) for f in dom.ops[:2]):
+        return False  # a field depending on another (`m: mem.M (2·a + 3)` after `a: Nat`) is no token of a kernel
     first = [world.shift(f, -1) for f in dom.ops[:2]]  # fields lie under the sigma's binder
     return all(isinstance(f, App) and isinstance(f.head, Axiom) and f.head.annex == "mem.M"
                and isinstance(f.arg, Lit) and f.arg.value == space for f, space in zip(first, (1, 3)))

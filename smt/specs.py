@@ -27,6 +27,7 @@ from verimim.smt import z3_typed as z3t
 from verimim.printer import show
 from verimim.smt.match import Matcher, Pairs, app_parts, lit
 from verimim.smt.names import Namer
+from verimim.smt.nat_terms import NatMeanings
 from verimim.smt.spec_split_match import match_split
 from verimim.smt.solver import Outcome, SpecContext, verdict_unsat_means_proved
 
@@ -51,15 +52,6 @@ def _loc(d: Def) -> str:
 # The violation formula of PHASES.md: operation → forbidden address spaces.
 FORBIDDEN = {"mem.malloc": (3, 4, 5), "mem.free": (3, 4, 5), "mem.mslot": (1, 4), "mem.slot": (1, 4),
              "mem.store": (4,)}
-
-
-def _space_term(d: Def, fresh: dict[int, z3.ArithRef]) -> z3.ArithRef:
-    if isinstance(d, Lit):
-        return z3.IntVal(d.value)
-    v = fresh.get(d.gid)
-    if v is None:
-        v = fresh[d.gid] = z3.Int(f"space_{len(fresh)}")
-    return v
 
 
 def _first_pair(d: App) -> tuple[Def, Def] | None:
@@ -109,7 +101,7 @@ def _checker_verdict(res: PhaseResult, ctx: SpecContext,
 
 @spec("gpu.check_addr_spaces_repl")
 def spec_addr_spaces(res: PhaseResult, ctx: SpecContext) -> Outcome:
-    fresh: dict[int, z3.ArithRef] = {}
+    nats = NatMeanings()  # a symbolic space: the values its term can take (either meaning of Nat)
     ops: list[tuple[Def, z3.BoolRef]] = []
     for world in res.before.worlds():
         for d in walk(world):
@@ -118,9 +110,9 @@ def spec_addr_spaces(res: PhaseResult, ctx: SpecContext) -> Outcome:
             pair = _first_pair(d)
             if pair is None:
                 continue
-            a = _space_term(pair[1], fresh)
-            ops.append((d, z3t.Or(*[a == k for k in FORBIDDEN[d.head.annex]])))
-    return _checker_verdict(res, ctx, ops, [v >= 0 for v in fresh.values()])
+            forbidden = FORBIDDEN[d.head.annex]
+            ops.append((d, nats.either(lambda a: z3t.Or(*[a == k for k in forbidden]), pair[1])))
+    return _checker_verdict(res, ctx, ops, nats.facts)
 
 
 def _mentions_mem_m(t: Def) -> bool:
@@ -130,8 +122,7 @@ def _mentions_mem_m(t: Def) -> bool:
 @spec("gpu.mem_checks")
 def spec_mem_checks(res: PhaseResult, ctx: SpecContext) -> Outcome:
     ops: list[tuple[Def, z3.BoolRef]] = []
-    fresh: dict[int, z3.ArithRef] = {}
-    constraints: list[z3.BoolRef] = []
+    nats = NatMeanings()
     for world in res.before.worlds():
         for d in walk(world):
             parts = app_parts(d, "gpu.launch", 4)
@@ -146,10 +137,8 @@ def spec_mem_checks(res: PhaseResult, ctx: SpecContext) -> Outcome:
         if main is not None:
             for x in walk(world, [main.pi]):
                 if isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == "mem.M":
-                    n = _space_term(x.arg, fresh)
-                    ops.append((main, cast(z3.BoolRef, n != 0)))
-    constraints = [v >= 0 for v in fresh.values()]
-    return _checker_verdict(res, ctx, ops, constraints)
+                    ops.append((main, nats.either(lambda n: cast(z3.BoolRef, n != 0), x.arg)))
+    return _checker_verdict(res, ctx, ops, nats.facts)
 
 
 # ============================================================================ rewrites
@@ -275,21 +264,22 @@ def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
         return rule
 
     def none_left(p: Program) -> Outcome | None:
-        fresh: dict[int, z3.ArithRef] = {}
+        nats = NatMeanings()
         terms = []
         for w in ran_on(res, p):
             for d in walk(w):
                 for annex in ("mem.malloc", "mem.free"):
                     parts = app_parts(d, annex, 2)
                     if parts is not None and isinstance(parts[0], Tuple):
-                        terms.append((d, _space_term(parts[0].ops[1], fresh)))
+                        terms.append((d, nats.either(lambda t: cast(z3.BoolRef, t == 1), parts[0].ops[1])))
         if not terms:
             return None
         s = ctx.solver()
-        s.add(z3.Or(*[t == 1 for _, t in terms]))
+        s.add(*nats.facts)
+        s.add(z3.Or(*[t for _, t in terms]))
         r = ctx.check(s, "host_malloc2gpualloc: a malloc/free in address space 1 remains")
         if r == z3.sat:
-            d = next(d for d, t in terms if z3.is_true(s.model().eval(t == 1, model_completion=True)))
+            d = next(d for d, t in terms if z3.is_true(s.model().eval(t, model_completion=True)))
             return Outcome("refuted", f"`{show(d)[:80]}` in address space 1 remains at {_loc(d)}", {"location": _loc(d)})
         if r == z3.unknown:
             return Outcome("unknown", "Z3 gave no answer")

@@ -93,6 +93,37 @@ def test_addr_space_checker_right_and_wrong() -> None:
     assert status == "refuted" and "without violation" in detail
 
 
+class RejectEverySymbolicSpace(CheckAddrSpaces):
+    """The checker as it was: every address space that is no literal "may be" forbidden."""
+
+    def apply(self, prog: Program) -> PhaseResult:
+        from verimim.diagnostics import Diagnostic
+        from verimim.ir.defs import Lit
+        from verimim.phases.base import apps_of
+        from verimim.phases.checks import ADDR_SPACE_RULES, address_space_of
+
+        res = PhaseResult(self.name, prog, prog)
+        for op, _bad, words in ADDR_SPACE_RULES:
+            for app in apps_of(prog.host, op, 2):
+                if not isinstance(address_space_of(app), Lit):
+                    res.diagnostics.append(Diagnostic("E-ADDR-SPACE", f"{words} a symbolic space", app.loc))
+        return res
+
+
+def test_addr_space_checker_on_symbolic_spaces_right_and_wrong() -> None:
+    never = program_before(VALID / "symbolic_address_spaces_never_forbidden.mim", "gpu.check_addr_spaces_repl")
+    wraps = program_before(PROGRAMS / "phase_errors" / "store_in_a_space_that_wraps_to_constant.mim",
+                           "gpu.check_addr_spaces_repl")
+    assert verdict(apply(CheckAddrSpaces(), never))[0] == "proved"
+    res = apply(CheckAddrSpaces(), wraps)
+    assert res.rejected and "may be 4" in res.diagnostics[0].message
+    assert verdict(res)[0] == "proved"
+    status, detail, _ = verdict(apply(RejectEverySymbolicSpace(), never))
+    assert status == "refuted" and "without violation" in detail, detail
+    status, detail, _ = verdict(apply(AcceptEverything("gpu.check_addr_spaces_repl"), wraps))
+    assert status == "refuted" and "accepted a violation" in detail, detail
+
+
 def test_mem_checks_right_and_wrong() -> None:
     bad = PROGRAMS / "phase_errors" / "mem_crossing_launch_arg.mim"
     prog = program_before(bad, "gpu.mem_checks")

@@ -71,6 +71,9 @@ class Phase:
     # A phase of the whole program (it splits one, or lowers into kernels and launches): in a
     # sub-pipeline, on one side of a split program, it has nothing to do (run_on_side skips it).
     whole_program: bool = False
+    # A phase of host code only (it rewrites into host operations): on the device side of a split
+    # program it would put them into kernels (run_on_side skips it there, saying so).
+    host_only: bool = False
 
     def apply(self, prog: Program) -> PhaseResult:
         raise NotImplementedError

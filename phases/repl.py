@@ -123,6 +123,7 @@ class _HostMalloc2GpuAlloc(Rewriter):
 
 class HostMalloc2GpuAlloc(RewritePhase):
     name = "gpu.host_malloc2gpualloc_repl"
+    host_only = True
 
     def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
         return _HostMalloc2GpuAlloc(world, res)

@@ -80,6 +80,16 @@ def test_sub_pipelines_from_the_program_and_from_the_command_line() -> None:
     assert [r for r in ran if r[1] == "device"] == [("gpu.remove_double_syncs", "device")]
 
 
+def test_a_host_phase_named_for_the_device_side_is_skipped_there() -> None:
+    # it rewrote a kernel's mem.malloc into gpu.alloc.block, a host operation (check said proved,
+    # diff E-DIFF)
+    world, _ = load_text(PROGRAM.replace("PIPELINE", ""), "<pipeline>")
+    run = run_pipeline(world, verify=False, device_phases=["gpu.host_malloc2gpualloc_repl"])
+    assert not run.stopped, run.diagnostics
+    step = next(p for p in run.phases if p["name"] == "gpu.host_malloc2gpualloc_repl" and p.get("side") == "device")
+    assert step["status"] == "skipped" and "host code" in step["detail"], step
+
+
 def test_fixpoint_group_repeats_until_nothing_changes() -> None:
     world, _ = load_text(PROGRAM.replace("PIPELINE", 'lam _compile (): compile.Phase = compile.phases ff '
                                          '(compile.phases tt (compile.cleanup, compile.null), gpu.split_apply);'), "<fix>")

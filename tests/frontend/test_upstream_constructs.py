@@ -135,6 +135,14 @@ def test_a_pack_of_continuations_of_a_run_time_length_using_its_index() -> None:
     assert run("plugin mem;\n" + body) == 0 and run("plugin mem;\n" + body, "a", "b") == 14
 
 
+def test_an_implicit_argument_of_a_type_with_one_value_solves_itself() -> None:
+    # LANGUAGE.md: `«3; []»` has one value, as `[]` has (btensor.map_reduce with no inputs
+    # needed `@((), (), ())`: E-TYPE "cannot infer the implicit argument")
+    body = ("lam f {u: «3; []»} {v: [[], Idx 1]} (x: I32): I32 = x;\n"
+            "fun extern main (argc: I32, argv: Ptr0 (Ptr0 I8)): I32 = return (f argc);\n")
+    assert run(body, "a", "b") == 3
+
+
 def test_a_let_in_a_parameter_type_scopes_over_the_binder() -> None:
     # upstream's lit/let_ptrn.mim
     w, v = load("axm %foo.F: * → *;\naxm %foo.f: [T: *] → Nat → %foo.F T;\n"

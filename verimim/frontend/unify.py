@@ -276,12 +276,19 @@ def _lam_app(d: Def) -> bool:
 
 
 def is_type_of_one_value(world: World, t: Def) -> Def | None:
-    """The only value of `t` when it has exactly one (`[]` → `()`), else None."""
+    """The only value of `t` when it has exactly one (`[]` → `()`, `Idx 1` → `0_1`, and tuples
+    and arrays of such: `«3; []»` → `((), (), ())`), else None."""
     t = world.zonk(t)
     if isinstance(t, Sigma) and not t.ops:
         return world.unit()
     if isinstance(t, IdxT) and isinstance(t.size, Lit) and t.size.value == 1:
         return world.lit_idx(1, 0)
+    if isinstance(t, Sigma) and not t.dependent:
+        elems = [is_type_of_one_value(world, f) for f in t.ops]
+        return None if any(e is None for e in elems) else world.tuple([e for e in elems if e is not None])
+    if isinstance(t, Arr) and isinstance(t.shape, Lit) and t.body.bvd == 0 and 0 < t.shape.value <= 256:
+        elem = is_type_of_one_value(world, t.body)
+        return None if elem is None else world.pack(t.shape, world.shift(elem, 1))
     return None
 
 

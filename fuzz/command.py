@@ -28,7 +28,15 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
     summary = run(directory, budget, seed=seed, verify=verify, gpu=gpu, workers=workers, scheduler=scheduler,
                   preload=preload, program_timeout=program_timeout, reduce_budget=reduce_budget,
                   command=" ".join(sys.argv), progress=progress, max_programs=max_programs)
+    if summary.interrupted and not summary.new_failures:
+        code = EXIT_INTERRUPTED
+    else:
+        # A nightly job fails on what is new: a failure whose signature the journal already held
+        # is reported (known) but does not fail the run again.
+        code = EXIT_INTERNAL if summary.new_failures else EXIT_OK
     obj = summary.to_json()
+    obj["ok"] = code == EXIT_OK  # (CLI.md: the truth of exit code 0; Ctrl-C is 130, not ok)
+    obj["interrupted"] = summary.interrupted
     for f in summary.failures:
         tag = "new" if f["new"] else "known"
         click.echo(f"failure[{f['kind']}] ({tag}, {f['count']}x): {f['message']}\n  in {f['file'].rsplit('/', 1)[0]}/ "
@@ -48,11 +56,7 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
     if summary.interrupted:
         click.echo(f"interrupted: the journal keeps the {summary.programs} programs this run checked; resume with "
                    f"{shell_command(['verimim', 'fuzz', '--campaign', directory])}", err=True)
-    if summary.interrupted and not summary.new_failures:
-        return EXIT_INTERRUPTED
-    # A nightly job fails on what is new: a failure whose signature the journal already held is
-    # reported (known) but does not fail the run again.
-    return EXIT_INTERNAL if summary.new_failures else EXIT_OK
+    return code
 
 
 def report(directory: str, as_json: bool, complete: Callable[[dict[str, Any]], dict[str, Any]]) -> int:

@@ -161,6 +161,8 @@ SCHEMAS: dict[str, Schema] = {
         # (fuzz/kernel_oracle.judge): kernels verified, verdicts by status, false alarms
         "oracle": _NSTR,
         "kernels": _NOBJ,
+        # with --campaign DIR: stopped by Ctrl-C before its budget ended (exit 130, `ok` false)
+        "interrupted": _nullable({"type": "boolean"}),
     }),
     # `verimim fuzz report DIR --json`: DIR/report.json (fuzz/report.py)
     "fuzz-report": _command("verimim fuzz report --json", {

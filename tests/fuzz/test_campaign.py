@@ -364,6 +364,7 @@ def test_ctrl_c_ends_the_run_and_still_prints_its_summary(tmp_path: Path) -> Non
     _valid("fuzz", obj)
     kept = _journaled(d)
     assert obj["programs"] == obj["journal_programs"] == len(kept) >= 3, obj
+    assert obj["ok"] is False and obj["interrupted"] is True, obj  # (`ok` is exit code 0's truth)
     assert "interrupted" in err and "Traceback" not in err, err[-2000:]
     rep = json.loads(_fuzz("report", str(d), "--json").stdout)
     assert [(r["programs"], r["ended"] is not None) for r in rep["runs"]] == [(len(kept), True)], rep["runs"]

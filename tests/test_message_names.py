@@ -52,7 +52,7 @@ def test_phase_error_prints_operands_by_their_let_names() -> None:
     msg, = messages(str(PHASE_ERRORS / "malloc_const_host.mim"))
     assert "(m4, 4)" in msg and "gpu.init" not in msg, msg
     msg, = messages(str(PHASE_ERRORS / "store_const.mim"))
-    assert "mem.store (I32, 4) (m4, " in msg and "mem.lea" not in msg, msg
+    assert "mem.store @(I32, 4) (m4, " in msg and "mem.lea" not in msg, msg
 
 
 def test_types_keep_their_written_form() -> None:

@@ -141,7 +141,7 @@ class ExprPrinter:
         if self.type_of is None:
             t = callee._type  # the type, where it has been computed already
             if t is None:
-                return False
+                return _axiom_curry_implicit(callee)
         else:
             try:
                 t = self.type_of(callee)
@@ -395,3 +395,21 @@ def show(d: Def) -> str:
         if not isinstance(x, MutLam):
             stack.extend(x.ops)
     return p.show(d)
+
+
+def _axiom_curry_implicit(callee: Def) -> bool:
+    """Whether the next argument of an axiom applied to some arguments (`core.bitcast @I32 Nat`)
+    fills an implicit domain, read off the axiom's type without computing any: the implicit flag
+    is the structure of its curried Π, whatever the arguments (a diagnostic printed
+    `core.bitcast I32 Nat argc`, which does not parse back)."""
+    depth, head = 0, callee
+    while isinstance(head, App):
+        depth, head = depth + 1, head.callee
+    if not isinstance(head, Axiom):
+        return False
+    t = head.ops[0]
+    for _ in range(depth):
+        if not isinstance(t, Pi):
+            return False
+        t = t.codom
+    return isinstance(t, Pi) and t.implicit

@@ -167,8 +167,15 @@ def write_report(directory: str | Path) -> tuple[dict[str, Any], Path, Path]:
         journal.close()
     html_path, json_path = d / "report.html", d / "report.json"
     summary["report"] = str(html_path)
-    _replace(json_path, json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
-    _replace(html_path, render_html(summary))
+    texts = {html_path: render_html(summary), json_path: json.dumps(summary, indent=1, ensure_ascii=False) + "\n"}
+    for path in texts:  # both or neither: one that cannot be written is found before either is
+        if path.is_dir():
+            raise UsageError(f"cannot write the report: `{path}` is a directory")
+    for path, text in texts.items():
+        try:
+            _replace(path, text)
+        except OSError as e:  # the report's fault, not the campaign's (its journal is fine)
+            raise UsageError(f"cannot write the report `{path}`: {e.strerror or e}") from None
     return summary, html_path, json_path
 
 

@@ -185,3 +185,16 @@ def test_a_report_that_cannot_be_written_is_refused_before_the_work(tmp_path: Pa
     assert sorted(p.name for p in d.iterdir() if p.name.startswith((".report", "report"))) == ["report.html",
                                                                                              "report.json"]
     assert os.path.getsize(d / "report.json") > 0
+
+
+def test_a_report_path_that_is_a_directory_is_named_and_nothing_written(tmp_path: Path) -> None:
+    """`report.html` a directory: the campaign was blamed ("the campaign … cannot be used:
+    IsADirectoryError"), and report.json had been rewritten before the failure."""
+    from verimim.diagnostics import UsageError
+
+    d = tmp_path / "c"
+    _campaign(d)
+    (d / "report.html").mkdir()
+    with pytest.raises(UsageError, match="report.html` is a directory"):
+        write_report(d)
+    assert not (d / "report.json").exists()

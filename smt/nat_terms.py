@@ -66,6 +66,8 @@ class NatMeanings:
         self.meanings = (NatTerms(), NatTerms(TARGET_NAT))
 
     def either(self, formula: Callable[[z3.ArithRef], z3.BoolRef], d: Def) -> z3.BoolRef:
+        if isinstance(d, Lit) and d.value < TARGET_NAT:  # (the common case: one meaning, no terms)
+            return cast(z3.BoolRef, z3.simplify(formula(z3.IntVal(d.value))))
         return z3t.Or(*[formula(m.term(d)) for m in self.meanings])
 
     @property

@@ -137,6 +137,7 @@ def _join(client_type: Any, scheduler: str) -> Any:
     covers opening the connection, not the handshake after it: a port where something else
     listens (a web server) kept `Client` waiting for minutes. The client is made on a thread
     and waited for; one still waiting is left behind (a daemon thread) with the error."""
+    _check_address(scheduler)
     made: dict[str, Any] = {}
 
     def make() -> None:
@@ -159,6 +160,32 @@ def _join(client_type: Any, scheduler: str) -> Any:
         raise UsageError(f"{scheduler} answered, but not as a Dask scheduler ({type(why).__name__}); "
                          f"give the address of `dask scheduler`, by default port 8786")
     raise UsageError(f"the Dask scheduler {scheduler} does not answer: {why}")
+
+
+_ADDRESS = re.compile(r"^(?:(tcp|tls|ucx)://)?(\[[0-9a-fA-F:.]+\]|[^:/\[\]\s]+):(\d+)$")
+
+
+def _check_address(scheduler: str) -> None:
+    """A scheduler address as `dask scheduler` prints it (`tcp://HOST:PORT`, `tls://…`, `ucx://…`,
+    or `HOST:PORT`), and, for plain TCP, a port that does not refuse connections: said at once
+    (a malformed address was reported as "answered, but not as a Dask scheduler", and a
+    refused port waited out Dask's 10 s connection time-out)."""
+    import socket
+
+    m = _ADDRESS.match(scheduler)
+    if m is None or not 0 < int(m.group(3)) < 65536:
+        raise UsageError(f"`{scheduler}` is not a Dask scheduler address: give `tcp://HOST:PORT` as "
+                         f"`dask scheduler` prints it (by default port 8786)")
+    if m.group(1) in ("tls", "ucx"):
+        return  # (their handshakes are Dask's to make)
+    host = m.group(2).strip("[]")
+    try:
+        socket.create_connection((host, int(m.group(3))), timeout=2).close()
+    except ConnectionRefusedError:
+        raise UsageError(f"the Dask scheduler {scheduler} does not answer: the port refuses connections "
+                         f"(is `dask scheduler` running there?)") from None
+    except OSError:
+        return  # (a name that does not resolve, a time-out: Dask's connect says it, with its reason)
 
 
 def _check_preload(modules: tuple[str, ...]) -> None:

@@ -115,6 +115,42 @@ def test_scheduler_that_does_not_answer_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists(), "nothing is written for a campaign that could not start"
 
 
+@pytest.mark.parametrize("address", ["garbage", "http://127.0.0.1:8786", "tcp://127.0.0.1", "tcp://:8786",
+                                     "tcp://127.0.0.1:99999"])
+def test_a_scheduler_address_that_is_none_is_named_at_once(address: str) -> None:
+    """A malformed address was "answered, but not as a Dask scheduler" (nothing answered), some
+    after the 10 s connection time-out."""
+    from verimim.diagnostics import UsageError
+    from verimim.fuzz.cluster import _check_address
+
+    with pytest.raises(UsageError, match="is not a Dask scheduler address"):
+        _check_address(address)
+
+
+def test_a_refused_port_is_said_without_waiting_for_the_connect_time_out() -> None:
+    import socket
+
+    from verimim.diagnostics import UsageError
+    from verimim.fuzz.cluster import _check_address
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    start = time.monotonic()
+    with pytest.raises(UsageError, match="refuses connections"):
+        _check_address(f"tcp://127.0.0.1:{port}")
+    assert time.monotonic() - start < 5
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    try:  # one that accepts connections is left to Dask's handshake
+        _check_address(f"tcp://127.0.0.1:{listening.getsockname()[1]}")
+        _check_address(f"127.0.0.1:{listening.getsockname()[1]}")
+    finally:
+        listening.close()
+
+
 def test_a_scheduler_without_workers_is_refused(tmp_path: Path) -> None:
     # it checked nothing for its whole budget and ended green
     import socket

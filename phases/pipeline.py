@@ -86,18 +86,18 @@ def sub_pipelines(world: World) -> tuple[list[Step], list[Step]]:
 def run_on_side(phase: Phase, prog: Program, side: str) -> PhaseResult:
     """Run a sub-pipeline phase on one side of a split program only."""
     assert prog.device is not None
+    skipped = None
     if phase.whole_program:
         # One side alone looks like a program never split: splitting the device World again
         # dropped the kernels' bodies (a false E-SPEC, and E-DIFF after it).
-        res = PhaseResult(phase.name, prog, prog, skipped=f"`{phase.name}` runs on the whole program, "
-                          f"not on one side of a split one")
-        res.side = side
-        return res
-    if phase.host_only and side == "device":
+        skipped = f"`{phase.name}` runs on the whole program, not on one side of a split one"
+    elif phase.host_only and side == "device":
         # (`device_specific_phases` naming `gpu.host_malloc2gpualloc_repl` rewrote a kernel's
         # malloc into `gpu.alloc.block`, a host operation: E-DIFF where the source ran)
-        res = PhaseResult(phase.name, prog, prog, skipped=f"`{phase.name}` rewrites host code into host "
-                          f"operations; on the device side it would put them into kernels")
+        skipped = (f"`{phase.name}` rewrites host code into host operations; on the device side it "
+                   f"would put them into kernels")
+    if skipped is not None:
+        res = PhaseResult(phase.name, prog, prog, skipped=skipped)
         res.side = side
         return res
     one = Program(prog.host if side == "host" else prog.device)

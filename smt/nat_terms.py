@@ -14,8 +14,9 @@ from typing import cast
 
 import z3
 
-from verimim.ir.defs import App, Axiom, Def, IdxT, Lit, NatT, Tuple
+from verimim.ir.defs import Def, IdxT, Lit, NatT, Tuple
 from verimim.smt import z3_typed as z3t
+from verimim.smt.match import app_parts
 
 
 TARGET_NAT = 2 ** 64  # `Nat` on the targets: i64
@@ -33,16 +34,15 @@ class NatTerms:
     def term(self, d: Def) -> z3.ArithRef:
         if isinstance(d, Lit):
             return z3.IntVal(d.value if self.modulus is None else d.value % self.modulus)
-        if isinstance(d, App) and isinstance(d.head, Axiom):
-            args = d.args()
-            name = d.head.annex
-            if name in ("core.nat.add", "core.nat.mul", "core.nat.sub") and len(args) == 1 \
-                    and isinstance(pair := _pair(args[0]), tuple):
-                a, b = self.term(pair[0]), self.term(pair[1])
-                if name == "core.nat.sub":
-                    return cast(z3.ArithRef, z3.If(a >= b, a - b, 0))
-                r = cast(z3.ArithRef, a + b if name == "core.nat.add" else a * b)
-                return r if self.modulus is None else cast(z3.ArithRef, r % self.modulus)
+        for name in ("core.nat.add", "core.nat.mul", "core.nat.sub"):
+            parts = app_parts(d, name, 1)
+            if parts is None or not (isinstance(parts[0], Tuple) and len(parts[0].ops) == 2):
+                continue
+            a, b = (self.term(x) for x in parts[0].ops)
+            if name == "core.nat.sub":
+                return cast(z3.ArithRef, z3.If(a >= b, a - b, 0))
+            r = cast(z3.ArithRef, a + b if name == "core.nat.add" else a * b)
+            return r if self.modulus is None else cast(z3.ArithRef, r % self.modulus)
         return self._unknown(d)
 
     def _unknown(self, d: Def) -> z3.ArithRef:
@@ -75,20 +75,10 @@ class NatMeanings:
         return [f for m in self.meanings for f in m.facts]
 
 
-def _pair(d: Def) -> tuple[Def, Def] | None:
-    if isinstance(d, Tuple) and len(d.ops) == 2:
-        return d.ops[0], d.ops[1]
-    return None
-
-
 def _source_size(d: Def) -> int | None:
     """n for `core.bitcast Nat x` of an `x: Idx n` with a literal n: its values lie below n."""
-    if not (isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex == "core.bitcast"):
+    parts = app_parts(d, "core.bitcast", 3)  # [S, D, x]: core.bitcast {S} D x
+    if parts is None or not isinstance(parts[1], NatT):
         return None
-    args = d.args()  # [S, D, x]: core.bitcast {S} D x
-    if len(args) != 3 or not isinstance(args[1], NatT):
-        return None
-    src = args[0]
-    if isinstance(src, IdxT) and isinstance(src.size, Lit):
-        return int(src.size.value)
-    return None
+    src = parts[0]
+    return int(src.size.value) if isinstance(src, IdxT) and isinstance(src.size, Lit) else None

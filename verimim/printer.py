@@ -402,9 +402,7 @@ def _axiom_curry_implicit(callee: Def) -> bool:
     fills an implicit domain, read off the axiom's type without computing any: the implicit flag
     is the structure of its curried Π, whatever the arguments (a diagnostic printed
     `core.bitcast I32 Nat argc`, which does not parse back)."""
-    depth, head = 0, callee
-    while isinstance(head, App):
-        depth, head = depth + 1, head.callee
+    head, depth = (callee.head, callee.depth) if isinstance(callee, App) else (callee, 0)
     if not isinstance(head, Axiom):
         return False
     t = head.ops[0]

@@ -15,7 +15,7 @@ from verimim.frontend.typelevel import unfold_fully, unfold_lam_app
 from verimim.ir.defs import (
     App, Arr, Axiom, BVar, Def, Extract, Hole, IdxT, Lit, MutLam, NatT, Pack, Pi, Sigma, Top, Tuple, TypeU,
 )
-from verimim.ir.world import World
+from verimim.ir.world import EXPAND_LIMIT, World
 
 Mismatch = tuple[Def, Def]
 
@@ -286,7 +286,7 @@ def is_type_of_one_value(world: World, t: Def) -> Def | None:
     if isinstance(t, Sigma) and not t.dependent:
         elems = [is_type_of_one_value(world, f) for f in t.ops]
         return None if any(e is None for e in elems) else world.tuple([e for e in elems if e is not None])
-    if isinstance(t, Arr) and isinstance(t.shape, Lit) and t.body.bvd == 0 and 0 < t.shape.value <= 256:
+    if isinstance(t, Arr) and isinstance(t.shape, Lit) and t.body.bvd == 0 and 0 < t.shape.value <= EXPAND_LIMIT:
         elem = is_type_of_one_value(world, t.body)
         return None if elem is None else world.pack(t.shape, world.shift(elem, 1))
     return None

@@ -5,7 +5,7 @@
 #   (compiled host code + kernels) and with `--target gpu --host interp`;
 # - `verimim diff` (interpreter before/after every phase + GPU) on the corpus and the examples;
 # - the conformance rows of EXAMPLES_DIR with `--target gpu`; the bandwidth and launch benchmarks.
-# SKIP_BENCH=1 leaves out the benchmarks, SKIP_DIFF=1 the diff step (about 10 minutes), FUZZ_BUDGET=0 the fuzzing (FUZZ_SEED: its seed).
+# SKIP_RUNTIME_TESTS=1 leaves out the runtime tests, HOSTS=native runs the corpus with one host mode only; SKIP_BENCH=1 leaves out the benchmarks, SKIP_DIFF=1 the diff step (about 10 minutes), FUZZ_BUDGET=0 the fuzzing (FUZZ_SEED: its seed).
 # Wheels in .whl/ (click, rich, pytest, ...) are installed into /tmp/site when present.
 set -u
 cd "$(dirname "$0")/.."
@@ -24,10 +24,12 @@ V="python3 -m verimim.cli"
 python3 -c "import verimim.runtime.cuda as c; print('CUDA device available:', c.device_available())"
 
 if [ "${ONLY:-}" != campaign ]; then
+[ -n "${SKIP_RUNTIME_TESTS:-}" ] || {
 echo "== runtime tests"
 python3 -m pytest tests/runtime -q -p no:cacheprovider -p no:warnings 2>&1 | tail -5
+}
 
-for host in native interp; do
+for host in ${HOSTS:-native interp}; do
   echo "== corpus on the GPU (run --target gpu --host $host vs // EXPECT:)"
   pass=0; fail=0; limit=0
   for f in tests/programs/valid/*.mim tests/programs/fuzz_found/*.mim; do

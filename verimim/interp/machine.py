@@ -611,8 +611,10 @@ class Machine:
             raise RuntimeFault("E-BARRIER-DIVERGENCE", "a barrier outside of any kernel", None)
         out: list[Value] = []
         entry.flatten(form.ret_type, th.result, out)
+        # located at the jump that returned it (the `return …` with the ⊥), else at main
+        at = getattr(th.end, "loc", None) or main.loc
         if len(out) == 1 and out[0] is None:
-            raise bottom_used("`main`'s result", main.loc)
+            raise bottom_used("`main`'s result", at)
         if len(out) != 1 or not isinstance(out[0], int):
             raise RuntimeFault("E-TYPE", f"`main` returned {th.result!r}, not `{show(form.ret_type)}`", main.loc)
         gpu_interp.at_exit(self, main)

@@ -58,6 +58,14 @@ def test_tabs_are_expanded_and_caret_follows(tmp_path: Path) -> None:
     assert lines[4].index("^") == lines[3].index("z")
 
 
+def test_caret_stands_under_the_token_after_wide_and_combining_characters(tmp_path: Path) -> None:
+    # 日本 takes four terminal columns in two characters; "é" written e + U+0301 one in two
+    path = _file(tmp_path, "/* 日本 e\u0301 */ let y = z;\n")
+    lines = Renderer().render(Diagnostic("E-NAME", "unknown name `z`", Loc(path, 1, 21))).splitlines()
+    assert lines[3] == "1 | /* 日本 e\u0301 */ let y = z;"
+    assert lines[4] == "  | " + " " * 21 + "^"
+
+
 def test_long_line_shows_a_window_around_the_caret(tmp_path: Path) -> None:
     line = "let v = " + "a + " * 200 + "bad + " + "c + " * 200 + "d;"
     path = _file(tmp_path, line + "\n")

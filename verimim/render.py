@@ -11,6 +11,7 @@ must never fail on a file the front end has already rejected.
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,15 +143,23 @@ class Renderer:
         before, token = text[:col0].replace("\t", _TAB), text[col0:col0 + span].replace("\t", _TAB)
         after = text[col0 + span:].replace("\t", _TAB)
         shown = before + token + after
-        start, width = len(before), max(len(token), 1)
+        start, width = len(before), max(_columns(token), 1)
         if len(shown) <= _WIDTH:
-            return shown.rstrip(), start, width
+            return shown.rstrip(), _columns(before), width
         width = min(width, _WIDTH // 2)
         left = max(0, start - _WIDTH // 3)
         window = shown[left:left + _WIDTH]
         prefix = "…" if left else ""
         suffix = "…" if left + _WIDTH < len(shown) else ""
-        return prefix + window + suffix, start - left + len(prefix), width
+        return prefix + window + suffix, _columns(prefix + shown[left:start]), width
+
+
+def _columns(text: str) -> int:
+    """The terminal columns `text` takes: a wide (East Asian) character two, a combining mark
+    none, so that the carets stand under the token (a count of characters put them to its
+    left after `≠` in CJK text, or to its right after an accent written as a combining mark)."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
 
 
 def render_all(diags: list[Diagnostic], color: bool) -> str:

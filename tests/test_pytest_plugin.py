@@ -295,8 +295,42 @@ def test_typo(verimim_phase_name):
 ''')
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*unknown phase `gpu.mem_check`; did you mean `gpu.mem_checks`?*"])
+    result.stdout.fnmatch_lines(["*`test_typo`: @pytest.mark.verimim_phase: unknown phase `gpu.mem_check`; "
+                                 "did you mean `gpu.mem_checks`?*"])
 
+
+def test_phase_marker_is_checked_without_the_fixture_and_names_resolve_as_the_cli_reads_them(
+        pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_unasked='''
+import pytest
+
+@pytest.mark.verimim_phase("no.such_phase")
+def test_not_asking():
+    pass
+''', test_names='''
+import pytest
+
+@pytest.mark.verimim_phase("remove_double_syncs")
+def test_short(verimim_phase_name):
+    assert verimim_phase_name == "gpu.remove_double_syncs"
+
+@pytest.mark.verimim_phase("compile.beta_red_pass")
+def test_alias(verimim_phase_name):
+    assert verimim_phase_name == "compile.beta_red"
+''', test_unrun='''
+import pytest
+
+@pytest.mark.verimim_phase("mem.ssa_pass")
+def test_unimplemented(verimim_phase_name):
+    pass
+''')
+    result = pytester.runpytest("test_unasked.py")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*`test_not_asking`: @pytest.mark.verimim_phase: unknown phase `no.such_phase`*"])
+    pytester.runpytest("test_names.py").assert_outcomes(passed=2)
+    result = pytester.runpytest("test_unrun.py")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*`mem.ssa_pass` is an upstream phase that verimim does not run*"])
 
 def test_kernel_races_annotation_is_checked(pytester: pytest.Pytester) -> None:
     from pathlib import Path
@@ -354,6 +388,14 @@ def test_expect_loc_of_a_diagnostic_in_another_file_does_not_match(tmp_path: Pat
     ("// CHECK : x\n", "is no FileCheck directive"),
     ("// CHECK-NXET: x\n// CHECK: fun\n", "did you mean `CHECK-NEXT`"),
     ("// CHECK-AFTER: mem.alloc2malloc_repl\n", "checks nothing"),
+    # an expectation under a name the plugin does not know, in a block comment, after code
+    ("// EXPECT-RESULT: 41\n", "unknown annotation `EXPECT-RESULT`"),
+    ("// EXPECT-RUNTIME-ERROR: E-OOB\n", "unknown annotation `EXPECT-RUNTIME-ERROR`"),
+    ("// EXIT-CODE: 41\n", "write `// EXPECT: …`"),
+    ("/*\n EXPECT: 41\n*/\n", "line 2: `EXPECT: 41` stands in a `/* … */` comment"),
+    ("/*\n// EXPECT: 41\n*/\n", "line 2: `// EXPECT: 41` stands in a `/* … */` comment"),
+    ("/* a licence\n * EXPECT-LOC: 3:1\n */\n", "stands in a `/* … */` comment"),
+    ("plugin core; // EXPECT: 41\n", "line 1: `// EXPECT: 41` follows code on its line"),
 ])
 def test_wrong_annotations_fail_the_file_instead_of_testing_something_else(
         pytester: pytest.Pytester, annotations: str, problem: str) -> None:
@@ -394,7 +436,8 @@ def test_args_are_split_as_a_shell_does_and_the_command_reproduces(pytester: pyt
 
 def test_prose_that_starts_with_a_key_word_is_no_annotation(pytester: pytest.Pytester) -> None:
     mim(pytester, "a.mim", "// Expect the sum of the arguments.\n// WARNING: a slow one\n// ERROR: none so far\n"
-                           "// EXPECT: 42\n", ANSWER)
+                           "/* NOTE: a block\n   WARNING: also prose */\n"
+                           "// EXPECT: 42\n", ANSWER.replace("return", "return // WARNING: prose, after code\n   "))
     pytester.runpytest("a.mim").assert_outcomes(passed=2, skipped=1)
 
 

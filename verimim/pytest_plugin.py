@@ -57,6 +57,8 @@ _DECLARATION = re.compile(r"(plugin|import)\s+[\w.]+\s*;\s*(//.*)?$")
 _CHECK_LINE = re.compile(r"\s*//\s*CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\d+))?:")
 # A comment that starts with a word, then maybe a colon: a misspelt annotation is one of these.
 _KEYLIKE = re.compile(r"\s*//\s*([A-Za-z][A-Za-z-]*)(\s*:|\s+\S)")
+# A key on a line inside a `/* … */` comment: `EXPECT: 5`, ` * EXPECT: 5`, `// EXPECT: 5`
+_BLOCK_LINE_KEY = re.compile(r"\s*(\*+\s*|//\s*)?([A-Z][A-Z_-]*)\s*:")
 KEYS = ("ARGS", "EXPECT", "EXPECT-ERROR", "EXPECT-WARNING", "EXPECT-LOC", "FUEL", "CHECK-AFTER",
         "KERNEL-RACES", "WHY", "EXPECT-GPU-ERROR")
 # Other test tools' words for these keys, which a header comment `// WORD: value` most likely means.
@@ -64,9 +66,19 @@ SYNONYMS = {"RESULT": "EXPECT", "RETURNS": "EXPECT", "RETURN": "EXPECT", "EXIT":
             "ERROR": "EXPECT-ERROR", "ERRORS": "EXPECT-ERROR", "THROWS": "EXPECT-ERROR", "FAILS": "EXPECT-ERROR",
             "WARNING": "EXPECT-WARNING", "WARNINGS": "EXPECT-WARNING", "WARN": "EXPECT-WARNING",
             "LOC": "EXPECT-LOC", "LOCATION": "EXPECT-LOC", "ARGV": "ARGS", "ARGUMENTS": "ARGS", "ARG": "ARGS",
-            "STEPS": "FUEL"}
+            "STEPS": "FUEL", "EXIT-CODE": "EXPECT", "EXITCODE": "EXPECT"}
 _SYNONYM_VALUE = {"EXPECT": r"-?\d+", "EXPECT-ERROR": r"E-[A-Z-]+", "EXPECT-WARNING": r"W-[A-Z-]+(?:[\s,]+W-[A-Z-]+)*",
                   "EXPECT-LOC": r"\d+:\d+", "FUEL": r"\d+"}
+
+
+def _is_key_word(word: str) -> bool:
+    """Whether a comment's first word names an annotation or reads as one (`EXPECT…`): such a
+    key where annotations are not read is a problem. (Not other tools' words, which are prose
+    as often — `WARNING: slow` —, nor `CHECK…`, which FileCheck reads in any comment.)"""
+    word = word.upper().replace("_", "-")
+    return (word in KEYS or word.startswith("EXPECT")) and not word.startswith("CHECK")
+
+
 # What `// KERNEL-RACES:` may say: the races status every kernel of `check --json` must have.
 RACE_STATUSES = ("proved", "bounded", "unknown")
 _CHECK_DIRECTIVES = ("CHECK", "CHECK-NEXT", "CHECK-SAME", "CHECK-NOT", "CHECK-DAG", "CHECK-LABEL",
@@ -101,8 +113,13 @@ class Annotations:
             opens = stripped.startswith("/*")
             header = header and (in_block or opens or not stripped or stripped.startswith("//")
                                  or _DECLARATION.match(stripped) is not None)
+            inside = in_block  # a line within a block comment opened on an earlier line
             if opens or in_block:
                 in_block = "*/" not in stripped[2 if opens else 0:]
+            if inside:
+                ann._in_block_comment(number, line)
+                continue
+            ann._after_code(number, line)
             m = _ANNOTATION.match(line)
             if m is None or m.group(1) not in KEYS:
                 if header:
@@ -127,6 +144,25 @@ class Annotations:
             ann.values[key], ann.lines[key] = value, number
         ann._validate()
         return ann
+
+    def _in_block_comment(self, number: int, line: str) -> None:
+        """A key on a line of a `/* … */` comment (`EXPECT: 5`, or `// EXPECT: 5` commented out):
+        not read, and it must not look as if it were."""
+        m = _BLOCK_LINE_KEY.match(line)
+        if m is not None and _is_key_word(m.group(2)):
+            self.problems.append(f"line {number}: `{line.strip()}` stands in a `/* … */` comment and is not "
+                                 f"read; annotations are `// KEY: value` lines outside block comments")
+
+    def _after_code(self, number: int, line: str) -> None:
+        """A key in a comment after code (`plugin core; // EXPECT: 5`, `return (m, x); // EXPECT: 5`):
+        annotations are comment lines of their own."""
+        cut = line.find("//")
+        if cut <= 0 or not line[:cut].strip() or line[:cut].lstrip().startswith(("/*", "*")):
+            return
+        m = _KEYLIKE.match(line[cut:])
+        if m is not None and m.group(2).strip() == ":" and _is_key_word(m.group(1)):
+            self.problems.append(f"line {number}: `{line[cut:].strip()}` follows code on its line and is not "
+                                 f"read; write it on a line of its own at the top of the file")
 
     def _misspelt(self, number: int, line: str) -> None:
         """A header comment that reads like an annotation but is none (`// EXPECT 41`,
@@ -163,6 +199,11 @@ class Annotations:
         near = difflib.get_close_matches(word.upper(), [*KEYS, *_CHECK_DIRECTIVES], n=1, cutoff=0.8)
         if near and (colon or word == word.upper()):
             self.problems.append(f"line {number}: unknown annotation `{word}`; did you mean `{near[0]}`?")
+            return
+        if colon and word == word.upper() and word.startswith("EXPECT"):
+            # `EXPECT-RESULT:`, `EXPECT-OUTPUT:`, `EXPECTED-RESULT:`: an expectation by its name
+            self.problems.append(f"line {number}: unknown annotation `{word}`; the annotations are "
+                                 f"{', '.join(KEYS)} (and FileCheck's CHECK lines)")
 
     def _validate(self) -> None:
         from verimim import explain
@@ -630,30 +671,40 @@ def mim_world() -> Callable[..., Any]:
 
 
 def _marked_phase(node: Any) -> str:
-    """The NAME of a test's `@pytest.mark.verimim_phase(NAME)`, which must name a phase."""
-    from verimim.phases.vocabulary import is_known, unknown_phase
+    """The phase of a test's `@pytest.mark.verimim_phase(NAME)`: NAME as the CLI reads it (an
+    upstream alias or a name without its plugin resolved to the phase's annex name), which must
+    be one of verimim's phases; a null phase or one verimim leaves unimplemented has no
+    behaviour a property could test."""
+    from verimim.phases.pipeline import PHASES
+    from verimim.phases.vocabulary import is_known, resolve, unknown_phase
 
+    test = f"`{node.name}`: " if getattr(node, "name", None) else ""
     marker = node.get_closest_marker("verimim_phase")
     if marker is None:
         pytest.fail("the fixture verimim_phase_name needs @pytest.mark.verimim_phase(NAME)", pytrace=False)
     name = marker.args[0] if marker.args else marker.kwargs.get("name")
     if not isinstance(name, str):
-        pytest.fail("@pytest.mark.verimim_phase takes the phase name as a string", pytrace=False)
-    if not is_known(name):
-        pytest.fail(f"@pytest.mark.verimim_phase: {unknown_phase(name)}", pytrace=False)
-    return name
+        pytest.fail(f"{test}@pytest.mark.verimim_phase takes the phase name as a string, not {name!r}",
+                    pytrace=False)
+    phase = resolve(name)
+    if phase in PHASES:
+        return phase
+    if is_known(name):
+        pytest.fail(f"{test}@pytest.mark.verimim_phase: `{name}` is an upstream phase that verimim does "
+                    f"not run (it is reported skipped): there is nothing to test", pytrace=False)
+    pytest.fail(f"{test}@pytest.mark.verimim_phase: {unknown_phase(name)}", pytrace=False)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A marked test that asks for `verimim_phase_name` gets it as a session-scoped parameter
     (its id: the phase), not from a function-scoped fixture: Hypothesis's `@given` refuses
-    function-scoped fixtures. The name is checked here, at collection."""
-    if "verimim_phase_name" not in metafunc.fixturenames:
-        return
+    function-scoped fixtures. The name is checked here, at collection, for every marked test
+    (one that does not ask for the fixture too: a misspelt phase must not pass unseen)."""
     if metafunc.definition.get_closest_marker("verimim_phase") is None:
-        return  # the fixture below says what is missing
+        return  # (the fixture says what is missing when an unmarked test asks for it)
     name = _marked_phase(metafunc.definition)
-    metafunc.parametrize("verimim_phase_name", [name], ids=[name], scope="session")
+    if "verimim_phase_name" in metafunc.fixturenames:
+        metafunc.parametrize("verimim_phase_name", [name], ids=[name], scope="session")
 
 
 @pytest.fixture

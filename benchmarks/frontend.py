@@ -73,6 +73,12 @@ def nested(depth: int) -> str:
     return "plugin core;\nlet x = " + e + ";\n"
 
 
+def wide_sigma(n: int) -> str:
+    """A `let` whose declared type is a sigma of n named fields, none depending on another."""
+    fields = ", ".join(f"x{i}: I32" for i in range(n))
+    return f"plugin core;\nlet t: [{fields}] = ({', '.join(['1I32'] * n)});\n"
+
+
 def arrows(n: int) -> str:
     """A chain of n arrows `I32 → … → I32`."""
     return "let T = " + " → ".join(["I32"] * (n + 1)) + ";\n"
@@ -181,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generated", type=int, default=20, help="programs of the fuzz engine (seed 0) to "
                     "measure (default 20; 0: none)")
     ap.add_argument("--depths", default="10,100,900", help="nesting depths of implicit-argument "
-                    "applications and lengths/10 of arrow chains (comma separated; the parser caps "
+                    "applications, lengths/10 of arrow chains and fields/5 of sigmas (comma separated; the parser caps "
                     "nesting at 1000)")
     args = ap.parse_args(argv)
     runs = max(args.runs, 1)
@@ -209,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(measure(f"nesting {d} deep", nested(d), f"<nested-{d}>", runs))
         for d in depths:
             rows.append(measure(f"arrows {d * 10} long", arrows(d * 10), f"<arrows-{d * 10}>", runs))
+        for d in depths:
+            rows.append(measure(f"sigma {d * 5} fields", wide_sigma(d * 5), f"<sigma-{d * 5}>", runs))
         return rows
 
     rows = run_with_big_stack(body)
@@ -230,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         fresh, copied = statistics.median(p for p, _ in pairs), statistics.median(c for _, c in pairs)
         print(f"imports: elaborated {fmt_ms(fresh).strip()} ms, copied {fmt_ms(copied).strip()} ms "
               f"(median over {len(pairs)} programs; ×{fresh / copied:.1f} against elaborating them)")
-    for kind in ("nesting", "arrows"):
+    for kind in ("nesting", "arrows", "sigma"):
         series = [r for r in rows if r.name.startswith(kind)]
         if len(series) >= 2:
             a, b = series[0], series[-1]

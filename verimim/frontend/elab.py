@@ -366,6 +366,8 @@ class Elaborator:
         fields: list[Def] = []
         for j, (t_j, _) in enumerate(per_field):
             for k in range(j):
+                if not t_j.has_param:
+                    break  # nothing to abstract (and no path to build: O(n²) for n plain fields)
                 for _, p, path in per_field[k][1]:
                     t_j = w.abstract(t_j, p, self.extract_path(w.bvar(0), ((n, k),) + path))
             fields.append(t_j)

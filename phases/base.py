@@ -41,6 +41,9 @@ class PhaseResult:
     # What the phase did, for its specification and for tests (verimim.phases.witness).
     witness: Witness | None = None
     side: str | None = None  # the side of a split program a sub-pipeline ran the phase on
+    # Skipped by the pipeline, not by the phase (no device World; a phase that has no place on
+    # that side): a fact of the program's shape, not a claim of the phase to check.
+    by_pipeline: bool = False
 
     @property
     def rejected(self) -> bool:

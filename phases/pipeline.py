@@ -18,6 +18,8 @@ overridden by the program, a pipeline file or the command line (verimim.phases.p
 """
 from __future__ import annotations
 
+from verimim.diagnostics import Diagnostic
+from verimim.ir.defs import MutLam
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program
 from verimim.phases.btensor import LowerBtensor
@@ -25,7 +27,7 @@ from verimim.phases.checks import CheckAddrSpaces, MemChecks
 from verimim.phases.inline import BetaRed, LamSpec
 from verimim.phases.lower_ptr import LowerPtr
 from verimim.phases.program_pipeline import Step, steps_of
-from verimim.phases.repl import Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs
+from verimim.phases.repl import Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs, has_kernel_type
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.split import SplitApply
 from verimim.phases.witness import CleanupPrefix
@@ -59,6 +61,24 @@ class PrefixCleanup(Phase):
         def internal(name: str) -> bool:
             return name.startswith(self.prefix)
 
+        # The program's entry points: `main`, and on the device side the kernels its launches
+        # name. Upstream drops one made internal (and all it reaches): the program would do
+        # nothing, or launch a kernel that is gone — and `check` would have no launch left to
+        # verify. Refused, as `compile` refuses a program without `main`.
+        entries: list[MutLam] = []
+        for w in prog.worlds():
+            ext = w.externals
+            # (a device World on its own side of a split: a World of kernels only, no `main`)
+            kernels_only = w is prog.device or ("main" not in ext and bool(ext)
+                                                and all(has_kernel_type(w, m) for m in ext.values()))
+            entries += [m for n, m in sorted(ext.items()) if internal(n) and (n == "main" or kernels_only)]
+        for m in entries[:1]:
+            what = "the program's `main`" if m.name == "main" else f"kernel `{m.name}`, which the host launches,"
+            res.diagnostics.append(Diagnostic(
+                "E-NAME", f"`compile.prefix_cleanup_phase \"{self.prefix}\"` would make {what} internal and "
+                f"remove it: the compiled program would have no `{m.name}`", m.loc))
+        if entries:
+            return res
         worlds = [Rewriter(w).run(internal) for w in prog.worlds()]
         res.after = Program(worlds[0], worlds[1] if len(worlds) > 1 else None)
         return res
@@ -97,7 +117,7 @@ def run_on_side(phase: Phase, prog: Program, side: str) -> PhaseResult:
         skipped = (f"`{phase.name}` rewrites host code into host operations; on the device side it "
                    f"would put them into kernels")
     if skipped is not None:
-        res = PhaseResult(phase.name, prog, prog, skipped=skipped)
+        res = PhaseResult(phase.name, prog, prog, skipped=skipped, by_pipeline=True)
         res.side = side
         return res
     one = Program(prog.host if side == "host" else prog.device)

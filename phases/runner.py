@@ -158,18 +158,23 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
     name = phase.name
     t0 = time.perf_counter()
     if side == "device" and run.program.device is None:
-        res = PhaseResult(name, run.program, run.program, skipped="no device World (nothing was split)")
+        res = PhaseResult(name, run.program, run.program, skipped="no device World (nothing was split)",
+                          by_pipeline=True)
     elif side == "host" and run.program.device is None:
         # Nothing was split (no kernel): the one World is all host code.
         res = phase.apply(run.program)
         res.side = "host"
+    elif side is None and phase.host_only and run.program.device is not None:
+        # named in `_compile` after the split: host code is the host World (the device World's
+        # kernels would get host operations)
+        res = run_on_side(phase, run.program, "host")
     else:
         res = run_on_side(phase, run.program, side) if side else phase.apply(run.program)
     run.results.append(res)
     entry: dict[str, Any] = {"name": name, "status": "", "time_s": 0.0, "detail": "", "counterexample": None}
-    if side:
-        entry["side"] = side
-    if res.skipped and run.verify:
+    if side or res.side:
+        entry["side"] = side or res.side
+    if res.skipped and run.verify and not res.by_pipeline:
         from verimim.smt.spec_skips import check_skip  # a phase that did nothing must show why
 
         out = check_skip(res)
@@ -197,7 +202,7 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
     entry["time_s"] = round(time.perf_counter() - t0, 4)
     run.phases.append(entry)
     if not res.skipped:
-        run.ran.append(f"{name}[{side}]" if side else name)
+        run.ran.append(res.label)
     if res.rejected or entry["status"] == "refuted":
         run.stopped = True
         return

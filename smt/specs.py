@@ -27,6 +27,7 @@ from verimim.smt import z3_typed as z3t
 from verimim.printer import show
 from verimim.smt.match import Matcher, Pairs, app_parts, lit
 from verimim.smt.names import Namer
+from verimim.smt.sides import other_side_changed, side_view
 from verimim.smt.nat_terms import NatMeanings
 from verimim.smt.spec_split_match import match_split
 from verimim.smt.solver import Outcome, SpecContext, verdict_unsat_means_proved
@@ -264,6 +265,12 @@ def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
         return rule
 
     def none_left(p: Program) -> Outcome | None:
+        if p.device is not None:
+            # gpu.alloc.block / free.block are host operations: none belongs in a kernel
+            for d in walk(p.device):
+                if app_parts(d, "gpu.alloc.block", 2) is not None or app_parts(d, "gpu.free.block", 2) is not None:
+                    return Outcome("refuted", f"`{show(d)[:80]}`, a host operation, is in the device World at "
+                                   f"{_loc(d)}", {"location": _loc(d)})
         nats = NatMeanings()
         terms = []
         for w in ran_on(res, p):
@@ -723,10 +730,13 @@ def check_spec(res: PhaseResult, ctx: SpecContext) -> Outcome:
     fn = SPECS.get(res.name)
     t0 = time.perf_counter()
     z0 = ctx.z3_s
-    if fn is None:
+    changed = other_side_changed(res)
+    if changed is not None:
+        out = Outcome("refuted", changed)
+    elif fn is None:
         out = Outcome("skipped", f"no specification for {res.name}")
     else:
-        out = fn(res, ctx)
+        out = fn(side_view(res), ctx)  # a sub-pipeline's phase: judged on its side (smt.sides)
     out.time_s = time.perf_counter() - t0
     out.z3_s = ctx.z3_s - z0
     return out

@@ -276,3 +276,24 @@ def test_run_writes_what_the_program_printed_byte_for_byte(tmp_path: Path) -> No
     p = subprocess.run([sys.executable, "-m", "verimim.cli", "run", str(prog)], capture_output=True, timeout=120)
     assert p.returncode == 0 and p.stdout == b"\xff\n255\n", (p.stdout, p.stderr)
     assert json.loads(verimim("run", str(prog), "--json").stdout)["stdout"] == "\ufffd"
+
+
+def test_a_spec_or_diff_reproducer_keeps_the_pipeline_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The reproducer of an E-SPEC runs the same pipeline: without `--device-phases`/`--pipeline`
+    (and `-I`) it ran another one, which said ok (probe)."""
+    import shlex
+
+    from verimim.smt import specs
+    from verimim.smt.solver import Outcome
+
+    monkeypatch.setitem(specs.SPECS, "gpu.remove_double_syncs", lambda res, ctx: Outcome("refuted", "simulated"))
+    path = str(PROGRAMS / "valid" / "session_closed.mim")
+    report = driver.check(path, [str(tmp_path)], timeout_ms=2500, host_phases=[],
+                          device_phases=["gpu.remove_double_syncs"])
+    assert any(d.code == "E-SPEC" for d in report.diagnostics)
+    assert shlex.split(report.data["reproducer"]) == [
+        "verimim", "check", path, "-I", str(tmp_path), "--host-phases", "", "--device-phases",
+        "gpu.remove_double_syncs", "--timeout", "2.5", "--json"]
+    words = shlex.split(driver.reproducer("diff", "p.mim", [], None, None, "pipe line.mim", ["--fuel", "9"],
+                                          ["-v", "a b"]))
+    assert words == ["verimim", "diff", "p.mim", "--pipeline", "pipe line.mim", "--fuel", "9", "--", "-v", "a b"]

@@ -165,7 +165,9 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
         report.data["z3"] = {"queries": run.ctx.queries, "time_s": round(run.ctx.z3_s, 4),
                              "slowest": {"time_s": round(run.ctx.slowest[0], 4), "query": run.ctx.slowest[1]}}
         if any(d.code == "E-SPEC" for d in run.diagnostics):
-            report.data["reproducer"] = f"verimim check {path} --json"
+            timeout = [] if timeout_ms is None else ["--timeout", f"{timeout_ms / 1000:g}"]
+            report.data["reproducer"] = reproducer("check", path, include, host_phases, device_phases, pipeline,
+                                                   [*timeout, "--json"])
 
     return guarded(report, body)
 
@@ -410,7 +412,8 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
                 backend.close()
             mismatch(got, ref, "gpu (interpreted host)", "the GPU with interpreted host code", "the interpreter")
         if any(d.code == "E-DIFF" for d in report.diagnostics):
-            report.data["reproducer"] = shell_command(["verimim", "diff", path, *args])
+            report.data["reproducer"] = reproducer("diff", path, include, host_phases, device_phases, pipeline,
+                                                   [] if fuel is None else ["--fuel", str(fuel)], args)
 
     return guarded(report, body)
 
@@ -457,6 +460,27 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
         report.text = dump_worlds([w for w in (run.program.device, run.program.host) if w is not None], imports)
 
     return guarded(report, body)
+
+
+def reproducer(command: str, path: str, include: list[str], host_phases: list[str] | None,
+               device_phases: list[str] | None, pipeline: str | None, options: list[str],
+               args: list[str] | tuple[str, ...] = ()) -> str:
+    """The command line that runs `command` again as it ran: the search directories and the
+    pipeline overrides too (without them the pipeline is another, and the failure may not
+    come back), main's arguments after `--`."""
+    words = ["verimim", command, path]
+    for d in include:
+        words += ["-I", d]
+    if pipeline is not None:
+        words += ["--pipeline", pipeline]
+    if host_phases is not None:
+        words += ["--host-phases", ",".join(host_phases)]
+    if device_phases is not None:
+        words += ["--device-phases", ",".join(device_phases)]
+    words += options
+    if args:
+        words += ["--", *args]
+    return shell_command(words)
 
 
 def shell_command(words: list[str]) -> str:

@@ -630,3 +630,37 @@ def test_a_kernel_that_jumps_back_to_itself_has_no_entry_tokens_after_the_first_
     status, detail, cex = verdict(apply(TrustEveryKernelEntry(), prog, "device"))
     assert status == "refuted", detail
     assert cex["kernel"] == "kernel"
+
+
+# ----------------------------------------------------------------------------- one side of a split
+
+def test_a_sub_pipeline_phase_is_judged_on_its_side_and_must_leave_the_other_alone() -> None:
+    path = PROGRAMS / "runtime_errors" / "host_violation_beside_a_device_side_checker.mim"
+    world = run_with_big_stack(lambda: load(str(path), [])[0])
+    split = run_with_big_stack(lambda: run_pipeline(world, verify=False, until="gpu.split_apply"))
+    prog = split.program
+    assert prog.device is not None
+    # the host's malloc in the constant space is no concern of a checker on the device side
+    assert verdict(apply(CheckAddrSpaces(), prog, "device"))[0] == "proved"
+    # on the host side it is: accepting it is refuted, and so is a checker that saw nothing
+    res = apply(CheckAddrSpaces(), prog, "host")
+    assert res.rejected and verdict(res)[0] == "proved"
+    status, detail, _ = verdict(apply(AcceptEverything("gpu.check_addr_spaces_repl"), prog, "host"))
+    assert status == "refuted" and "accepted a violation" in detail, detail
+    # a phase of one side that hands back another World for the other side
+    res = apply(Cleanup(), prog, "device")
+    assert verdict(res)[0] == "proved"
+    res.after = Program(Rewriter(prog.host).run(), res.after.device)
+    status, detail, _ = verdict(res)
+    assert status == "refuted" and "the host World changed" in detail, detail
+
+
+def test_host_malloc2gpualloc_in_the_device_world_is_refuted() -> None:
+    path = VALID / "host_malloc2gpualloc_after_the_split_in_compile.mim"
+    world = run_with_big_stack(lambda: load(str(path), [])[0])
+    prog = run_with_big_stack(lambda: run_pipeline(world, verify=False, until="gpu.split_apply")).program
+    assert prog.device is not None
+    assert verdict(apply(HostMalloc2GpuAlloc(), prog, "host"))[0] == "proved"
+    # the phase run on both Worlds puts `gpu.alloc.block` into the kernel's helper
+    status, detail, _ = verdict(apply(HostMalloc2GpuAlloc(), prog))
+    assert status == "refuted" and "a host operation, is in the device World" in detail, detail

@@ -160,3 +160,54 @@ def test_a_nat_too_big_for_its_8_bytes_is_not_cut_in_memory(tmp_path: Path, big:
     else:
         [err] = [d for d in report.diagnostics if d.severity == "error"]
         assert err.code == "E-UNSUPPORTED" and "2^64 or more" in err.message and err.loc and err.loc.line == 6
+
+
+SLOT_UNDER_PENDING_COPY = """plugin core;
+plugin mem;
+plugin gpu;
+
+fun get (m0: mem.M 0, m1: gpu.GlobalM, d: gpu.GlobalPtr I32, s: gpu.Stream): [mem.M 0, gpu.GlobalM] =
+    let (m0, k) = mem.slot (I32, 0) (m0, 0);
+    let (m0, m1) = gpu.copy_to_host.asyn (m0, m1, d, k, s);
+    return (m0, m1);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m0, sp) = mem.alloc (gpu.Stream, 0) m0;
+    let (m0, m1) = gpu.stream_init (m0, m1, sp);
+    let (m0, s) = mem.load (m0, sp);
+    let (m0, h) = mem.alloc (I32, 0) m0;
+    let m0 = mem.store (m0, h, argc);
+    let (m0, m1, d) = gpu.alloc_copy.block (m0, m1, h);
+    ret (m0, m1) = get $ (m0, m1, d, s);
+    let (m0, m1) = gpu.stream_sync (m0, m1, s);
+    let (m0, m1) = gpu.stream_deinit (m0, m1, s);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    let (m0, v) = mem.load (m0, h);
+    let m0 = mem.free (m0, h);
+    let m0 = mem.free (m0, sp);
+    return (m0, v);
+"""
+
+
+@pytest.mark.parametrize("synced", [False, True])
+def test_a_slot_ends_under_a_pending_asyn_copy(tmp_path: Path, synced: bool) -> None:
+    """`get` copies into a slot of its own with `copy_to_host.asyn` and returns without a sync:
+    the slot ends (it lives until its function returns) while the copy that writes it is
+    pending — as `mem.free` of a pending copy's target, E-RACE; it ran (probe). Synced before
+    the return, it is fine. (`check` does not find it: beta_red inlines `get` into main, where
+    the slot lives on; its host model reads the program after the pipeline.)"""
+    text = SLOT_UNDER_PENDING_COPY
+    if synced:
+        text = text.replace("    return (m0, m1);\n", "    let (m0, m1) = gpu.stream_sync (m0, m1, s);\n    return (m0, m1);\n", 1)
+    path = tmp_path / "p.mim"
+    path.write_text(text, encoding="utf-8")
+    report = driver.run(str(path), [], [])
+    if synced:
+        assert report.ok and report.data["result"] == 1, report.diagnostics
+        return
+    (d,) = [d for d in report.diagnostics if d.severity == "error"]
+    assert d.code == "E-RACE" and "the end of a slot of `get`" in d.message, d.message
+    assert d.loc is not None and (d.loc.line, d.loc.col) == (8, 5)

@@ -328,6 +328,13 @@ class Machine:
             else:
                 returns[k] -= 1
             for b in act.blocks:
+                if not th.device and b.space == 0 and b.live and "gpu" in self.state:
+                    # A host slot ends under pending `.asyn` work on it as `mem.free` ends a block
+                    # (SEMANTICS.md, Streams): the copy would write, or read, a dead frame.
+                    from verimim.plug import gpu_interp
+
+                    gpu_interp.host_access(self, b, 0, b.size, True, where,
+                                           f"the end of a slot of `{act.name}` (its function returned)")
                 self.memory.end(b, where, f"its function `{act.name}` returned")
 
     # ------------------------------------------------------------------ values

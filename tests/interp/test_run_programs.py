@@ -211,3 +211,23 @@ def test_a_slot_ends_under_a_pending_asyn_copy(tmp_path: Path, synced: bool) -> 
     (d,) = [d for d in report.diagnostics if d.severity == "error"]
     assert d.code == "E-RACE" and "the end of a slot of `get`" in d.message, d.message
     assert d.loc is not None and (d.loc.line, d.loc.col) == (8, 5)
+
+
+def test_a_fault_in_plugin_code_names_the_programs_call(tmp_path: Path) -> None:
+    """`gpu.with_streams` outside a session fails in gpu.mim's own `stream_init`: the diagnostic
+    also names the program's call (it pointed into gpu.mim only; probe)."""
+    path = tmp_path / "p.mim"
+    path.write_text("""plugin core;
+plugin mem;
+plugin gpu;
+fun work (m0: mem.M 0, m1: gpu.GlobalM, s: gpu.Stream): [mem.M 0, gpu.GlobalM] = return (m0, m1);
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    ret (m0, m1) = gpu.with_streams (1, work) $ (m0, ⊤:gpu.GlobalM);
+    return (m0, argc);
+""", encoding="utf-8")
+    (d,) = driver.run(str(path), [], []).diagnostics
+    assert d.code == "E-GPU-SESSION" and d.loc is not None and d.loc.file.endswith("gpu.mim")
+    (rel,) = d.related
+    assert rel.message == "in `with_streams`, called here"
+    assert rel.loc is not None and (rel.loc.file, rel.loc.line) == (str(path), 7)

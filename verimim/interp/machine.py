@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from verimim.diagnostics import Diagnostic, Loc, VerimimError
+from verimim.diagnostics import Diagnostic, Loc, Related, VerimimError
 from verimim.interp import entry
 from verimim.interp.compile import SUSPEND, Code, Compiler, Env
 from verimim.interp.memory import Memory
@@ -71,12 +71,13 @@ class Activation:
     """A function's run from its call to the jump to its return continuation: the stack blocks
     (`mem.slot`) made meanwhile live until then (SEMANTICS.md)."""
 
-    __slots__ = ("ret", "name", "blocks")
+    __slots__ = ("ret", "name", "blocks", "site")
 
-    def __init__(self, ret: Value, name: str) -> None:
+    def __init__(self, ret: Value, name: str, site: Loc | None = None) -> None:
         self.ret = ret
         self.name = name
         self.blocks: list[Any] = []
+        self.site = site  # the call
 
 
 def _scopes_of(world: World) -> Scopes:
@@ -312,7 +313,7 @@ class Machine:
         calls = th.calls
         if calls and calls[-1].ret is ret:
             return
-        calls.append(Activation(ret, mut.name or "λ"))
+        calls.append(Activation(ret, mut.name or "λ", getattr(th.jump, "loc", None)))
         th.returns[id(ret)] = th.returns.get(id(ret), 0) + 1
 
     def _return_to(self, th: Thread, ret: Value) -> None:
@@ -613,7 +614,11 @@ class Machine:
             raise RuntimeFault(e.code, e.message, e.loc) from None
         leaves: list[Value] = [len(args) % 2**32, mem_interp.make_argv(self, args)] if form.takes_args else []
         th.next = (Closure(main, {}), entry.build(form.dom, iter(leaves), Halt()))
-        status = self.run_thread(th)
+        try:
+            status = self.run_thread(th)
+        except RuntimeFault as e:
+            _note_call_site(e, th)
+            raise
         if status != "done":
             raise RuntimeFault("E-BARRIER-DIVERGENCE", "a barrier outside of any kernel", None)
         out: list[Value] = []
@@ -628,6 +633,20 @@ class Machine:
         mem_interp.at_exit(self, main)
         v = out[0] % 2**32
         return v - 2**32 if v >= 2**31 else v
+
+
+def _note_call_site(e: RuntimeFault, th: Thread) -> None:
+    """A fault inside a plugin's own code (`gpu.with_streams`' `stream_init`, in gpu.mim) also
+    names the call in the program that led there: the innermost running function called from
+    the program's own text."""
+    from verimim.frontend.loader import in_program
+
+    if e.loc is None or in_program(e.loc):
+        return
+    for act in reversed(th.calls):
+        if in_program(act.site):
+            e.related = (*e.related, Related(f"in `{act.name}`, called here", act.site))
+            return
 
 
 # Nested direct-style calls of `lam`s the interpreter follows before it reports E-FUEL (each

@@ -209,6 +209,25 @@ def test_verimim_paths_outside_testpaths_are_run(pytester: pytest.Pytester) -> N
     pytester.runpytest("tests").assert_outcomes(passed=1)
 
 
+def test_verimim_include_lets_a_program_import_its_own_module(pytester: pytest.Pytester) -> None:
+    (pytester.path / "lib").mkdir()
+    (pytester.path / "lib" / "mylib.mim").write_text("plugin core;\nlet answer = 41I32;\n", encoding="utf-8")
+    body = ANSWER.replace("plugin mem;\n", "plugin mem;\nimport mylib;\n").replace("41I32", "answer")
+    mim(pytester, "progs/a.mim", "// EXPECT: 43\n", body)  # wrong: the command must name -I
+    pytester.makeini("[pytest]\nverimim_paths = progs\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2, skipped=1)  # E-IMPORT without the directory
+    result.stdout.fnmatch_lines(["*E-IMPORT*"])
+    pytester.makeini("[pytest]\nverimim_paths = progs\nverimim_include = lib\n")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*verimim run progs/a.mim -I lib --target interp*", "*found:    result 42*"])
+    pytester.makeini("[pytest]\nverimim_paths = progs\nverimim_include = nowhere\n")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*verimim_include names `nowhere`*which is no directory*"])
+
+
 def test_a_verimim_path_that_does_not_exist_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\nverimim_paths =\n    progs\n    no_such_dir\n")
     mim(pytester, "progs/a.mim", "// EXPECT: 42\n", ANSWER)

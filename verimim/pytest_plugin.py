@@ -359,6 +359,8 @@ def _ok_summary(report: driver.Report) -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("verimim_paths", type="linelist", default=[],
                   help="directories (relative to rootdir) whose *.mim files are verimim regression tests")
+    parser.addini("verimim_include", type="linelist", default=[],
+                  help="directories (relative to rootdir) searched for plugins and imports, as `verimim -I DIR`")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -378,6 +380,9 @@ def _collect_verimim_paths(config: pytest.Config) -> None:
     for name, root in zip(config.getini("verimim_paths"), roots):
         if not root.exists():
             raise pytest.UsageError(f"verimim_paths names `{name}` ({root}), which does not exist")
+    for name, d in zip(config.getini("verimim_include"), _include(config)):
+        if not Path(d).is_dir():
+            raise pytest.UsageError(f"verimim_include names `{name}` ({d}), which is no directory")
     source = config.args_source
     whole = source == pytest.Config.ArgsSource.TESTPATHS or (
         source == pytest.Config.ArgsSource.INVOCATION_DIR and config.invocation_params.dir.resolve() == config.rootpath.resolve())
@@ -410,6 +415,21 @@ def _roots(config: pytest.Config) -> list[Path]:
     if _ROOTS not in config.stash:
         config.stash[_ROOTS] = [(config.rootpath / d).resolve() for d in config.getini("verimim_paths")]
     return config.stash[_ROOTS]
+
+
+_INCLUDE = pytest.StashKey[list[str]]()
+
+
+def _include(config: pytest.Config) -> list[str]:
+    """The `-I` directories of every command the plugin runs (`verimim_include`): a program that
+    imports a module of its own is testable."""
+    if _INCLUDE not in config.stash:
+        config.stash[_INCLUDE] = [str((config.rootpath / d).resolve()) for d in config.getini("verimim_include")]
+    return config.stash[_INCLUDE]
+
+
+def _include_options(config: pytest.Config) -> list[str]:
+    return [w for d in _include(config) for w in ("-I", _shown(Path(d)))]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> MimFile | None:
@@ -453,7 +473,7 @@ class MimFile(pytest.File):
     def check_report(self) -> driver.Report:
         """`verimim check` of this file, computed once for all of its items."""
         if self._check_report is None:
-            self._check_report = driver.check(str(self.path), [])
+            self._check_report = driver.check(str(self.path), _include(self.config))
         return self._check_report
 
     def phase_code_checked(self) -> bool | None:
@@ -509,7 +529,7 @@ class MimCheckItem(MimItem):
     def runtest(self) -> None:
         report = self.parent.check_report()
         code = self.ann.get("EXPECT-ERROR")
-        what = driver.shell_command(["verimim", "check", _shown(self.path)])
+        what = driver.shell_command(["verimim", "check", _shown(self.path), *_include_options(self.config)])
         if code in PHASE_CODES:
             state = self.parent.phase_code_checked()
             if state is None:
@@ -560,12 +580,14 @@ class MimRunItem(MimItem):
 
     def run_program(self) -> tuple[driver.Report, str]:
         """`verimim run` of the file with its annotations, and the command that does it."""
-        report = driver.run(str(self.path), [], self.ann.args, fuel=self.ann.fuel, target=self.target)
+        report = driver.run(str(self.path), _include(self.config), self.ann.args, fuel=self.ann.fuel,
+                            target=self.target)
         fuel = ["--fuel", str(self.ann.fuel)] if self.ann.fuel is not None else []
         target = ["--target", self.target]  # (without it, run picks the GPU where there is one)
         # options first, then `--`: an argument such as `-v` reaches main, as it did here
         args = ["--", *self.ann.args] if self.ann.args else []
-        return report, driver.shell_command(["verimim", "run", _shown(self.path), *fuel, *target, *args])
+        return report, driver.shell_command(["verimim", "run", _shown(self.path), *_include_options(self.config),
+                                             *fuel, *target, *args])
 
     def runtest(self) -> None:
         code = self.ann.get("EXPECT-ERROR")
@@ -620,8 +642,9 @@ class MimGpuItem(MimRunItem):
 class MimFileCheckItem(MimItem):
     def runtest(self) -> None:
         phase = self.ann.get("CHECK-AFTER") or None
-        what = driver.shell_command(["verimim", "dump", *(["--after", phase] if phase else []), _shown(self.path)])
-        report = driver.dump(str(self.path), [], after=phase)
+        what = driver.shell_command(["verimim", "dump", *(["--after", phase] if phase else []), _shown(self.path),
+                                     *_include_options(self.config)])
+        report = driver.dump(str(self.path), _include(self.config), after=phase)
         if not report.ok or report.text is None:
             _fail(what, "a dump", f"exit code {report.exit_code}", report)
         ok, output = run_filecheck(self.path, report.text or "")

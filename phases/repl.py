@@ -91,9 +91,14 @@ class _HostMalloc2GpuAlloc(Rewriter):
     def __init__(self, old: World, res: PhaseResult) -> None:
         super().__init__(old)
         self.res = res
+        # In a World not split (a `_compile` without gpu.split_apply), the kernels' code is there
+        # too: its mallocs are the kernel's own, and `gpu.alloc.block` is a host operation.
+        self.kernel_code = launched_code(old)
 
     def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
         w = self.new
+        if old.gid in self.kernel_code:
+            return None
         if full_app(old, "mem.malloc", 2):
             ty_a = ops[0].ops[1]  # type: ignore[union-attr]
             if not (isinstance(ty_a, Tuple) and ty_a.ops[1] is w.lit_nat(1)):
@@ -173,6 +178,27 @@ def has_kernel_type(world: World, m: MutLam) -> bool:
     first = [world.shift(f, -1) for f in dom.ops[:2]]  # fields lie under the sigma's binder
     return all(isinstance(f, App) and isinstance(f.head, Axiom) and f.head.annex == "mem.M"
                and isinstance(f.arg, Lit) and f.arg.value == space for f, space in zip(first, (1, 3)))
+
+
+def launched_code(world: World) -> frozenset[int]:
+    """The nodes the kernels a `gpu.launch` of this World starts reach (their bodies and what
+    they call), by gid. A parameter is not followed to its function: a kernel nested in `main`
+    reads main's values, it does not run main's body."""
+    from verimim.phases.base import apps_of
+
+    todo: list[Def] = [app.arg for app in apps_of(world, "gpu.launch", 3) if isinstance(app.arg, MutLam)]
+    seen: set[int] = set()
+    while todo:
+        d = todo.pop()
+        if d.gid in seen:
+            continue
+        seen.add(d.gid)
+        if isinstance(d, MutLam):
+            if d.body is not None:
+                todo.append(d.body)
+        elif not isinstance(d, Var):
+            todo.extend(d.ops)
+    return frozenset(seen)
 
 
 def kernels_of(world: World) -> list[MutLam]:

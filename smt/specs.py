@@ -17,7 +17,7 @@ from typing import TypeVar, cast
 import z3
 
 from verimim.ir.analysis import apps_with_head
-from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
 from verimim.ir.schedule import Scopes, activation
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, apps_of, walk
@@ -236,6 +236,27 @@ def ran_on(res: PhaseResult, p: Program) -> list[World]:
     return list(p.worlds())
 
 
+def _code_of_kernels(w: World, device: bool) -> list[Def]:
+    """The nodes of a World that run on the device: all of a device World's; in another, those
+    the continuations its `gpu.launch`es start reach, not entering a function through one of
+    its parameters (a kernel nested in `main` uses main's values, it does not run main)."""
+    if device:
+        return list(walk(w))
+    started = [parts[-1] for d in walk(w) if (parts := app_parts(d, "gpu.launch", 3)) is not None]
+    seen: dict[int, Def] = {}
+    todo: list[Def] = [k for k in started if isinstance(k, MutLam)]
+    while todo:
+        d = todo.pop()
+        if d.gid in seen:
+            continue
+        seen[d.gid] = d
+        if isinstance(d, MutLam):
+            todo.extend(() if d.body is None else (d.body,))
+        elif not isinstance(d, Var):  # (a parameter's op is its function)
+            todo.extend(d.ops)
+    return list(seen.values())
+
+
 @spec("gpu.host_malloc2gpualloc_repl")
 def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
     namer = Namer()
@@ -265,16 +286,21 @@ def spec_host_malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
         return rule
 
     def none_left(p: Program) -> Outcome | None:
-        if p.device is not None:
-            # gpu.alloc.block / free.block are host operations: none belongs in a kernel
-            for d in walk(p.device):
-                if app_parts(d, "gpu.alloc.block", 2) is not None or app_parts(d, "gpu.free.block", 2) is not None:
-                    return Outcome("refuted", f"`{show(d)[:80]}`, a host operation, is in the device World at "
-                                   f"{_loc(d)}", {"location": _loc(d)})
+        # gpu.alloc.block / free.block are host operations: none belongs in a kernel's code (the
+        # device World, or what a launch reaches in a World not split), and a malloc there is
+        # the kernel's own, not one to rewrite
+        kernel_code = [d for w in p.worlds() for d in _code_of_kernels(w, w is p.device)]
+        for d in kernel_code:
+            if app_parts(d, "gpu.alloc.block", 2) is not None or app_parts(d, "gpu.free.block", 2) is not None:
+                return Outcome("refuted", f"`{show(d)[:80]}`, a host operation, is in a kernel's code at "
+                               f"{_loc(d)}", {"location": _loc(d)})
+        in_kernels = {d.gid for d in kernel_code}
         nats = NatMeanings()
         terms = []
         for w in ran_on(res, p):
             for d in walk(w):
+                if d.gid in in_kernels:
+                    continue
                 for annex in ("mem.malloc", "mem.free"):
                     parts = app_parts(d, annex, 2)
                     if parts is not None and isinstance(parts[0], Tuple):

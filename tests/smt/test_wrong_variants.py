@@ -663,4 +663,28 @@ def test_host_malloc2gpualloc_in_the_device_world_is_refuted() -> None:
     assert verdict(apply(HostMalloc2GpuAlloc(), prog, "host"))[0] == "proved"
     # the phase run on both Worlds puts `gpu.alloc.block` into the kernel's helper
     status, detail, _ = verdict(apply(HostMalloc2GpuAlloc(), prog))
-    assert status == "refuted" and "a host operation, is in the device World" in detail, detail
+    assert status == "refuted" and "a host operation, is in a kernel's code" in detail, detail
+
+
+class _RewriteKernelCodeToo(_HostMalloc2GpuAlloc):
+    def __init__(self, old: World, res: PhaseResult) -> None:
+        super().__init__(old, res)
+        self.kernel_code = frozenset()
+
+
+class RewriteKernelCodeToo(HostMalloc2GpuAlloc):
+    """The phase as it was: in a World not split, a kernel's malloc became `gpu.alloc.block`."""
+
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        return _RewriteKernelCodeToo(world, res)
+
+
+def test_host_malloc2gpualloc_leaves_the_kernels_code_of_a_world_not_split() -> None:
+    path = VALID / "host_malloc2gpualloc_without_a_split_leaves_kernel_code.mim"
+    prog = Program(run_with_big_stack(lambda: load(str(path), [])[0]))
+    res = apply(HostMalloc2GpuAlloc(), prog)
+    # main's own malloc and free; not mk's malloc, which the kernel calls, nor the kernel's free
+    assert [old.loc.line for old, _ in res.claim(Rewrites).rewrites if old.loc] == [34, 39]
+    assert verdict(res)[0] == "proved"
+    status, detail, _ = verdict(apply(RewriteKernelCodeToo(), prog))
+    assert status == "refuted" and "a host operation, is in a kernel's code" in detail, detail

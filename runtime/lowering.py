@@ -483,7 +483,7 @@ class BodyCompiler:
         if isinstance(d, Var):
             raise unsupported(f"a parameter of `{d.mut.name}` (`{show_short(d)}`) used outside it", d.loc)
         if isinstance(d, Axiom):
-            raise unsupported(f"the value `{d.annex}` in a kernel", d.loc)
+            raise unsupported(f"the value `{d.annex}` {self.where}", d.loc)
         raise VerimimError("E-INTERNAL", f"nvptx: `{show_short(d)}` used before it was computed", d.loc)
 
     def _constant(self, d: Lit | Bot | Top) -> Any:

@@ -86,7 +86,9 @@ def test_star_width_and_precision_match_libc() -> None:
 def test_huge_fields_are_refused() -> None:
     i32 = Leaf("int", 32)
     for fmt, args in [(b"%999999999d", [(i32, 1)]), (b"%*d", [(i32, 2**31 - 1), (i32, 1)]),
-                      (b"%.99999999d", [(i32, 1)])]:
+                      (b"%.99999999d", [(i32, 1)]),
+                      # more digits than Python converts to an int (4300): was E-INTERNAL
+                      (b"%0" + b"1" * 5000 + b"d", [(i32, 1)]), (b"%." + b"1" * 5000 + b"d", [(i32, 1)])]:
         try:
             render(fmt, args, _read)
         except FormatError as e:
@@ -103,3 +105,18 @@ def test_unmodelled_conversions_are_refused() -> None:
             assert e.code == "E-UNSUPPORTED", fmt
         else:
             raise AssertionError(fmt)
+
+
+def test_leading_zeros_of_a_field_are_no_digits_of_its_size() -> None:
+    i32 = Leaf("int", 32)
+    assert render(b"%.00000000000003d", [(i32, 7)], _read) == _c_snprintf(b"%.00000000000003d", [(i32, 7)])
+
+
+def test_a_64_bit_argument_is_named_by_its_type() -> None:
+    try:
+        render(b"%d", [(Leaf("int", 64), 1)], _read)
+    except FormatError as e:
+        assert "I64" in e.message and "Nat" not in e.message, e.message
+    else:
+        raise AssertionError("%d of an I64")
+    assert str(Leaf("int", 64, nat=True)) == "Nat"

@@ -392,3 +392,20 @@ def test_a_function_stored_in_memory_is_unsupported_not_an_internal_error() -> N
     with pytest.raises(VerimimError) as e:
         run_with_big_stack(lambda: compile_program(run.program.host))
     assert e.value.code == "E-UNSUPPORTED" and "as data" in e.value.message, e.value.message
+
+
+def test_a_c_function_chosen_at_run_time_is_refused_as_host_code() -> None:
+    # (the message said "in a kernel" for host code: the operation compiler's place was fixed)
+    src = """cfun print_i32 [mem.M 0, I32]: mem.M 0;
+cfun println_i32 [mem.M 0, I32]: mem.M 0;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let f = (print_i32, println_i32)#(core.icmp.e (argc, 2I32));
+    ret m0 = f $ (m0, 7I32);
+    return (m0, 0I32);
+"""
+    world, _ = load_text(HEADER + src, "<host-test>")
+    with pytest.raises(VerimimError) as e:
+        compile_program(world)
+    assert e.value.code == "E-UNSUPPORTED" and "`c.print_i32` on the host" in e.value.message, e.value.message

@@ -23,6 +23,12 @@ INT_CONVS = "diuoxX"
 MAX_FIELD = 1 << 20  # widths and precisions beyond this are refused, not printed into memory
 
 
+def _field(digits: bytes) -> int:
+    """A width or precision written in digits; one of more digits than MAX_FIELD has is above
+    it whatever they are (and is not converted: Python refuses integers of over 4300 digits)."""
+    return MAX_FIELD + 1 if len(digits.lstrip(b"0")) > len(str(MAX_FIELD)) else int(digits)
+
+
 class FormatError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -89,7 +95,7 @@ def parse(fmt: bytes, i: int) -> tuple[Spec, int]:
         j = i
         while i < len(fmt) and fmt[i:i + 1].isdigit():
             i += 1
-        width = int(fmt[j:i]) if i > j else None
+        width = _field(fmt[j:i]) if i > j else None
     precision: int | None = None
     if fmt[i:i + 1] == b".":
         i += 1
@@ -99,7 +105,7 @@ def parse(fmt: bytes, i: int) -> tuple[Spec, int]:
             j = i
             while i < len(fmt) and fmt[i:i + 1].isdigit():
                 i += 1
-            precision = int(fmt[j:i] or b"0")
+            precision = _field(fmt[j:i] or b"0")
     length = b""
     for cand in (b"hh", b"ll", b"h", b"l", b"z", b"j", b"t"):
         if fmt.startswith(cand, i):

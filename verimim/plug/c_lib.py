@@ -107,11 +107,12 @@ class Leaf:
     kind: str  # "int" | "ptr"
     bits: int = 64
     space: int = 0
+    nat: bool = False  # a `Nat` (64 bits, as an I64 is): the messages name which
 
     def __str__(self) -> str:
         if self.kind == "ptr":
             return "a pointer"
-        return "Bool" if self.bits == 1 else ("Nat" if self.bits == 64 else f"I{self.bits}")
+        return "Bool" if self.bits == 1 else ("Nat" if self.nat else f"I{self.bits}")
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def _mismatch(ax: Axiom, what: str, proto: CProto, site: Loc | None) -> VerimimE
 def type_leaves(t: Def) -> list[Leaf] | None:
     """The data leaves of a declared type (memory tokens have none); None: not a C type."""
     if isinstance(t, NatT):
-        return [Leaf("int", 64)]
+        return [Leaf("int", 64, nat=True)]
     if isinstance(t, IdxT):
         if not isinstance(t.size, Lit):
             return None

@@ -23,6 +23,7 @@ from verimim.phases.kernel_captures import Lifted, LiftedKernel, find_lifts, hos
 from verimim.phases.repl import kernels_of
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.witness import Split
+from verimim.plug.c_lib import c_name
 from verimim.plug.gpu_host_ops import HOST_OPERATIONS, in_kernel_message
 from verimim.printer import show
 
@@ -106,6 +107,12 @@ class SplitApply(Phase):
         for annex, depth in HOST_OPERATIONS.items():
             for app in apps_of(dev.new, annex, depth):
                 res.diagnostics.append(Diagnostic("E-UNSUPPORTED", in_kernel_message(annex), app.loc))
+        for d in walk(dev.new):
+            # a C function is host code (libc): `run` and the GPU backend refuse it in a kernel
+            if isinstance(d, App) and (name := c_name(d.head)) is not None:
+                res.diagnostics.append(Diagnostic(
+                    "E-UNSUPPORTED", f"a call of the C function `{name}` in a kernel: C functions run on "
+                    f"the host", d.loc))
         if res.rejected:
             return res
         res.after = Program(host, dev.new)

@@ -149,6 +149,13 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
 
     def body() -> None:
         world, unit = load(path, include)
+        from verimim.phases.base import walk
+        from verimim.plug.c_lib import declaration_errors
+
+        misfits = declaration_errors(walk(world))  # what `run` and `compile` reject at the declaration
+        if misfits:
+            report.diagnostics.extend(e.diagnostic() for e in misfits)
+            return
         run = run_pipeline(world, timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS,
                            emit_dir=Path(emit_smt2) if emit_smt2 else None,
                            plan=plan_for(world, include, host_phases, device_phases, pipeline))

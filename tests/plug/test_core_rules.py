@@ -115,6 +115,19 @@ def test_a_possibly_undefined_operand_is_never_dropped(w: World) -> None:
     assert wrap(w, "mul", 256, 0, w.lit_idx(256, 0), safe) is w.lit_idx(256, 0)
 
 
+def test_nothing_folds_to_or_through_a_value_of_idx_0(w: World) -> None:
+    """`Idx 0` has no value: a conversion into it is undefined (E-OOB) and no literal of it
+    exists. `y ≤ y`, `y − y` and `bit1.t y` of `y = conv.u 0 x` folded (hiding the conversion),
+    and `bit1.t` built the literal `-1_0` (probe)."""
+    x = w.param(w.idx_n(2**32), "x")
+    y = op(w, "core.conv.u", w.lit_nat(2**32), w.lit_nat(0), x)
+    assert is_app(icmp(w, "sle", 0, y, y), "core.icmp.sle")
+    assert is_app(wrap(w, "sub", 0, 0, y, y), "core.wrap.sub")
+    z = w.param(w.idx_n(0), "z")  # (a parameter of a function nothing can call)
+    assert is_app(op(w, "core.bit1.t", w.lit_nat(0), w.lit_nat(0), z), "core.bit1.t")
+    assert is_app(wrap(w, "sub", 0, 0, z, z), "core.wrap.sub")
+
+
 def test_undefined_shifts_and_divisions_stay(w: World) -> None:
     x = w.param(w.idx_n(256), "x")
     zero = w.lit_idx(256, 0)

@@ -16,6 +16,7 @@ declared width (what reading the low bits of the C result gives).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from verimim.diagnostics import Loc, Related, VerimimError
@@ -246,6 +247,25 @@ def c_call(ax: Axiom, site: Loc | None = None) -> CCall:
             raise _mismatch(ax, f"it expects a result ({ret_leaf}), C returns void", proto, site)
         _fits(ax, ret_leaf, proto.ret, "the result", proto, site)
     return CCall(proto, ax, arg_types, tuple(leaves), ret_type, ret_leaf)
+
+
+def declaration_errors(nodes: Iterable[Def]) -> list[VerimimError]:
+    """E-TYPE for each C function among `nodes` whose declaration does not fit the prototype of
+    the function verimim knows by that name: what `run` and `compile` report at the declaration,
+    for `check` to report too. (A function verimim does not know is no error here: `check`
+    accepts upstream's programs that declare their own, and only running one needs it.)"""
+    out: list[VerimimError] = []
+    for d in nodes:
+        name = c_name(d)
+        if name is None or name not in PROTOS:
+            continue
+        assert isinstance(d, Axiom)
+        try:
+            c_call(d)
+        except VerimimError as e:
+            if e.code == "E-TYPE":
+                out.append(e)
+    return out
 
 
 def _fits(ax: Axiom, leaf: Leaf, ct: CType, what: str, proto: CProto, site: Loc | None) -> None:

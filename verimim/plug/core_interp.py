@@ -100,6 +100,8 @@ def bitcast(m: Machine, th: Thread, args: list[Value], node: App | None) -> Valu
         return addr
     if dst_space is not None and src_n != -1 and isinstance(x, int):
         return m.memory.pointer_at(x, dst_space, "`core.bitcast` of the address", loc)  # inttoptr
+    if x is None and src_n != -1:
+        raise bottom_used("`core.bitcast`", loc)  # (⊥ of an integer type; a pointer's: below)
     if dst_n == -1 or src_n == -1 or not isinstance(x, int):
         raise RuntimeFault("E-UNSUPPORTED", f"`core.bitcast` from `{show(src_t)}` to `{show(dst_t)}`", loc)
     if dst_n is not None and x >= dst_n:
@@ -134,6 +136,8 @@ def _bit2(table: int) -> Callable[..., Value]:
     def run(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         s_v, _mode, (a, b) = args
         s = _size(s_v, node)
+        if a is None or b is None:  # (whether or not this operation reads both: as on a power of two)
+            raise bottom_used(f"`core.bit2.{BIT2_TAGS[table]}`", node.loc if node else None)
         if s & (s - 1):
             return ops.bit2_not_pow2(BIT2_TAGS[table], s, a, b)
         out = 0

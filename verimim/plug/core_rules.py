@@ -102,6 +102,10 @@ def never_undefined(d: Def, depth: int = 6) -> bool:
         return False
     family, _, tag = d.head.annex.removeprefix("core.").partition(".")
     args = d.args()
+    # An operation into `Idx 0`, a type without values, never has one (`core.conv.u 0 x`: E-OOB)
+    result_size = args[1] if family == "conv" else args[0] if family in ("wrap", "bit1", "bit2", "extrema") else None
+    if result_size is not None and lit_is(result_size, 0):
+        return False
     total = family in TOTAL_FAMILIES or (family == "wrap" and tag != "shl" and lit_is(args[1], 0))
     return total and never_undefined(args[-1], depth - 1)
 
@@ -272,8 +276,8 @@ def shift_limit(s: int) -> int:
 def wrap_rules(w: World, app: App, name: str, s: int | None, mode: int | None) -> Def | None:
     """`core.wrap.NAME {s} mode (a, b)` with operands that are not both literals."""
     ops = operands(app.arg)
-    if ops is None or s is None:
-        return None
+    if ops is None or s is None or s == 0:
+        return None  # (`Idx 0` has no value: no literal to fold to)
     swapped = literal_first(w, app, name in ("add", "mul"))
     if swapped is not None:
         return swapped
@@ -406,8 +410,8 @@ def bit1_rules(w: World, app: App, tag: str, s: int | None) -> Def | None:
     s_def, _m, x = app.args()
     if tag == "id":
         return x
-    if s is None:
-        return None
+    if s is None or s == 0:
+        return None  # (`Idx 0` has no value: no literal to fold to)
     if tag in ("f", "t") and never_undefined(x):
         return w.lit(w.idx(s_def), 0 if tag == "f" else s - 1)
     inner = tag_of(x, "bit1", 3)

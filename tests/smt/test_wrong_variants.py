@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PROGRAMS
+from verimim import driver
 from verimim.driver import load, run_with_big_stack
 from verimim.frontend.loader import load_text
 from verimim.ir.defs import App, Def, Lit, MutLam, Tuple
@@ -679,12 +680,57 @@ class RewriteKernelCodeToo(HostMalloc2GpuAlloc):
         return _RewriteKernelCodeToo(world, res)
 
 
-def test_host_malloc2gpualloc_leaves_the_kernels_code_of_a_world_not_split() -> None:
-    path = VALID / "host_malloc2gpualloc_without_a_split_leaves_kernel_code.mim"
+# `_compile` runs gpu.host_malloc2gpualloc_repl on the program not split: the kernel's code is in
+# the same World. The phase rewrote the malloc of `mk`, which the kernel calls, into
+# `gpu.alloc.block` (a host operation), and its specification said `proved`. (Not in the corpus:
+# without a split there is no device World, so the program has no GPU code to compile.)
+NO_SPLIT_KERNEL_MALLOC = """plugin core;
+plugin mem;
+plugin gpu;
+import compile;
+
+lam _compile (): compile.Phase = gpu.host_malloc2gpualloc_repl;
+// a helper doing a global malloc, called by the host and by the kernel
+fun mk (m1: gpu.GlobalM, v: I32): [gpu.GlobalM, gpu.GlobalPtr I32] =
+    let (m1, p) = mem.malloc (I32, 1) (m1, 4);
+    let m1 = mem.store (m1, p, v);
+    return (m1, p);
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 1, item_id: Idx 1, (), d: gpu.GlobalPtr I32,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    ret (m1, q) = mk $ (m1, 5I32);
+    let (m1, x) = mem.load (m1, q);
+    let m1 = mem.free (m1, q);
+    let m1 = mem.store (m1, d, x);
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = mem.malloc (I32, 1) (m1, 4);
+    ret (m0, m1, m4) = gpu.launch (1, 1, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let (m0, h) = mem.alloc (I32, 0) m0;
+    let (m0, m1) = gpu.copy_to_host.block (m0, m1, d, h);
+    let (m0, v) = mem.load (m0, h);
+    let m1 = mem.free (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    let m0 = mem.free (m0, h);
+    return (m0, core.wrap.add 0 (v, argc));
+"""
+
+
+def test_host_malloc2gpualloc_leaves_the_kernels_code_of_a_world_not_split(tmp_path: Path) -> None:
+    path = tmp_path / "p.mim"
+    path.write_text(NO_SPLIT_KERNEL_MALLOC, encoding="utf-8")
+    checked = run_with_big_stack(lambda: driver.check(str(path), []))
+    assert checked.ok, checked.diagnostics
+    ran = run_with_big_stack(lambda: driver.run(str(path), [], []))
+    assert ran.ok and ran.data["result"] == 6, ran.diagnostics
     prog = Program(run_with_big_stack(lambda: load(str(path), [])[0]))
     res = apply(HostMalloc2GpuAlloc(), prog)
     # main's own malloc and free; not mk's malloc, which the kernel calls, nor the kernel's free
-    assert [old.loc.line for old, _ in res.claim(Rewrites).rewrites if old.loc] == [34, 39]
+    assert [old.loc.line for old, _ in res.claim(Rewrites).rewrites if old.loc] == [25, 30]
     assert verdict(res)[0] == "proved"
     status, detail, _ = verdict(apply(RewriteKernelCodeToo(), prog))
     assert status == "refuted" and "a host operation, is in a kernel's code" in detail, detail

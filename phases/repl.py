@@ -181,19 +181,29 @@ def has_kernel_type(world: World, m: MutLam) -> bool:
 
 
 def launched_code(world: World) -> frozenset[int]:
-    """The nodes the kernels a `gpu.launch` of this World starts reach (their bodies and what
-    they call), by gid. A parameter is not followed to its function: a kernel nested in `main`
-    reads main's values, it does not run main's body."""
-    from verimim.phases.base import apps_of
+    """The nodes that may run on the device, by gid: what each continuation of kernel type
+    reaches (its body, what it calls). Every such continuation counts, not only those a
+    `gpu.launch` names: a kernel may be launched through a parameter or chosen at run time.
+    A value the kernel captures from an enclosing function is that function's code (a kernel
+    nested in `main` reads main's `d`, it does not run main's mallocs): a node is followed only
+    where it depends on no parameter, or on one of a mutable already reached."""
+    from verimim.ir.schedule import Scopes
 
-    todo: list[Def] = [app.arg for app in apps_of(world, "gpu.launch", 3) if isinstance(app.arg, MutLam)]
+    scopes = Scopes()
+    todo: list[Def] = [m for m in walk(world) if isinstance(m, MutLam) and has_kernel_type(world, m)]
     seen: set[int] = set()
+    reached: set[MutLam] = set()
     while todo:
         d = todo.pop()
         if d.gid in seen:
             continue
+        if not isinstance(d, MutLam):
+            deps = scopes.deps(d)
+            if deps and deps.isdisjoint(reached):
+                continue  # computed outside, captured
         seen.add(d.gid)
         if isinstance(d, MutLam):
+            reached.add(d)
             if d.body is not None:
                 todo.append(d.body)
         elif not isinstance(d, Var):

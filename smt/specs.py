@@ -17,7 +17,7 @@ from typing import TypeVar, cast
 import z3
 
 from verimim.ir.analysis import apps_with_head
-from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
+from verimim.ir.defs import App, Axiom, Bot, Def, Extract, Lit, MutLam, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes, activation
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, apps_of, walk
@@ -237,24 +237,37 @@ def ran_on(res: PhaseResult, p: Program) -> list[World]:
 
 
 def _code_of_kernels(w: World, device: bool) -> list[Def]:
-    """The nodes of a World that run on the device: all of a device World's; in another, those
-    the continuations its `gpu.launch`es start reach, not entering a function through one of
-    its parameters (a kernel nested in `main` uses main's values, it does not run main)."""
+    """The nodes of a World that may run on the device: all of a device World's; in another,
+    what each continuation taking the device memory tokens (`gpu.GlobalM`, `gpu.SharedM`, …:
+    one `gpu.launch` may start, named or through a parameter) reaches, not counting the values
+    it captures from an enclosing function (a node depending only on parameters of mutables
+    not reached: the enclosing function computes it)."""
     if device:
         return list(walk(w))
-    started = [parts[-1] for d in walk(w) if (parts := app_parts(d, "gpu.launch", 3)) is not None]
+    scopes = Scopes()
+    todo: list[Def] = [m for m in walk(w) if isinstance(m, MutLam) and _takes_device_tokens(m)]
     seen: dict[int, Def] = {}
-    todo: list[Def] = [k for k in started if isinstance(k, MutLam)]
+    inside: set[MutLam] = set()
     while todo:
         d = todo.pop()
-        if d.gid in seen:
+        if d.gid in seen or (not isinstance(d, MutLam) and (deps := scopes.deps(d)) and deps.isdisjoint(inside)):
             continue
         seen[d.gid] = d
         if isinstance(d, MutLam):
+            inside.add(d)
             todo.extend(() if d.body is None else (d.body,))
         elif not isinstance(d, Var):  # (a parameter's op is its function)
             todo.extend(d.ops)
     return list(seen.values())
+
+
+def _takes_device_tokens(m: MutLam) -> bool:
+    """A continuation whose first two parameters are `mem.M 1` and `mem.M 3` (a kernel's type)."""
+    dom = m.pi.dom
+    if not (isinstance(m.pi.codom, Bot) and isinstance(dom, Sigma) and len(dom.ops) >= 2):
+        return False
+    return all(lit(parts[0]) == space if (parts := app_parts(f, "mem.M", 1)) is not None else False
+               for f, space in zip(dom.ops[:2], (1, 3)))
 
 
 @spec("gpu.host_malloc2gpualloc_repl")

@@ -662,8 +662,10 @@ def test_host_malloc2gpualloc_in_the_device_world_is_refuted() -> None:
     prog = run_with_big_stack(lambda: run_pipeline(world, verify=False, until="gpu.split_apply")).program
     assert prog.device is not None
     assert verdict(apply(HostMalloc2GpuAlloc(), prog, "host"))[0] == "proved"
-    # the phase run on both Worlds puts `gpu.alloc.block` into the kernel's helper
-    status, detail, _ = verdict(apply(HostMalloc2GpuAlloc(), prog))
+    # run on both Worlds the phase leaves the kernels' code (a device World's kernels are of
+    # kernel type); a variant that does not puts `gpu.alloc.block` into the kernel's helper
+    assert verdict(apply(HostMalloc2GpuAlloc(), prog))[0] == "proved"
+    status, detail, _ = verdict(apply(RewriteKernelCodeToo(), prog))
     assert status == "refuted" and "a host operation, is in a kernel's code" in detail, detail
 
 
@@ -730,6 +732,26 @@ def test_host_malloc2gpualloc_leaves_the_kernels_code_of_a_world_not_split(tmp_p
     prog = Program(run_with_big_stack(lambda: load(str(path), [])[0]))
     res = apply(HostMalloc2GpuAlloc(), prog)
     # main's own malloc and free; not mk's malloc, which the kernel calls, nor the kernel's free
+    assert [old.loc.line for old, _ in res.claim(Rewrites).rewrites if old.loc] == [25, 30]
+    assert verdict(res)[0] == "proved"
+    status, detail, _ = verdict(apply(RewriteKernelCodeToo(), prog))
+    assert status == "refuted" and "a host operation, is in a kernel's code" in detail, detail
+
+
+def test_host_malloc2gpualloc_leaves_kernels_launched_through_a_parameter_or_a_select(tmp_path: Path) -> None:
+    """Only launches naming a continuation counted: a kernel passed to the function that launches
+    it, or chosen by `#`, had its malloc rewritten, and the spec (walking from the same launches)
+    said proved (adversarial probe). A value a nested kernel captures is its function's code:
+    main's mallocs before it stay rewritten."""
+    text = NO_SPLIT_KERNEL_MALLOC.replace(
+        "ret (m0, m1, m4) = gpu.launch (1, 1, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);",
+        "ret (m0, m1, m4) = gpu.launch (1, 1, gpu.default_stream, ff, ()) ((kernel, kernel)#(core.icmp.e (argc, 1I32))) d "
+        "$ (m0, m1, m4);")
+    assert text != NO_SPLIT_KERNEL_MALLOC
+    path = tmp_path / "p.mim"
+    path.write_text(text, encoding="utf-8")
+    prog = Program(run_with_big_stack(lambda: load(str(path), [])[0]))
+    res = apply(HostMalloc2GpuAlloc(), prog)
     assert [old.loc.line for old, _ in res.claim(Rewrites).rewrites if old.loc] == [25, 30]
     assert verdict(res)[0] == "proved"
     status, detail, _ = verdict(apply(RewriteKernelCodeToo(), prog))

@@ -72,12 +72,12 @@ class PrefixCleanup(Phase):
             kernels_only = w is prog.device or ("main" not in ext and bool(ext)
                                                 and all(has_kernel_type(w, m) for m in ext.values()))
             entries += [m for n, m in sorted(ext.items()) if internal(n) and (n == "main" or kernels_only)]
-        for m in entries[:1]:
+        if entries:
+            m = entries[0]
             what = "the program's `main`" if m.name == "main" else f"kernel `{m.name}`, which the host launches,"
             res.diagnostics.append(Diagnostic(
                 "E-NAME", f"`compile.prefix_cleanup_phase \"{self.prefix}\"` would make {what} internal and "
                 f"remove it: the compiled program would have no `{m.name}`", m.loc))
-        if entries:
             return res
         worlds = [Rewriter(w).run(internal) for w in prog.worlds()]
         res.after = Program(worlds[0], worlds[1] if len(worlds) > 1 else None)

@@ -250,8 +250,10 @@ def _code_of_kernels(w: World, device: bool) -> list[Def]:
     inside: set[MutLam] = set()
     while todo:
         d = todo.pop()
-        if d.gid in seen or (not isinstance(d, MutLam) and (deps := scopes.deps(d)) and deps.isdisjoint(inside)):
+        if d.gid in seen:
             continue
+        if not isinstance(d, MutLam) and (deps := scopes.deps(d)) and deps.isdisjoint(inside):
+            continue  # captured from an enclosing function, which computes it
         seen[d.gid] = d
         if isinstance(d, MutLam):
             inside.add(d)

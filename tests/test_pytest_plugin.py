@@ -85,8 +85,20 @@ def test_wrong_expect_fails_with_expected_and_found(pytester: pytest.Pytester) -
     result.assert_outcomes(passed=1, failed=1, skipped=1)
     result.stdout.fnmatch_lines(["*verimim run answer.mim --target interp*", "*expected: result 43*",
                                  "*found:    result 42*"])
-    result.stdout.fnmatch_lines(["FAILED answer.mim::run[[]interp[]] - verimim run answer.mim --target interp"])
+    # the one-line summary says what differs (the node id names the command)
+    result.stdout.fnmatch_lines(["FAILED answer.mim::run[[]interp[]] - expected result 43, found result 42"])
     assert "Traceback" not in result.stdout.str() and "pytest_plugin.py" not in result.stdout.str()
+
+
+def test_junit_failure_message_is_the_summary(pytester: pytest.Pytester) -> None:
+    import xml.etree.ElementTree as ET
+    mim(pytester, "answer.mim", "// EXPECT: 43\n// CHECK: no_such_text\n", ANSWER)
+    pytester.runpytest("answer.mim", "--junitxml=out.xml")
+    failures = {case.get("name"): case.find("failure") for case in ET.parse(pytester.path / "out.xml").iter("testcase")}
+    run, dump = failures["run[interp]"], failures["filecheck"]
+    assert run is not None and run.get("message") == "expected result 43, found result 42"
+    assert "verimim run answer.mim --target interp" in (run.text or "")  # the whole report is the body
+    assert dump is not None and (dump.get("message") or "").startswith("the dump does not match CHECK line 2: ")
 
 
 def test_unexpected_warning_fails(pytester: pytest.Pytester) -> None:

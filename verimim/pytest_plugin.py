@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+from _pytest._code.code import ReprFileLocation, TerminalRepr
+from _pytest._io import TerminalWriter
 
 from verimim import driver
 
@@ -277,7 +279,27 @@ class Annotations:
 
 
 class MimTestFailure(Exception):
-    """A `.mim` expectation that does not hold; its message is the whole failure report."""
+    """A `.mim` expectation that does not hold; its message is the whole failure report, its
+    `summary` the one line pytest's short summary and JUnit's `message` show (the report's first
+    line where none is given)."""
+
+    def __init__(self, message: str, summary: str = "") -> None:
+        super().__init__(message)
+        self.summary = summary or message.split("\n", 1)[0]
+
+
+class MimFailureRepr(TerminalRepr):
+    """A failure's report as pytest prints it, with its one-line summary as the `reprcrash`
+    message: `FAILED a.mim::run[interp] - expected result 41, found result 42` rather than the
+    command, which the node id already names."""
+
+    def __init__(self, text: str, summary: str, path: Path) -> None:
+        self.text = text
+        self.reprcrash = ReprFileLocation(str(path), 1, summary)
+
+    def toterminal(self, tw: TerminalWriter) -> None:
+        for line in self.text.splitlines():
+            tw.line(line)
 
 
 class MimAnnotationError(MimTestFailure):
@@ -297,7 +319,11 @@ def _fail(what: str, expected: str, found: str, report: driver.Report | None = N
     msg = f"{what}\n  expected: {expected}\n  found:    {found}"
     if report is not None:
         msg += "\ndiagnostics:\n" + _diagnostics_text(report)
-    raise MimTestFailure(msg)
+    raise MimTestFailure(msg, f"expected {_one_line(expected)}, found {_one_line(found)}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _first_error(report: driver.Report) -> Any:
@@ -499,9 +525,10 @@ class MimItem(pytest.Item):
     def runtest(self) -> None:
         raise NotImplementedError
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str | TerminalRepr:
         if isinstance(excinfo.value, MimTestFailure):
-            return str(excinfo.value)
+            return MimFailureRepr(str(excinfo.value), excinfo.value.summary, self.path)
         return super().repr_failure(excinfo, style=style)  # type: ignore[arg-type]
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
@@ -517,7 +544,8 @@ class MimAnnotationsItem(MimItem):
 
     def runtest(self) -> None:
         raise MimAnnotationError(f"{self.path}: its annotations are wrong\n"
-                                 + "\n".join(f"  {p}" for p in self.ann.problems))
+                                 + "\n".join(f"  {p}" for p in self.ann.problems),
+                                 "its annotations are wrong: " + "; ".join(self.ann.problems))
 
 
 # Codes `check`'s kernel verification reports for every input (issue 12); host-side stream
@@ -650,7 +678,16 @@ class MimFileCheckItem(MimItem):
         ok, output = run_filecheck(self.path, report.text or "")
         if not ok:
             raise MimTestFailure(f"{what} does not match its CHECK lines:\n"
-                                 f"{output.rstrip()}\n--- the dump ---\n{report.text}")
+                                 f"{output.rstrip()}\n--- the dump ---\n{report.text}",
+                                 _filecheck_summary(output))
+
+
+def _filecheck_summary(output: str) -> str:
+    """FileCheck's first complaint without its file name: `CHECK line 3: Couldn't match "x".`"""
+    first = re.search(r"^.*?:(\d+): error: (.*)$", output, re.MULTILINE)
+    if first is None:
+        return "the dump does not match its CHECK lines"
+    return f"the dump does not match CHECK line {first.group(1)}: {first.group(2)}"
 
 
 def run_filecheck(check_file: Path, text: str) -> tuple[bool, str]:

@@ -338,6 +338,13 @@ import pytest
 @pytest.mark.verimim_phase("no.such_phase")
 def test_not_asking():
     pass
+
+@pytest.mark.verimim_phase("no.such_phase")
+def test_asking(verimim_phase_name):
+    pass
+
+def test_neighbour():  # a marker error is its test's, not the module's
+    pass
 ''', test_names='''
 import pytest
 
@@ -356,8 +363,9 @@ def test_unimplemented(verimim_phase_name):
     pass
 ''')
     result = pytester.runpytest("test_unasked.py")
-    result.assert_outcomes(errors=1)
+    result.assert_outcomes(errors=2, passed=1)
     result.stdout.fnmatch_lines(["*`test_not_asking`: @pytest.mark.verimim_phase: unknown phase `no.such_phase`*"])
+    result.stdout.fnmatch_lines(["*`test_asking`: @pytest.mark.verimim_phase: unknown phase `no.such_phase`*"])
     pytester.runpytest("test_names.py").assert_outcomes(passed=2)
     result = pytester.runpytest("test_unrun.py")
     result.assert_outcomes(errors=1)

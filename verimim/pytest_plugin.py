@@ -738,7 +738,8 @@ def _marked_phase(node: Any) -> str:
     from verimim.phases.pipeline import PHASES
     from verimim.phases.vocabulary import is_known, resolve, unknown_phase
 
-    test = f"`{node.name}`: " if getattr(node, "name", None) else ""
+    name_of_test = getattr(node, "originalname", None) or getattr(node, "name", None)  # without its parameters
+    test = f"`{name_of_test}`: " if name_of_test else ""
     marker = node.get_closest_marker("verimim_phase")
     if marker is None:
         pytest.fail("the fixture verimim_phase_name needs @pytest.mark.verimim_phase(NAME)", pytrace=False)
@@ -758,13 +759,26 @@ def _marked_phase(node: Any) -> str:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A marked test that asks for `verimim_phase_name` gets it as a session-scoped parameter
     (its id: the phase), not from a function-scoped fixture: Hypothesis's `@given` refuses
-    function-scoped fixtures. The name is checked here, at collection, for every marked test
-    (one that does not ask for the fixture too: a misspelt phase must not pass unseen)."""
+    function-scoped fixtures. A marker that names no phase verimim runs is the marked test's
+    error at setup (pytest_runtest_setup), not a collection error that would stop its
+    neighbours in the module; its parameter is then the name as written."""
     if metafunc.definition.get_closest_marker("verimim_phase") is None:
         return  # (the fixture says what is missing when an unmarked test asks for it)
-    name = _marked_phase(metafunc.definition)
-    if "verimim_phase_name" in metafunc.fixturenames:
-        metafunc.parametrize("verimim_phase_name", [name], ids=[name], scope="session")
+    if "verimim_phase_name" not in metafunc.fixturenames:
+        return
+    try:
+        name = _marked_phase(metafunc.definition)
+    except pytest.fail.Exception:
+        marker = metafunc.definition.get_closest_marker("verimim_phase")
+        name = str(marker.args[0] if marker is not None and marker.args else "invalid")
+    metafunc.parametrize("verimim_phase_name", [name], ids=[name], scope="session")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Every marked test's phase is checked before it runs (one that does not ask for the
+    fixture too: a misspelt phase must not pass unseen)."""
+    if item.get_closest_marker("verimim_phase") is not None:
+        _marked_phase(item)
 
 
 @pytest.fixture

@@ -215,8 +215,8 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
     for v in (div, races):
         if v.detail and v.status != "proved":
             notes.append(v.detail)
-    if bounded and "refuted" not in (div.status, races.status):
-        notes.append(bounded)
+    if bounded and "bounded" in (entry["divergence"], entry["races"]):
+        notes.append(bounded)  # what the bounded verdict is proved up to (also beside a refutation)
     cex: dict[str, Any] | None = None
     if div.status == "refuted":
         cex, diag = (_shown_cex(div_shown, site, file) if div_shown is not None else

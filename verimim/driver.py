@@ -10,11 +10,12 @@ import os
 import shlex
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from verimim import verdicts
 from verimim.diagnostics import Diagnostic, Related, UsageError, VerimimError, exit_code_for, recursion_diagnostic
 from verimim.frontend.loader import Unit
 from verimim.ir.world import World
@@ -128,11 +129,11 @@ def plan_for(world: World, include: list[str], host_phases: list[str] | None = N
 STATUSES = ("proved", "bounded", "validated", "unknown", "refuted", "skipped", "rejected")
 
 
-def status_summary(phases: list[dict[str, Any]]) -> dict[str, int]:
-    """How many phases reached each status (spec/CLI.md's statuses, every one present)."""
+def status_summary(statuses: Iterable[str]) -> dict[str, int]:
+    """How many verdicts reached each status (spec/CLI.md's statuses, every one present)."""
     counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
-    for p in phases:
-        counts[p["status"]] = counts.get(p["status"], 0) + 1
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
     return counts
 
 
@@ -160,7 +161,6 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
                            emit_dir=Path(emit_smt2) if emit_smt2 else None,
                            plan=plan_for(world, include, host_phases, device_phases, pipeline))
         report.data["phases"] = run.phases
-        report.data["status_summary"] = status_summary(run.phases)
         report.data["pipeline"] = run.pipeline
         report.diagnostics.extend(run.diagnostics)
         if not run.stopped:  # races and barrier divergence of every launched kernel
@@ -169,6 +169,10 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
             kernels = verify_kernels(run.kernels_program, run.ctx, path, earlier=run.earlier)
             report.data["kernels"] = kernels.entries
             report.diagnostics.extend(kernels.diagnostics)
+        # every verdict, as the text summary counts them: phases, each launch's races and
+        # divergence, races between streams of a program without launches
+        found = verdicts.from_report_data(path, report.data) + verdicts.from_stream_notes(report.diagnostics)
+        report.data["status_summary"] = status_summary(v.status for v in found)
         report.data["z3"] = {"queries": run.ctx.queries, "time_s": round(run.ctx.z3_s, 4),
                              "slowest": {"time_s": round(run.ctx.slowest[0], 4), "query": run.ctx.slowest[1]}}
         if any(d.code == "E-SPEC" for d in run.diagnostics):

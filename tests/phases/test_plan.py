@@ -89,9 +89,11 @@ def test_check_summarises_the_statuses(tmp_path: Path) -> None:
     obj = report.to_json()
     summary = obj["summary"]
     assert set(summary) == {"proved", "bounded", "validated", "unknown", "refuted", "skipped", "rejected"}
-    assert sum(summary.values()) == len(obj["phases"])
+    # every verdict: the phases', and each launch's races and divergence (as the text counts them)
+    statuses = [p["status"] for p in obj["phases"]] + [k[a] for k in obj["kernels"] for a in ("races", "divergence")]
+    assert obj["kernels"] and sum(summary.values()) == len(statuses)
     for status, n in summary.items():
-        assert n == sum(1 for p in obj["phases"] if p["status"] == status)
+        assert n == statuses.count(status)
     assert summary["skipped"] >= 2  # compile.eta_red_phase, and lower_ptr without buffers
 
 

@@ -964,3 +964,16 @@ def test_a_kernel_of_no_work_items_has_no_path_and_is_proved() -> None:
     assert [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")] * 3, entries
     assert "over 0 path(s) of `scribble`" in entries[0]["detail"]
     assert not diags
+
+
+def test_bounded_verdict_beside_a_refutation_states_its_bound_and_summary_counts_both() -> None:
+    # Races refuted in the first rounds of a 40-round loop; divergence only up to the 16 entries
+    # unrolled: the detail says so, and the JSON summary counts the kernel's two verdicts.
+    from verimim import driver
+
+    path = C_PROGRAMS / "runtime_errors" / "race_in_a_loop_past_the_bound_beside_bounded_divergence.mim"
+    obj = driver.check(str(path), []).to_json()
+    (kernel,) = obj["kernels"]
+    assert (kernel["races"], kernel["divergence"]) == ("refuted", "bounded")
+    assert "unrolled up to 16 entries" in kernel["detail"]
+    assert obj["summary"]["refuted"] == 1 and obj["summary"]["bounded"] == 1

@@ -22,7 +22,7 @@ from typing import Any
 from verimim.diagnostics import Loc, VerimimError
 from verimim.ir.defs import (
     App, Arr, Axiom, Bot, Def, Extract, IdxT, Insert, Lit, MutLam, NatT, Pack, Pi, Sigma, Top, Tuple,
-    TypeU, Univ, Var,
+    TypeU, Univ, Var, mentions,
 )
 from verimim.ir.schedule import Scopes, schedule
 from verimim.frontend.loader import in_program
@@ -220,7 +220,12 @@ class ModuleContext:
             if isinstance(t.size, Top):
                 return ("int", 64, 2**64)  # `Idx ⊤:Nat`, the index of an array of unknown length: as a Nat
             if not isinstance(t.size, Lit):
-                raise unsupported(f"the type `{show_short(t)}` (an `Idx` of unknown size)", t.loc)
+                # `Idx n` of a run-time n (the cells of a buffer of `argc + 2`): held as its Nat,
+                # as `Idx ⊤:Nat` is; an operation that needs the modulus (`core.wrap` …) is refused
+                # where it asks for it (`_mod`)
+                if not isinstance(self.world.type_of(t.size), NatT):
+                    raise unsupported(f"the type `{show_short(t)}` (an `Idx` of unknown size)", t.loc)
+                return ("int", 64, 2**64)
             bits = _int_bits(t.size.value)
             if bits is None:
                 raise unsupported(f"the type `{show_short(t)}` (wider than 64 bits)", t.loc)
@@ -792,11 +797,28 @@ class BodyCompiler:
                 return self._resize(sx, dbits)
             return self._reduce64(sx, ds, dbits, signed_in=True)
         if annex in ("core.trait.size", "core.trait.align"):
-            lay = layout_of(args[0], NVPTX64)
-            if lay is None:
+            trait = self._trait(op, args[0])
+            if trait is None:
                 raise unsupported(f"`{annex}` of `{show_short(args[0])}`", loc)
-            return ir.Constant(i64, lay.size if op == "size" else lay.align)
+            return trait
         raise unsupported(f"`{annex}` in a kernel", loc)
+
+    def _trait(self, op: str, t: Def) -> Any:
+        """`core.trait.size`/`align` of `t` (None: no layout). The World folds it for a type of
+        literal sizes; what is left is an array of a run-time length, `«n; T»` (a buffer of
+        `argc + 2` cells): n times its element's size (arrays are packed), aligned as its element."""
+        lay = layout_of(t, NVPTX64)
+        if lay is not None:
+            return self.ir.Constant(self.ctx.i64, lay.size if op == "size" else lay.align)
+        if not isinstance(t, Arr) or isinstance(t.shape, (Top, Bot)) or mentions(t.body, 0):
+            return None  # (`«⊤:Nat; T»` has no size; an element depending on its index no one size)
+        if not isinstance(self.w.type_of(t.shape), NatT):
+            return None
+        elem = self._trait(op, t.body)
+        if elem is None or op == "align":
+            return elem
+        self._compute(t.shape)  # (a type's operands are not the call's: not scheduled before it)
+        return self.builder.mul(self._val(t.shape), elem)
 
     def _resize(self, x: Any, bits: int) -> Any:
         w = x.type.width

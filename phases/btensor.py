@@ -204,13 +204,14 @@ def fn_problem(world: World, fn: Def, role: str, scopes: Scopes) -> str | None:
 def op_problem(world: World, mr: MapReduce, scopes: Scopes) -> str | None:
     if mr.so != mr.sr[:mr.ro]:
         return f"its output shape {tuple(mr.so)} is not the first {mr.ro} entries of its loop shape {tuple(mr.sr)}"
-    for kind, ops, bound, limit in (("subs", mr.ins, mr.sr, len(mr.sr)), ("post_subs", mr.posts, mr.so, mr.ro)):
+    for kind, ops, bound, limit, operand in (("subs", mr.ins, mr.sr, len(mr.sr), "input"),
+                                             ("post_subs", mr.posts, mr.so, mr.ro, "post input")):
         for i, op in enumerate(ops):
             for k, p in enumerate(op.positions):
                 if p >= limit:
-                    return f"`{kind}` entry {p} of operand {i} is not a position below {limit}"
+                    return f"`{kind}` entry {p} of {operand} {i} is not a position below {limit}"
                 if bound[p] > op.shape[k]:
-                    return (f"operand {i} of shape {tuple(op.shape)} is read at indices up to {bound[p] - 1} "
+                    return (f"{operand} {i} of shape {tuple(op.shape)} is read at indices up to {bound[p] - 1} "
                             f"in dimension {k}")
     types = [("the accumulator type", mr.to), ("the result type", mr.tp)]
     types += [(f"the element type of input {i}", op.elem) for i, op in enumerate(mr.ins + mr.posts)]

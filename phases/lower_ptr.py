@@ -11,7 +11,8 @@ meaning:
 - `init (r, s, T) (m, val)`      → malloc, then `mem.store` of the whole array `val`
 - `lit (r, s, T) (m, v)`         → malloc, then `mem.store` of the pack `‹s; v›`
 - `shape (r, s, T) (b, i)`       → `s#i`
-- `copy (r, s, T) (m, dst, src)` → `mem.load` of the whole `src`, `mem.store` into `dst`
+- `copy (r, s, T) (m, dst, src)` → `buffer.ptr_copy @«s; T» (m, dst, src)` (the bytes with their
+  "initialised" shadow: a `mem.load` of a partly written `src` would fault)
 - `gpu.buf_alloc_copy @(r, s, T)`   → `gpu.alloc_copy.block @«s; T»` (the seed's lambda:
   `gpu.alloc.block` + `gpu.copy_to_device.block`)
 - `gpu.buf_copy_to_host @(r, s, T)` → `gpu.copy_to_host.block @«s; T»`
@@ -38,9 +39,14 @@ BUF_OPS = ("buffer.alloc", "buffer.read", "buffer.write", "buffer.init", "buffer
            "buffer.copy", "gpu.buf_alloc_copy", "gpu.buf_copy_to_host")
 
 
+def is_buffer_annex(annex: str) -> bool:
+    """An annex of the buffer layer, which the phase lowers (`buffer.ptr_copy`, on pointers, is
+    what it makes of `buffer.copy`)."""
+    return (annex.startswith("buffer.") and annex != "buffer.ptr_copy") or annex in BUF_OPS
+
+
 def uses_buffers(world: World) -> bool:
-    return any(isinstance(d, Axiom) and (d.annex.startswith("buffer.") or d.annex in BUF_OPS)
-               for d in walk(world))
+    return any(isinstance(d, Axiom) and is_buffer_annex(d.annex) for d in walk(world))
 
 
 def dims_of(w: World, r: Def, s: Def) -> list[Def] | None:
@@ -161,14 +167,12 @@ class _LowerPtr(Rewriter):
         return w.extract(s, w.extract_n(arg, 2, 1))
 
     def copy(self, old: App, r: Def, s: Def, t: Def, arg: Def) -> Def | None:
-        # `mem` has no byte copy: a load and a store of the whole array. Unlike the buffer
-        # semantics (which move the "initialised" shadow), this faults on a partly unwritten
-        # source; the specification's differential run reports such a program.
+        # `buffer.ptr_copy` of the whole array, not a `mem.load` and `mem.store` of it: the copy
+        # moves the "initialised" shadow with the bytes, a load faults on a partly unwritten
+        # source (a valid program's copy became E-UNINIT).
         w = self.new
         m, dst, src = (w.extract_n(arg, 3, k) for k in range(3))
-        a = self.array(s, t)
-        ld = self.mem_op("mem.load", a, w.tuple([m, src]))
-        return self.mem_op("mem.store", a, w.tuple([w.extract_n(ld, 2, 0), dst, w.extract_n(ld, 2, 1)]))
+        return w.app(w.app(self.annex("buffer.ptr_copy"), self.array(s, t)), w.tuple([m, dst, src]))
 
     def buf_alloc_copy(self, old: App, r: Def, s: Def, t: Def, arg: Def) -> Def | None:
         # The seed's `alloc_copy.block` is a lambda: applying it inlines alloc + copy_to_device.
@@ -265,8 +269,7 @@ class LowerPtr(Phase):
         """What could not be lowered (a buffer operation used as a value, not applied) is an error
         here rather than a surprise for the specification."""
         for d in walk(world):
-            if isinstance(d, App) and isinstance(d.head, Axiom) and (
-                    d.head.annex.startswith("buffer.") or d.head.annex in BUF_OPS):
+            if isinstance(d, App) and isinstance(d.head, Axiom) and is_buffer_annex(d.head.annex):
                 res.diagnostics.append(Diagnostic(
                     "E-UNSUPPORTED", f"`buffer.lower_ptr`: `{d.head.annex}` is used other than fully applied",
                     d.loc))

@@ -359,7 +359,7 @@ AXIOMS.update({
     "core.bitcast": (3, (2,)), "core.conv.s": (3, (2,)), "core.conv.u": (3, (2,)),
     "core.trait.size": (1, ()), "core.trait.align": (1, ()),
     "mem.load": (2, (1,)), "mem.store": (2, (1,)), "mem.slot": (2, (1,)), "mem.mslot": (2, (1,)),
-    "mem.lea": (2, (1,)), "mem.remem": (2, (1,)),
+    "mem.lea": (2, (1,)), "mem.remem": (2, (1,)), "buffer.ptr_copy": (2, (1,)),
     "gpu.sync_work_items": (1, (0,)),
 })
 
@@ -559,7 +559,7 @@ class BodyCompiler:
             args = d.args()
             if annex.startswith("core."):
                 return self._core(annex, args, d)
-            if annex.startswith("mem."):
+            if annex.startswith("mem.") or annex == "buffer.ptr_copy":
                 return self._mem(annex, args, d)
             if annex == "gpu.sync_work_items":
                 # `barrier.sync 0`, not `bar.sync 0` (llvm.nvvm.barrier0, which is `.aligned`: every
@@ -860,6 +860,10 @@ class BodyCompiler:
             t, _a = self._implicit(args[0], 2, loc)
             _m, p, v = self._val(args[1])
             self._store(t, p, 0, v, loc)
+            return None
+        if annex == "buffer.ptr_copy":  # (natively, unwritten bytes are copied as they are)
+            _m, dst, src = self._val(args[1])
+            self._store(args[0], dst, 0, self._load(args[0], src, 0, loc), loc)
             return None
         if annex in ("mem.slot", "mem.mslot"):
             t, a = self._implicit(args[0], 2, loc)

@@ -227,6 +227,15 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         st.mem.store(p, t, v)
         return m
 
+    def ptr_copy(ev: Evaluator, d: App, a: list[Any]) -> Any:
+        # (buffer.lower_ptr's copy: a read of the whole source, a write of the whole target)
+        t, (m, dst, src) = a[0], a[1]
+        src, dst = as_ptr(src, d, "a host copy"), as_ptr(dst, d, "a host copy")
+        host_access(ev, d, src, t, False)
+        host_access(ev, d, dst, t, True)
+        st.mem.store(dst, t, st.mem.load(ev, src, t, "host"))
+        return m
+
     def gpu_alloc_block(ev: Evaluator, d: App, a: list[Any]) -> Any:
         complete_all()
         return (a[1], new_obj(1, d, "the device allocation"))
@@ -325,7 +334,8 @@ def _handlers(st: _HostState) -> dict[str, Op]:
         "gpu.init": Op(1, init), "gpu.auto_init": Op(1, init), "gpu.deinit": Op(1, deinit),
         "gpu.auto_deinit": Op(1, deinit), "mem.alloc": Op(2, alloc), "mem.malloc": Op(2, alloc),
         "mem.slot": Op(2, alloc), "mem.mslot": Op(2, alloc), "mem.free": Op(2, free), "mem.load": Op(2, load),
-        "mem.store": Op(2, store), "mem.lea": Op(2, lea), "gpu.alloc.block": Op(2, gpu_alloc_block),
+        "mem.store": Op(2, store), "mem.lea": Op(2, lea), "buffer.ptr_copy": Op(2, ptr_copy),
+        "gpu.alloc.block": Op(2, gpu_alloc_block),
         "gpu.alloc.asyn": Op(2, gpu_alloc_asyn), "gpu.free.block": Op(2, gpu_free_block),
         "gpu.free.asyn": Op(2, gpu_free_asyn),
         "gpu.copy_to_device.block": Op(2, copy(True, False)), "gpu.copy_to_device.asyn": Op(2, copy(True, True)),

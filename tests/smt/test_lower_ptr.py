@@ -155,8 +155,10 @@ def split_program(path: Path) -> Program:
 
 
 def buffer_axioms(prog: Program) -> list[str]:
+    """The buffer layer's annexes (`buffer.ptr_copy`, on pointers, is what the phase makes of `copy`)."""
     return sorted({d.annex for w in prog.worlds() for d in walk(w) if isinstance(d, Axiom)
-                   and (d.annex.startswith("buffer.") or d.annex.startswith("gpu.buf_"))})
+                   and (d.annex.startswith("buffer.") or d.annex.startswith("gpu.buf_"))
+                   and d.annex != "buffer.ptr_copy"})
 
 
 # ----------------------------------------------------------------------------- registration
@@ -271,12 +273,7 @@ con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM, gr
     assert d.code == "E-UNSUPPORTED" and "kernel" in d.message and d.loc is not None and d.loc.line == 7
 
 
-def test_copy_of_a_partly_uninitialised_buffer_diverges_and_the_spec_says_so(tmp_path: Path) -> None:
-    """A known gap of the load/store lowering of `buffer.copy`: the buffer semantics copy bytes
-    with their "initialised" shadow, a `mem.load` of the whole source faults on its first
-    unwritten byte (`mem` has no copy operation). The structure is the allowed one; the
-    differential execution must find the divergence."""
-    text = MAIN + """
+COPY_OF_A_PARTLY_WRITTEN_BUFFER = MAIN + """
     let (m0, a) = buffer.alloc (1, 4, I32) m0;
     let (m0, a) = buffer.write (1, 4, I32) (m0, a, 0_4, 5I32);
     let (m0, b) = buffer.alloc (1, 4, I32) m0;
@@ -284,11 +281,35 @@ def test_copy_of_a_partly_uninitialised_buffer_diverges_and_the_spec_says_so(tmp
     let (m0, x) = buffer.read (1, 4, I32) (m0, b, 0_4);
     return (m0, x);
 """
-    prog = Program(load_text(tmp_path, "copy_uninit", text))
-    out = verdict(apply(LowerPtr(), prog))
-    assert out.status == "refuted" and out.detail.startswith("differential execution"), out.detail
-    assert out.counterexample["before"] == ("ok", 5)
-    assert out.counterexample["after"] == ("fault", "E-UNINIT")
+
+
+def test_copy_of_a_partly_written_buffer_is_lowered_and_proved(tmp_path: Path) -> None:
+    """`buffer.copy` moves the "initialised" shadow with the bytes: it becomes `buffer.ptr_copy`,
+    which does too. Its lowering to a `mem.load` of the whole source and a `mem.store` faulted on
+    the first unwritten byte (E-UNINIT after the phase; check said E-SPEC on a valid program)."""
+    prog = Program(load_text(tmp_path, "copy_uninit", COPY_OF_A_PARTLY_WRITTEN_BUFFER))
+    res = apply(LowerPtr(), prog)
+    assert result(res.after) == result(prog) == (5, ["W-LEAK", "W-LEAK"])
+    out = verdict(res)
+    assert out.status == "proved", out.detail
+
+
+class _CopyByLoadAndStore(_LowerPtr):
+    """The old lowering of `buffer.copy`: a `mem.load` of the whole source, a `mem.store` of it."""
+
+    def copy(self, old: App, r: Def, s: Def, t: Def, arg: Def) -> Def | None:
+        w = self.new
+        m, dst, src = (w.extract_n(arg, 3, k) for k in range(3))
+        a = self.array(s, t)
+        ld = self.mem_op("mem.load", a, w.tuple([m, src]))
+        return self.mem_op("mem.store", a, w.tuple([w.extract_n(ld, 2, 0), dst, w.extract_n(ld, 2, 1)]))
+
+
+def test_copy_by_load_and_store_refuted(tmp_path: Path) -> None:
+    prog = Program(load_text(tmp_path, "copy_uninit", COPY_OF_A_PARTLY_WRITTEN_BUFFER))
+    res = apply(variant(_CopyByLoadAndStore), prog)
+    out = verdict(res)
+    assert out.status == "refuted" and "buffer.ptr_copy" in out.detail, out.detail
 
 
 @pytest.mark.parametrize("name", BUFFER_PROGRAMS[:3])

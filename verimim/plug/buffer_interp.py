@@ -111,7 +111,19 @@ def shape(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
 
 def copy(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (r, s, t), (mem, dst, src) = args
-    size = m.memory.layout(array_type(m, dims(r, s), t), loc_of(node)).size
+    return _copy_bytes(m, th, array_type(m, dims(r, s), t), mem, dst, src, node)
+
+
+def ptr_copy(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
+    """`buffer.ptr_copy @T (m, dst, src)`, what buffer.lower_ptr makes of `copy`: the same copy."""
+    t, (mem, dst, src) = args
+    return _copy_bytes(m, th, t, mem, dst, src, node)
+
+
+def _copy_bytes(m: Machine, th: Thread, t: Def, mem: Value, dst: Value, src: Value, node: App | None) -> Value:
+    """The bytes of a `t` at src, with their "initialised" shadow, into dst (SEMANTICS.md: copies
+    move the shadow with the bytes; only a load of unwritten bytes is E-UNINIT)."""
+    size = m.memory.layout(t, loc_of(node)).size
     access(m, th, src, size, None, node)
     access(m, th, dst, size, bytes(size), node)
     m.memory.copy(dst, src, size, loc_of(node))
@@ -137,5 +149,6 @@ def register(m: Machine) -> None:
     for name, fn in (("alloc", alloc), ("read", read), ("write", write), ("init", init), ("lit", lit),
                      ("shape", shape), ("copy", copy)):
         r(f"buffer.{name}", 2, fn)
+    r("buffer.ptr_copy", 2, ptr_copy)
     r("gpu.buf_alloc_copy", 2, buf_alloc_copy)
     r("gpu.buf_copy_to_host", 2, buf_copy_to_host)

@@ -16,11 +16,12 @@ campaign goes on.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -247,7 +248,7 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
             view, view_at = _View.of(r.cluster), now
             _check_placement(r, inflight, pending, view, now)
         accepting = now - start < budget_s and (max_programs is None or submitted < max_programs)
-        for worker in view.free(inflight):
+        for worker in view.free(inflight, r.cluster.restarting):
             if pending:
                 job = pending.pop(0)
             elif accepting and (max_programs is None or submitted < max_programs):
@@ -257,6 +258,15 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
                 break
             _submit(r, inflight, job, worker)
         if not inflight and not pending and not accepting:
+            return
+        if not accepting and now - start > budget_s + _overtime(r):
+            # Past the budget by more than any job may take: what is left (jobs no worker took)
+            # is not journaled, and a resume does it (the journal's gaps).
+            for fut in inflight:
+                fut.cancel()
+            logging.getLogger("verimim.fuzz").warning(
+                "%d job(s) left unfinished %.0f s past the budget; a resume does them", len(inflight) + len(pending),
+                now - start - budget_s)
             return
         if not inflight:
             if view.nthreads:
@@ -280,6 +290,12 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
                 progress(r.checked, time.monotonic() - start, len(r.failures))
 
 
+def _overtime(r: _Run) -> float:
+    """How long past its budget a run waits for its jobs: a program's time limit, twice (one not
+    taken by its worker is placed again), and a reduction's budget."""
+    return 2 * r.program_timeout + r.reduce_budget + 30.0
+
+
 @dataclass(frozen=True)
 class _View:
     """The workers now connected (address -> threads) and the task keys each is processing."""
@@ -296,16 +312,18 @@ class _View:
             return _View({}, {})
         return _View(nthreads, processing)
 
-    def free(self, inflight: dict[Any, _Job]) -> list[str]:
+    def free(self, inflight: dict[Any, _Job], restarting: Collection[str] = ()) -> list[str]:
         """One entry per free thread. A worker is given a program only when it has nothing else
-        to do, so that its death or restart is charged to the program it ran and no other."""
+        to do, and not while it is being restarted (after a hang), so that its death or restart
+        is charged to the program it ran and no other."""
         busy = Counter(j.worker for j in inflight.values())
-        return [a for a, n in self.nthreads.items() for _ in range(max(0, n - busy.get(a, 0)))]
+        return [a for a, n in self.nthreads.items() if a not in restarting
+                for _ in range(max(0, n - busy.get(a, 0)))]
 
 
 def _submit(r: _Run, inflight: dict[Any, _Job], job: _Job, worker: str) -> None:
     job.attempt += 1
-    job.worker, job.running = worker, None
+    job.worker, job.running, job.submitted = worker, None, time.monotonic()
     key = f"verimim-{job.kind}-{r.run}-{job.key or job.index}-{job.attempt}"
     if job.kind == "generate":
         fut = r.cluster.client.submit(generate_index, r.settings, job.index, key=key, pure=False,
@@ -337,6 +355,13 @@ def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], vi
                                  job.worker, now - job.started))
             else:
                 r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "crash")
+        elif job.running is None and now - job.submitted > limit and fut.status == "pending":
+            # Its worker never took it (a worker wedged outside any program): it is placed again,
+            # on a worker restarted, and nothing is journaled for it.
+            del inflight[fut]
+            fut.cancel()
+            r.cluster.restart_worker(job.worker)
+            pending.insert(0, job)
         elif job.running is not None and now - job.running > limit and fut.status == "pending":
             del inflight[fut]
             restarted = r.cluster.restart_worker(job.worker)
@@ -475,9 +500,12 @@ def _reduced(r: _Run, job: _Job, red: Any, error: BaseException | None) -> None:
         return
     meta = json.loads((d / "failure.json").read_text(encoding="utf-8")) if (d / "failure.json").exists() else {}
     args = tuple(red.args)
-    expected = _expected_of(d)
-    (d / "reduced.mim").write_text(reproducer(red.text, args, expected, ()), encoding="utf-8")
     sig = Signature.from_json(meta.get("signature", {"kind": ""}))
+    # The reduction keeps the failure's signature, not the injected defect: a reduced program
+    # says EXPECT-ERROR only for a missed defect (what it is about); a phase's E-SPEC reduced from
+    # a racy program may have lost its race (its test would expect a fault it no longer has).
+    expected = _expected_of(d) if sig.kind == "missed-defect" else ()
+    (d / "reduced.mim").write_text(reproducer(red.text, args, expected, ()), encoding="utf-8")
     script = d / "reproduce.sh"
     # one line for the reduced program, also when a killed reduction is done again
     kept = script.read_text(encoding="utf-8").split(_REDUCED_MARK, 1)[0] if script.exists() else ""
@@ -521,6 +549,10 @@ def reproduce_command(sig: Signature, file: str, args: tuple[str, ...]) -> str:
         return f"verimim check {file} && verimim diff {file}{a}"
     if sig.phase in ("interp", "schedules"):
         return f"verimim check {file} && verimim run {file}{a}"
-    if sig.kind in ("hang", "crash", "roundtrip"):
+    if sig.kind in ("hang", "crash"):
+        # every stage, whatever the one before says (an injected defect makes `check` exit 1):
+        # which one hung or crashed is not known
+        return f"verimim dump {file} >/dev/null; verimim check {file}; verimim diff {file}{a}"
+    if sig.kind == "roundtrip":
         return f"verimim dump {file} && verimim check {file} && verimim diff {file}{a}"
     return f"verimim check {file}"

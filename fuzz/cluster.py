@@ -33,6 +33,9 @@ class Cluster:
     description: str
     close: Callable[[], None] = field(default=lambda: None)
     nannies: bool = True  # workers run under nannies, which start a new process when one is killed
+    # Workers being restarted (their address, until the restart returns): given nothing meanwhile,
+    # or the restart would kill the next program with them and charge it a crash.
+    restarting: set[str] = field(default_factory=set)
 
     def slots(self) -> int:
         """Threads of the workers now connected (at least one, so that a run waits for one)."""
@@ -53,7 +56,10 @@ class Cluster:
                 self.client.restart_workers([addr], timeout=120, raise_for_error=False)
             except Exception as e:  # noqa: BLE001 — reported, the campaign goes on
                 logging.getLogger("verimim.fuzz").warning("could not restart worker %s: %s", addr, e)
+            finally:
+                self.restarting.discard(addr)
 
+        self.restarting.add(addr)
         threading.Thread(target=restart, name="verimim-restart", daemon=True).start()
         return True
 

@@ -127,6 +127,20 @@ def test_crash_and_hang_are_journaled_and_the_campaign_goes_on(tmp_path: Path) -
     assert status == "not reduced (hang)"
 
 
+def test_a_hang_holding_the_interpreter_lock_is_charged_to_its_program_only(tmp_path: Path) -> None:
+    # The hung program's worker is restarted; the next program was given to it meanwhile and
+    # the restart killed it: a `crash` of a program that never crashes, and a second failure.
+    d = tmp_path / "c"
+    out = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--programs", "5", "--workers", "1", "--seed", "4",
+                          "--no-verify", "--preload", str(PRELOAD / "gil_hang.py"), "--program-timeout", "8",
+                          "--json"], capture_output=True, text=True, timeout=400)
+    assert out.returncode == 3, out.stderr[-3000:]
+    verdicts = dict(_rows(d, "SELECT idx, verdict FROM programs"))
+    assert verdicts.get(1) == "hang" and len(verdicts) == 5, verdicts
+    assert "crash" not in verdicts.values(), verdicts
+    assert [f["kind"] for f in json.loads(out.stdout)["failures"]] == ["hang"]
+
+
 def test_a_deleted_failure_directory_is_written_again_on_resume(tmp_path: Path) -> None:
     # the report showed the failure with no message and a broken command, and a resume pointed at
     # files that were not there

@@ -224,8 +224,8 @@ def lea(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     new = Ptr(p.block, p.offset + off)
     if p.block.kind == "null":
         raise RuntimeFault("E-OOB", f"`mem.lea` to element {i} of a null pointer", loc)
-    if not p.block.live:
-        return new  # the access through it reports the use after free
+    # (a freed block keeps its size: a lea far outside it is E-OOB here, even where no access
+    # through it follows to report the use after free)
     if new.offset < 0 or new.offset + size > p.block.size:
         raise RuntimeFault("E-OOB", f"`mem.lea` to element {i} leaves the {p.block.describe()} "
                            f"(bytes {new.offset}..{new.offset + size - 1})", loc,

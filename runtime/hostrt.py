@@ -189,6 +189,8 @@ class HostRuntime:
         ctypes.c_uint64.from_address(slot).value = h
 
     def _stream_deinit(self, h: int) -> None:
+        if h == 0:
+            return  # `gpu.default_stream` is not made by stream_init: nothing to end (as backend.py)
         s = self._stream(h)
         ctx = self._need()
         ctx.stream_sync(s)

@@ -52,6 +52,11 @@ class Block:
         self.data = bytearray(self.size)
         self.init = bytearray(self.size)
 
+    def allocated_here(self) -> tuple[Related, ...]:
+        """The note that shows where the block was made; none for one the program did not make
+        (argv: a note without a place says nothing)."""
+        return (Related("allocated here", self.loc),) if self.loc is not None else ()
+
     def describe(self) -> str:
         return f"{self.kind} block `{self.label}` of {self.size} bytes in the {SPACE_NAMES.get(self.space, self.space)} address space"
 
@@ -136,13 +141,13 @@ class Memory:
         if b.kind != "heap":
             raise RuntimeFault("E-BAD-FREE", f"freeing the {b.describe()}: only heap blocks "
                                f"(mem.malloc/mem.alloc/gpu.alloc) can be freed", loc,
-                               (Related("allocated here", b.loc),))
+                               b.allocated_here())
         if not b.live:
             raise RuntimeFault("E-DOUBLE-FREE", f"{b.describe()} is freed twice", loc,
-                               (Related("freed first here", b.freed_at), Related("allocated here", b.loc)))
+                               (Related("freed first here", b.freed_at), *b.allocated_here()))
         if p.offset != 0:
             raise RuntimeFault("E-BAD-FREE", f"freeing an interior pointer (offset {p.offset}) of "
-                               f"the {b.describe()}", loc, (Related("allocated here", b.loc),))
+                               f"the {b.describe()}", loc, b.allocated_here())
         b.live = False
         b.freed_at = loc
 
@@ -180,12 +185,12 @@ class Memory:
         if not b.live:
             if b.ended is not None:
                 raise RuntimeFault("E-USE-AFTER-FREE", f"{what} the {b.describe()} after it ended: {b.ended}",
-                                   loc, (Related("it ended here", b.freed_at), Related("allocated here", b.loc)))
+                                   loc, (Related("it ended here", b.freed_at), *b.allocated_here()))
             raise RuntimeFault("E-USE-AFTER-FREE", f"{what} the {b.describe()} after it was freed", loc,
-                               (Related("freed here", b.freed_at), Related("allocated here", b.loc)))
+                               (Related("freed here", b.freed_at), *b.allocated_here()))
         if p.offset < 0 or p.offset + size > b.size:
             raise RuntimeFault("E-OOB", f"{what} bytes {p.offset}..{p.offset + size - 1} of the "
-                               f"{b.describe()}", loc, (Related("allocated here", b.loc),))
+                               f"{b.describe()}", loc, b.allocated_here())
 
     def value_mask(self, t: Def) -> bytes | None:
         """verimim.layout.value_mask, once per type: which bytes a load of t must find written."""
@@ -204,7 +209,7 @@ class Memory:
                                             None)
         if first is not None:
             raise RuntimeFault("E-UNINIT", f"loading byte {first} of the {b.describe()}, which was "
-                               f"never written", loc, (Related("allocated here", b.loc),))
+                               f"never written", loc, b.allocated_here())
         return bytes(b.data[lo:hi])
 
     def write_bytes(self, p: Ptr, data: bytes, loc: Loc | None, pointers: tuple[int, ...] = (),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from verimim.diagnostics import Loc, Related
+from verimim.diagnostics import Loc
 from verimim.interp.memory import SPACE_NAMES, Ptr
 from verimim.interp.races import Access
 from verimim.interp.values import RuntimeFault, Value
@@ -55,7 +55,7 @@ def check_owner(th: Thread, p: Ptr, node: App | None, what: str) -> None:
         whose += " of another launch"
     raise RuntimeFault("E-ADDR-SPACE", f"work-item {th.item} of group {th.group} {what} the {b.describe()}, which "
                        f"belongs to {whose}: {SPACE_NAMES.get(b.space, b.space)} memory is private to it",
-                       loc_of(node), (Related("allocated here", b.loc),))
+                       loc_of(node), b.allocated_here())
 
 
 def access(m: Machine, th: Thread, p: Ptr, size: int, data: bytes | None, node: App | None) -> None:
@@ -229,7 +229,7 @@ def lea(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     if new.offset < 0 or new.offset + size > p.block.size:
         raise RuntimeFault("E-OOB", f"`mem.lea` to element {i} leaves the {p.block.describe()} "
                            f"(bytes {new.offset}..{new.offset + size - 1})", loc,
-                           (Related("allocated here", p.block.loc),))
+                           p.block.allocated_here())
     return new
 
 

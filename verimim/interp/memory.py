@@ -209,7 +209,7 @@ class Memory:
                                             None)
         if first is not None:
             raise RuntimeFault("E-UNINIT", f"loading byte {first} of the {b.describe()}, which was "
-                               f"never written", loc, b.allocated_here())
+                               f"never written (or a copy brought an unwritten byte there)", loc, b.allocated_here())
         return bytes(b.data[lo:hi])
 
     def write_bytes(self, p: Ptr, data: bytes, loc: Loc | None, pointers: tuple[int, ...] = (),

@@ -479,6 +479,8 @@ def _restore_failure_dirs(r: _Run) -> None:
 
 
 def _queue_reduction(r: _Run, pending: list[_Job], key: str, index: int) -> None:
+    if r.reduce_budget <= 0:
+        return  # `--reduce-budget 0`: no reduction now; the failure stays pending for a resume
     row = r.journal.program(index)
     failure = next((f for f in r.journal.failures() if f.key == key), None)
     if row is None or failure is None:

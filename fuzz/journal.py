@@ -215,6 +215,23 @@ class Journal:
         return fd
 
     @staticmethod
+    def in_use(d: Path) -> bool:
+        """Whether a verimim process runs the campaign in `d` now (holds its `lock`)."""
+        import fcntl
+
+        try:
+            fd = os.open(d / JOURNAL, os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # (closing it releases a lock taken here)
+
+    @staticmethod
     def probe(d: Path, create: bool = True) -> bool:
         """True when `d` holds a campaign, False when one may be created there (it is absent
         or empty); UsageError for anything else. Writes nothing."""

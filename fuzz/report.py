@@ -21,7 +21,10 @@ from verimim.fuzz.journal import Journal
 
 STATUSES = ("proved", "bounded", "validated", "refuted", "unknown", "skipped", "rejected")  # spec/CLI.md
 VERDICTS = ("ok", "spec", "diff", "internal", "false-positive", "missed-defect", "roundtrip", "hang", "crash")
-_SEED_PLUGINS = ("core", "mem", "gpu", "buffer")
+_SEED_PLUGINS = ("core", "mem", "gpu", "buffer", "btensor")
+# Operations only a phase makes (what buffer.lower_ptr makes of `buffer.copy`): a program's
+# coverage is of what it is written with, so they would show as never generated in every campaign.
+_PHASE_MADE = frozenset({"buffer.ptr_copy"})
 
 
 def seed_operations() -> list[str]:
@@ -33,10 +36,10 @@ def seed_operations() -> list[str]:
     from verimim.fuzz.strategies import fresh_world
     from verimim.ir.defs import Pi
 
-    w = fresh_world()
+    w = fresh_world([f"plugin {p};" for p in _SEED_PLUGINS])
     out = []
     for name, d in w.annexes.items():
-        if name.split(".")[0] not in _SEED_PLUGINS or getattr(d, "annex", name) != name:
+        if name.split(".")[0] not in _SEED_PLUGINS or getattr(d, "annex", name) != name or name in _PHASE_MADE:
             continue
         t = w.type_of(d)
         shown = str(t)
@@ -63,6 +66,8 @@ def summarize(journal: Journal) -> dict[str, Any]:
         for name, status in json.loads(p["phases"] or "[]"):
             phases.setdefault(name.split("[")[0], Counter())[status] += 1
     run_rows = [_run_row(r, [p for p in progs if p["run"] == r["id"]], journal.duplicates(r["id"])) for r in runs]
+    if run_rows and not run_rows[-1]["complete"] and Journal.in_use(journal.dir):
+        run_rows[-1]["running"] = True  # (not killed: a report written while the run goes on)
     failures = []
     for f in journal.failures():
         d = journal.failure_dir(f.dir)
@@ -96,7 +101,7 @@ def _run_row(r: dict[str, Any], progs: list[dict[str, Any]], duplicates: int) ->
     seconds = max(ended - r["started"], 1e-9)
     sigs = Counter(p["signature"] for p in progs if p["signature"])
     return {"id": r["id"], "started": _iso(r["started"]), "ended": _iso(ended) if ended else None,
-            "complete": r["ended"] is not None,
+            "complete": r["ended"] is not None, "running": False,
             # (a run of `--programs N` alone has no time limit: its budget is infinite, JSON's null)
             "budget": r["budget"] if r["budget"] is None or math.isfinite(r["budget"]) else None,
             "workers": r["workers"],
@@ -108,15 +113,21 @@ def _run_row(r: dict[str, Any], progs: list[dict[str, Any]], duplicates: int) ->
 
 
 def _throughput(r: dict[str, Any], progs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Programs per second in about 20 equal intervals of the run (at least 5 s each)."""
+    """Programs per second in about 20 equal intervals of the run (at least 5 s each); the last
+    one ends with the run (its programs over its own length, not a whole interval's)."""
     if not progs:
         return []
     t0 = r["started"]
-    end = max(p["finished"] for p in progs)
-    width = max(5.0, (end - t0) / 20)
+    last = max(p["finished"] for p in progs)
+    end = max(r["ended"] or last, last)
+    width = max(5.0, (last - t0) / 20)
     buckets: Counter[int] = Counter(int((p["finished"] - t0) // width) for p in progs)
-    return [{"run": r["id"], "t": round((b + 1) * width, 1), "per_second": round(buckets.get(b, 0) / width, 3)}
-            for b in range(max(buckets) + 1)]
+    out = []
+    for b in range(max(buckets) + 1):
+        upto = min((b + 1) * width, end - t0)
+        span = max(upto - b * width, 1e-3)
+        out.append({"run": r["id"], "t": round(upto, 1), "per_second": round(buckets.get(b, 0) / span, 3)})
+    return out
 
 
 def _compare(runs: list[dict[str, Any]], progs: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ def render_html(s: dict[str, Any]) -> str:
              "<h2>Programs per second over time</h2>", _throughput_svg(s["throughput"]), _runs_table(s["runs"]),
              "<h2>Comparison with the previous run</h2>", _comparison(s["comparison"]),
              "<h2>Failures</h2>", _failures(s["failures"]),
-             "<h2>Verdicts</h2>", _bars(s["verdicts"], "verdicts"),
+             "<h2>Verdicts</h2>", _bars(s["verdicts"], "verdicts", good={"ok"}),
              "<h2>Coverage of the seed operations</h2>", _coverage(s["coverage"]["operations"], s["programs"]),
              "<h2>Phases by verdict status</h2>", _phases(s["phases"]),
              "<h2>Other generator features</h2>", _bars(s["coverage"]["features"], "features"),
@@ -79,11 +79,17 @@ def _throughput_svg(points: list[dict[str, Any]]) -> str:
 def _runs_table(runs: list[dict[str, Any]]) -> str:
     head = ("run", "started", "ended", "workers", "programs", "duplicates", "seconds", "programs/s", "per worker",
             "failures")
-    rows = [[r["id"], r["started"], (r["ended"] or "") + ("" if r["complete"] else " (killed)"), r["workers"],
+    rows = [[r["id"], r["started"], (r["ended"] or "") + _unfinished(r), r["workers"],
              r["programs"], r["duplicates"], r["seconds"], r["per_second"], r["per_second_per_worker"],
              sum(r["failures"].values())]
             for r in runs]
     return _table(head, rows, numeric={3, 4, 5, 6, 7, 8, 9})
+
+
+def _unfinished(r: dict[str, Any]) -> str:
+    if r["complete"]:
+        return ""
+    return " (running)" if r.get("running") else " (killed)"
 
 
 def _comparison(c: dict[str, Any] | None) -> str:
@@ -127,7 +133,8 @@ def _phases(phases: dict[str, dict[str, int]]) -> str:
     return _table(("phase", *STATUSES), rows, numeric=set(range(1, len(STATUSES) + 1)), table_id="phases")
 
 
-def _bars(counts: dict[str, int], ident: str) -> str:
+def _bars(counts: dict[str, int], ident: str, good: set[str] | None = None) -> str:
+    """A bar per key; with `good` (the verdicts: `ok`), the others' bars are red (failures)."""
     if not counts:
         return "<p>none</p>"
     top = max(counts.values()) or 1
@@ -137,7 +144,7 @@ def _bars(counts: dict[str, int], ident: str) -> str:
         y = i * row + 3
         out.append(f"<text x='0' y='{y + 11}' font-size='11'>{escape(k)}</text>"
                    f"<rect x='220' y='{y}' width='{max(1.0, 420 * v / top) if v else 0:.1f}' height='{row - 4}' "
-                   f"fill='{'#4a90d9' if v else '#d62728'}'/>"
+                   f"fill='{'#4a90d9' if good is None or k in good else '#d62728'}'/>"
                    f"<text x='{226 + 420 * v / top:.1f}' y='{y + 11}' font-size='11'>{v}</text>")
     out.append("</svg>")
     return "".join(out)

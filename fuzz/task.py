@@ -114,8 +114,10 @@ def _mix(defect_ratio: float, defect_kinds: tuple[str, ...] | None, gpu: bool = 
 
 
 def _stats(prog: Any) -> dict[str, Any]:
+    from verimim.fuzz.reduce import size  # (the size a failure's reduction reports before and after)
+
     return {"defect": prog.defect, "features": tuple(sorted(prog.features_used)), "ops": prog.ops,
-            "kernels": prog.stat("kernels"), "launches": prog.stat("launches"), "size": len(prog.text),
+            "kernels": prog.stat("kernels"), "launches": prog.stat("launches"), "size": size(prog.text)[0],
             "args": tuple(prog.args), "expected": tuple(sorted(prog.expected_codes))}
 
 

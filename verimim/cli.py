@@ -391,7 +391,8 @@ DEFAULT_FUZZ_BUDGET = 60.0
 @click.option("--program-timeout", type=Seconds(min=1), default=300.0, show_default=True,
               help="with --campaign: seconds after which a program is journaled as `hang`")
 @click.option("--reduce-budget", type=Seconds(min=0), default=60.0, show_default=True,
-              help="with --campaign: seconds to reduce each new failure")
+              help="with --campaign: seconds to reduce each new failure (0: none now, a resume "
+                   "with a budget reduces it)")
 @click.option("--oracle", type=click.Choice(["pipeline", "kernels"]), default="pipeline", show_default=True,
               help="pipeline: every phase and target against the interpreter; kernels: the kernel "
                    "verifier (`check`'s race and divergence verdicts) against `run`, on race-free "

@@ -88,3 +88,17 @@ def test_a_reduced_program_says_expect_error_only_for_a_missed_defect(tmp_path: 
     red = Reduction("plugin core;\n", 40, 13, 2, 1, 5, 1, 0.5, "fixpoint")
     _reduced(run, _Job("reduce", 3, 0.0, "sig"), red, None)
     assert ("// EXPECT-ERROR: E-RACE" in (d / "reduced.mim").read_text()) == kept
+
+
+def test_a_reduce_budget_of_0_reduces_nothing_now() -> None:
+    # `--reduce-budget 0` still reduced (for a second and more: the reducer checks its clock
+    # between candidates); the failure stays pending, for a resume with a budget
+    from types import SimpleNamespace
+    from typing import Any
+
+    from verimim.fuzz.campaign import _Job, _queue_reduction
+
+    run: Any = SimpleNamespace(reduce_budget=0.0, journal=None)  # (the journal is not asked)
+    pending: list[_Job] = []
+    _queue_reduction(run, pending, "sig", 3)
+    assert pending == []

@@ -95,6 +95,47 @@ def test_report_of_a_single_run_has_no_comparison(tmp_path: Path) -> None:
     assert "nothing to compare" in html_path.read_text() and "(killed)" in html_path.read_text()
 
 
+def test_a_run_in_progress_is_running_not_killed(tmp_path: Path) -> None:
+    j = Journal.open(tmp_path, Settings(seed=1))
+    run = j.start_run(1, 1, None, "")
+    j.record(run, _c(0, ("gpu.launch",)))
+    lock = Journal.lock(tmp_path)  # (what `fuzz --campaign` holds while it runs)
+    try:
+        summary, html_path, _ = write_report(tmp_path)
+    finally:
+        import os
+
+        os.close(lock)
+        j.close()
+    assert summary["runs"][0]["running"] is True and summary["runs"][0]["complete"] is False
+    assert "(running)" in html_path.read_text() and "(killed)" not in html_path.read_text()
+
+
+def test_the_last_interval_of_throughput_is_as_long_as_the_run_left_it() -> None:
+    # 12 programs in a 21.9 s run: intervals of 5 s; the last one, 20..21.9 s, holds 2 programs:
+    # 2 / 1.9 s, not 2 / 5 s (the plot showed the run slowing down at its end)
+    from verimim.fuzz.report import _throughput
+
+    progs = [{"finished": 100.0 + t} for t in (1, 2, 4, 6, 7, 9, 11, 12, 15, 17, 20.5, 21.9)]
+    pts = _throughput({"id": 1, "started": 100.0, "ended": 121.9}, progs)
+    assert [p["t"] for p in pts] == [5.0, 10.0, 15.0, 20.0, 21.9]
+    assert pts[0]["per_second"] == 0.6 and pts[-1]["per_second"] == round(2 / 1.9, 3)
+
+
+def test_failure_verdicts_have_red_bars_and_ok_a_blue_one(tmp_path: Path) -> None:
+    import re
+
+    _campaign(tmp_path)
+    _, html_path, _ = write_report(tmp_path)
+    svg = re.search(r"<svg id='verdicts'.*?</svg>", html_path.read_text()).group(0)  # type: ignore[union-attr]
+    fills = dict(re.findall(r">([a-z-]+)</text><rect [^>]*fill='(#[0-9a-f]+)'", svg))
+    assert fills["ok"] == "#4a90d9" and fills["spec"] == fills["crash"] == "#d62728"
+
+
+def test_btensor_operations_are_seed_operations_of_the_coverage() -> None:
+    assert {"btensor.map_reduce", "btensor.map_reduce_post"} <= set(seed_operations())
+
+
 # ---------------------------------------------------------------- in a real (headless) browser
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

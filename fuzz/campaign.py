@@ -242,7 +242,15 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
             _queue_reduction(r, pending, f.key, f.first_idx)
     view, view_at = _View.of(r.cluster), time.monotonic()
     lonely: float | None = None  # since when no worker is connected
+
+    def tick() -> None:
+        """The progress display, on every turn (it prints every ten seconds, also while nothing
+        finishes; hangs and crashes count as they are journaled)."""
+        if progress is not None:
+            progress(r.checked, time.monotonic() - start, len(r.failures))
+
     while True:
+        tick()
         now = time.monotonic()
         if now - view_at > 1.0:
             view, view_at = _View.of(r.cluster), now
@@ -258,6 +266,7 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
                 break
             _submit(r, inflight, job, worker)
         if not inflight and not pending and not accepting:
+            tick()
             return
         if not accepting and now - start > budget_s + _overtime(r):
             # Past the budget by more than any job may take: what is left (jobs no worker took)
@@ -267,6 +276,7 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
             logging.getLogger("verimim.fuzz").warning(
                 "%d job(s) left unfinished %.0f s past the budget; a resume does them", len(inflight) + len(pending),
                 now - start - budget_s)
+            tick()
             return
         if not inflight:
             if view.nthreads:
@@ -286,8 +296,6 @@ def _loop(r: _Run, start: float, budget_s: float, max_programs: int | None,
         for fut in done:
             job = inflight.pop(fut)
             _finished(r, fut, job, inflight)
-            if progress is not None:
-                progress(r.checked, time.monotonic() - start, len(r.failures))
 
 
 def _overtime(r: _Run) -> float:

@@ -360,7 +360,7 @@ def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], vi
                 pending.insert(0, job)
             elif job.kind != "reduce":
                 _journal(r, lost(r.settings, job.index, "crash", _died(r, "its worker died while checking it"),
-                                 job.worker, now - job.started))
+                                 job.worker, now - job.started, job.kind))
             else:
                 r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "crash")
         elif job.running is None and now - job.submitted > limit and fut.status == "pending":
@@ -377,7 +377,7 @@ def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], vi
             note = "" if restarted else " (its worker could not be restarted)"
             if job.kind != "reduce":
                 _journal(r, lost(r.settings, job.index, "hang", f"no result after {limit:.0f} s{note}", job.worker,
-                                 now - job.started))
+                                 now - job.started, job.kind))
             else:
                 r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "hang")
 
@@ -394,7 +394,7 @@ def _finished(r: _Run, fut: Any, job: _Job, inflight: dict[Any, _Job]) -> None:
     if error is not None:
         why = f"{type(error).__name__}: {error}"
         _journal(r, lost(r.settings, job.index, "crash", _died(r, why) if type(error).__name__ == "KilledWorker"
-                         else why, job.worker, time.monotonic() - job.started))
+                         else why, job.worker, time.monotonic() - job.started, job.kind))
         return
     if job.kind == "generate":
         _drawn(r, result, job, inflight)

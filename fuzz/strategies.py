@@ -1306,6 +1306,17 @@ def kernels(defect: str | None = None, **features: Any) -> st.SearchStrategy[Gen
     return gen()
 
 
+def defect_pool(defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | None = None) -> list[str | None]:
+    """What mixed_programs' first choice picks from (by its position): None (a clean program)
+    as often against each kind once as the ratio asks; a ratio of 0: clean only. A campaign
+    picks the position itself (fuzz.task.defect_position), so that every kind comes once in each
+    run of len(pool) programs."""
+    kinds = list(defect_kinds or DEFECTS)
+    if defect_ratio <= 0:
+        return [None]
+    return [None] * max(0, round(len(kinds) * (1 - defect_ratio) / defect_ratio)) + kinds
+
+
 def mixed_programs(defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | None = None,
                    **features: Any) -> st.SearchStrategy[GeneratedProgram]:
     """What a campaign checks: clean programs, and with probability about `defect_ratio` one
@@ -1313,10 +1324,7 @@ def mixed_programs(defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | N
     first (so it is the first generator choice)."""
     kinds = list(defect_kinds or DEFECTS)
     strategies = {None: programs(**features), **{k: programs(defect=k, **features) for k in kinds}}
-    # None (a clean program) `clean` times against each kind once; a ratio of 0: clean only
-    pool: list[str | None] = [None]
-    if defect_ratio > 0:
-        pool = [None] * max(0, round(len(kinds) * (1 - defect_ratio) / defect_ratio)) + kinds
+    pool = defect_pool(defect_ratio, defect_kinds)
 
     @st.composite
     def choose(draw: Callable[..., Any]) -> GeneratedProgram:
@@ -1646,7 +1654,7 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
 
     from verimim.driver import run_with_big_stack
     from verimim.fuzz.kernel_oracle import is_false_alarm
-    from verimim.fuzz.task import fingerprint, generate, program_seed
+    from verimim.fuzz.task import defect_position, fingerprint, generate, program_seed
 
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="verimim-fuzz-"))
     campaign_seed = seed if seed is not None else random.getrandbits(32)
@@ -1661,10 +1669,12 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
     while time.monotonic() - start < budget_s and len(failures) < max_failures \
             and (max_programs is None or index < max_programs):
         index_seed = program_seed(campaign_seed, index)
+        position = defect_position(campaign_seed, index, len(defect_pool(defect_ratio, defect_kinds)))
         index += 1
 
         def one() -> tuple[GeneratedProgram, Verdict | None]:
-            prog, _ = generate(index_seed, defect_ratio=defect_ratio, defect_kinds=defect_kinds, gpu=gpu)
+            prog, _ = generate(index_seed, defect_ratio=defect_ratio, defect_kinds=defect_kinds, gpu=gpu,
+                               defect=position)
             fp = fingerprint(prog)
             if fp in seen:
                 return prog, None  # drawn before: checked already

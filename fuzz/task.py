@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import random
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -77,6 +78,17 @@ class Generated:
     fingerprint: str
 
 
+def defect_position(campaign_seed: int, index: int, pool_size: int) -> int:
+    """The defect kind of program `index` (its position in strategies.defect_pool): each block of
+    `pool_size` programs has every position once, in an order of its own, so every defect kind
+    comes in every campaign of that many programs and injected defects are their exact share
+    (drawn at random, a 60 s campaign of 79 programs had no divergence and no double free)."""
+    block, at = divmod(index, pool_size)
+    order = list(range(pool_size))
+    random.Random(f"verimim-fuzz-defects:{campaign_seed}:{block}").shuffle(order)
+    return order[at]
+
+
 def program_seed(campaign_seed: int, index: int) -> int:
     """The seed of program `index`: independent of which worker checks it and in which order."""
     h = hashlib.sha256(f"verimim-fuzz:{campaign_seed}:{index}".encode()).digest()
@@ -85,15 +97,16 @@ def program_seed(campaign_seed: int, index: int) -> int:
 
 def generate(seed: int | None = None, choices: tuple[Choice, ...] | None = None,
              defect_ratio: float = 0.25, defect_kinds: tuple[str, ...] | None = None,
-             gpu: bool = False) -> tuple[Any, tuple[Choice, ...]]:
+             gpu: bool = False, defect: int | None = None) -> tuple[Any, tuple[Choice, ...]]:
     """(GeneratedProgram, its choice sequence) from a seed, or replayed from choices. `gpu`: for
-    a campaign that also runs the programs on the GPU (`GPU_FEATURES`)."""
+    a campaign that also runs the programs on the GPU (`GPU_FEATURES`). `defect`: the first
+    choice, the position in strategies.defect_pool of the defect kind (or None, clean)."""
     from hypothesis.internal.conjecture.data import ConjectureData
 
     if choices is not None:
         data = ConjectureData.for_choices(choices)
     else:
-        data = ConjectureData(random=random.Random(seed))
+        data = ConjectureData(random=random.Random(seed), prefix=None if defect is None else [defect])
     prog = data.draw(_mix(defect_ratio, defect_kinds, gpu))
     data.freeze()
     return prog, tuple(data.choices)
@@ -150,8 +163,11 @@ def generate_index(settings: Settings, index: int) -> Generated:
 
 def _draw(settings: Settings, index: int) -> tuple[Any, tuple[Choice, ...], float]:
     t0 = time.perf_counter()
+    from verimim.fuzz.strategies import defect_pool
+
+    pool = len(defect_pool(settings.defect_ratio))
     prog, choices = generate(program_seed(settings.seed, index), defect_ratio=settings.defect_ratio,
-                             gpu=settings.gpu)
+                             gpu=settings.gpu, defect=defect_position(settings.seed, index, pool))
     return prog, choices, time.perf_counter() - t0
 
 
@@ -182,15 +198,34 @@ def _check(settings: Settings, index: int, worker: str) -> Checked:
                    **_stats(prog))
 
 
-def lost(settings: Settings, index: int, kind: str, message: str, worker: str, seconds: float) -> Checked:
+def lost(settings: Settings, index: int, kind: str, message: str, worker: str, seconds: float,
+         stage: str = "") -> Checked:
     """The record of a program whose check never came back (`hang` or `crash`): regenerated here,
-    on the campaign's side, from its seed, so that it keeps its reproducer."""
+    on the campaign's side, from its seed, so that it keeps its reproducer. Its signature names
+    the stage that never came back (`generate`, `check`) and a crash's cause as far as the
+    message tells it (an exit status, a signal, memory, an exception), so that another cause is
+    another failure."""
     from verimim.driver import run_with_big_stack
 
     prog, choices, _ = run_with_big_stack(lambda: _draw(settings, index))
-    return Checked(index, program_seed(settings.seed, index), choices, verdict=kind, signature=Signature(kind), message=message[:500],
+    sig = Signature(kind, crash_cause(message) if kind == "crash" else "", stage)
+    return Checked(index, program_seed(settings.seed, index), choices, verdict=kind, signature=sig, message=message[:500],
                    text=prog.text, worker=worker, seconds=round(seconds, 4), fingerprint=fingerprint(prog),
                    **_stats(prog))
+
+
+_CAUSES = ((re.compile(r"exited with status (-?\d+)"), "status {}"), (re.compile(r"killed by signal (\d+)"), "signal {}"),
+           (re.compile(r"memory budget"), "memory"), (re.compile(r"^(\w+(?:Error|Exception)):"), "{}"))
+
+
+def crash_cause(message: str) -> str:
+    """What killed a program's worker, as its crash message says: `status 13`, `signal 9`,
+    `memory`, an exception's name; '' where it does not say (a bare KilledWorker)."""
+    for pattern, shown in _CAUSES:
+        m = pattern.search(message)
+        if m is not None:
+            return shown.format(*m.groups())
+    return ""
 
 
 def _worker_name() -> str:

@@ -102,3 +102,17 @@ def test_a_reduce_budget_of_0_reduces_nothing_now() -> None:
     pending: list[_Job] = []
     _queue_reduction(run, pending, "sig", 3)
     assert pending == []
+
+
+@pytest.mark.parametrize("message, cause", [
+    ("Worker process 4242 exited with status 13; KilledWorker: attempted to run task 'x' on 1 different workers", "status 13"),
+    ("Worker process 7 was killed by signal 9; its worker died while checking it", "signal 9"),
+    ("Worker tcp://1.2.3.4:5 (pid=9) exceeded 95% memory budget. Restarting...; KilledWorker: ...", "memory"),
+    ("RecursionError: maximum recursion depth exceeded", "RecursionError"),
+    ("KilledWorker: attempted to run task 'x' on 1 different workers", ""),
+])
+def test_a_crash_signature_names_its_cause(message: str, cause: str) -> None:
+    # Every crash had one signature (and every hang another): a second cause was never saved.
+    from verimim.fuzz.task import crash_cause
+
+    assert crash_cause(message) == cause

@@ -861,9 +861,17 @@ class BodyCompiler:
             _m, p, v = self._val(args[1])
             self._store(t, p, 0, v, loc)
             return None
-        if annex == "buffer.ptr_copy":  # (natively, unwritten bytes are copied as they are)
+        if annex == "buffer.ptr_copy":
+            # The bytes, padding and all, as the interpreter copies them (a load and store of the
+            # value dropped the padding, and made a store per cell of a large array); memmove:
+            # a hand-written copy may overlap. Natively, unwritten bytes are copied as they are.
             _m, dst, src = self._val(args[1])
-            self._store(args[0], dst, 0, self._load(args[0], src, 0, loc), loc)
+            size = self._trait("size", args[0])
+            if size is None:
+                raise unsupported(f"`buffer.ptr_copy` of a `{show_short(args[0])}` (no size)", loc)
+            i1 = self.ir.IntType(1)
+            move = ctx.intrinsic("llvm.memmove.p0.p0.i64", self.ir.VoidType(), [ctx.ptr, ctx.ptr, ctx.i64, i1])
+            self.builder.call(move, [dst.v, src.v, size, self.ir.Constant(i1, 0)])
             return None
         if annex in ("mem.slot", "mem.mslot"):
             t, a = self._implicit(args[0], 2, loc)

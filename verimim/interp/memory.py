@@ -208,8 +208,9 @@ class Memory:
         first = None if all(init) else next((lo + k for k, i in enumerate(init) if not i and (mask is None or mask[k])),
                                             None)
         if first is not None:
-            raise RuntimeFault("E-UNINIT", f"loading byte {first} of the {b.describe()}, which was "
-                               f"never written (or a copy brought an unwritten byte there)", loc, b.allocated_here())
+            # ("never written" was wrong where a copy brought an unwritten byte over a written one)
+            raise RuntimeFault("E-UNINIT", f"loading byte {first} of the {b.describe()}, which holds no "
+                               f"written value", loc, b.allocated_here())
         return bytes(b.data[lo:hi])
 
     def write_bytes(self, p: Ptr, data: bytes, loc: Loc | None, pointers: tuple[int, ...] = (),

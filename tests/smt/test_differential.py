@@ -37,3 +37,16 @@ def test_a_store_only_the_final_heap_shows_is_refuted() -> None:
 def test_effects_can_be_left_out_for_a_lowering() -> None:
     out, seen = run_with_big_stack(lambda: compare(_res("argc", "argc"), (["prog"],), effects=False))
     assert out is None and "state-changing" not in seen
+
+
+def test_runs_the_interpreter_cannot_finish_are_inconclusive_not_a_refutation(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Both runs stopped with E-UNSUPPORTED, at different places (their heaps differ): neither says
+    # what the program does, so the phase is not refuted (a false E-SPEC of buffer.lower_ptr).
+    import verimim.smt.differential as differential
+    from verimim.interp.observe import Observation
+
+    seen = iter([Observation(("fault", "E-UNSUPPORTED"), b"", (b"\x01",), (), ()),
+                 Observation(("fault", "E-UNSUPPORTED"), b"", (b"\x01", b"\x02"), (), ())])
+    monkeypatch.setattr(differential, "run", lambda prog, argv, effects: next(seen))
+    out, _ = compare(_res("1I32", "1I32"), (["prog"],))
+    assert out is not None and out.status == "unknown" and "inconclusive" in out.detail, out

@@ -21,6 +21,7 @@ from verimim.ir.defs import (
     App, Arr, Axiom, Bot, Def, Extract, Inject, Insert, Join, Lam, Lit, Match, MutLam, Pack, Pi, Sigma, Top, Tuple,
     TypeU, Univ, Var,
 )
+from verimim.ir.analysis import is_var_path
 from verimim.ir.schedule import Scopes, jump_roots, postorder, schedule
 from verimim.printer import show
 
@@ -264,13 +265,33 @@ class Compiler:
         if isinstance(d, Pack):
             return pack_operands(d)
         if self.is_static(d):
-            return []
+            return self._type_operands(d)
         if isinstance(d, App):
             head = d.head
             if isinstance(head, Axiom) and head.annex in self.arities:
                 return d.args()
             return [d.callee, d.arg]
         return list(d.ops)
+
+    def _type_operands(self, d: Def) -> list[Def]:
+        """The values a type-level node mentions that are neither constants nor parameters (a
+        length loaded from memory in `«n; I32»`): computed in the frame before it and given to
+        its substitution, which cannot rebuild them (a `mem.load` of a memory token)."""
+        if not self.has_var(d):
+            return []
+        out: list[Def] = []
+        seen: set[int] = set()
+        stack: list[Def] = list(d.ops)
+        while stack:
+            x = stack.pop()
+            if x.gid in seen or isinstance(x, (Lit, Axiom, Var, MutLam)) or not self.has_var(x):
+                continue
+            seen.add(x.gid)
+            if x.bvd != 0 or self.is_static(x) or is_var_path(x):
+                stack.extend(x.ops)  # (a binder's body, a type: the values in it; a parameter's part: as it is)
+                continue
+            out.append(x)
+        return out
 
     def _lam_outer(self, lam: Lam) -> list[Def]:
         """The nodes of a λ's body (and of the λs in it) that do not depend on its parameter:
@@ -323,7 +344,7 @@ class Compiler:
 
     def instr(self, d: Def, slot: int, getter: Callable[[Def], Getter]) -> Instr:
         if self.is_static(d):
-            return self._reify_instr(d, slot)
+            return self._reify_instr(d, slot, getter)
         if isinstance(d, MutLam):
             caps = [(x.gid, getter(x)) for x in self.scopes.avail(d, self.is_leaf).values()]
 
@@ -400,10 +421,17 @@ class Compiler:
         raise RuntimeFault("E-UNSUPPORTED", f"the interpreter cannot evaluate `{show(d)}` "
                            f"({type(d).__name__})", d.loc)
 
-    def _reify_instr(self, d: Def, slot: int) -> Instr:
-        def reify(fr: list[Value], env: Env, th: Thread) -> None:
-            fr[slot] = th.machine.substitute(d, env)
-        return reify
+    def _reify_instr(self, d: Def, slot: int, getter: Callable[[Def], Getter]) -> Instr:
+        computed = [(x.gid, getter(x)) for x in self._type_operands(d)]
+        if not computed:
+            def reify(fr: list[Value], env: Env, th: Thread) -> None:
+                fr[slot] = th.machine.substitute(d, env)
+            return reify
+
+        def reify_with(fr: list[Value], env: Env, th: Thread) -> None:
+            # (the values this frame computed, by node: substitute takes them as they are)
+            fr[slot] = th.machine.substitute(d, {**env, **{gid: g(fr, env) for gid, g in computed}})
+        return reify_with
 
     def _app_instr(self, d: App, slot: int, getter: Callable[[Def], Getter]) -> Instr:
         head = d.head

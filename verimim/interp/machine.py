@@ -572,6 +572,8 @@ class Machine:
                 return hit
             if isinstance(x, Var):
                 res = self.reify(env[-x.mut.gid], x.mut.pi.dom, w)
+            elif x.gid in env:  # a value the frame computed (a length loaded from memory)
+                res = self.reify(env[x.gid], w.type_of(x) if x.bvd == 0 else None, w)
             elif isinstance(x, Extract) and is_var_path(x):
                 res = self._reify_path(x, env)
             else:

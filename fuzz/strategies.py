@@ -1666,10 +1666,11 @@ def run_campaign(budget_s: float, seed: int | None = None, out_dir: str | None =
     kernels: Counter[str] = Counter()
     kernel_programs = false_alarms = count = index = duplicates = 0
     seen: set[str] = set()
+    pool = len(defect_pool(defect_ratio, defect_kinds))
     while time.monotonic() - start < budget_s and len(failures) < max_failures \
             and (max_programs is None or index < max_programs):
         index_seed = program_seed(campaign_seed, index)
-        position = defect_position(campaign_seed, index, len(defect_pool(defect_ratio, defect_kinds)))
+        position = defect_position(campaign_seed, index, pool)
         index += 1
 
         def one() -> tuple[GeneratedProgram, Verdict | None]:

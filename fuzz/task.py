@@ -162,9 +162,9 @@ def generate_index(settings: Settings, index: int) -> Generated:
 
 
 def _draw(settings: Settings, index: int) -> tuple[Any, tuple[Choice, ...], float]:
-    t0 = time.perf_counter()
     from verimim.fuzz.strategies import defect_pool
 
+    t0 = time.perf_counter()
     pool = len(defect_pool(settings.defect_ratio))
     prog, choices = generate(program_seed(settings.seed, index), defect_ratio=settings.defect_ratio,
                              gpu=settings.gpu, defect=defect_position(settings.seed, index, pool))

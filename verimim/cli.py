@@ -233,7 +233,7 @@ def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]
         report = driver.check(path, list(include), timeout_ms=int(timeout * 1000), emit_smt2=emit_smt2,
                               host_phases=_phase_list(host_phases), device_phases=_phase_list(device_phases),
                               pipeline=pipeline_file)
-    found = verdicts.from_report_data(path, report.data) + verdicts.from_stream_notes(report.diagnostics)
+    found = verdicts.of_check(path, report.data, report.diagnostics)
     if strict:
         report.diagnostics.extend(verdicts.strict_diagnostics(path, found))
     if quiet:

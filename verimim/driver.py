@@ -169,10 +169,9 @@ def check(path: str, include: list[str], timeout_ms: int | None = None, emit_smt
             kernels = verify_kernels(run.kernels_program, run.ctx, path, earlier=run.earlier)
             report.data["kernels"] = kernels.entries
             report.diagnostics.extend(kernels.diagnostics)
-        # every verdict, as the text summary counts them: phases, each launch's races and
-        # divergence, races between streams of a program without launches
-        found = verdicts.from_report_data(path, report.data) + verdicts.from_stream_notes(report.diagnostics)
-        report.data["status_summary"] = status_summary(v.status for v in found)
+        # every verdict, as the text summary counts them
+        report.data["status_summary"] = status_summary(v.status for v in verdicts.of_check(path, report.data,
+                                                                                            report.diagnostics))
         report.data["z3"] = {"queries": run.ctx.queries, "time_s": round(run.ctx.z3_s, 4),
                              "slowest": {"time_s": round(run.ctx.slowest[0], 4), "query": run.ctx.slowest[1]}}
         if any(d.code == "E-SPEC" for d in run.diagnostics):

@@ -740,10 +740,9 @@ def _marked_phase(node: Any) -> str:
 
     name_of_test = getattr(node, "originalname", None) or getattr(node, "name", None)  # without its parameters
     test = f"`{name_of_test}`: " if name_of_test else ""
-    marker = node.get_closest_marker("verimim_phase")
-    if marker is None:
+    if node.get_closest_marker("verimim_phase") is None:
         pytest.fail("the fixture verimim_phase_name needs @pytest.mark.verimim_phase(NAME)", pytrace=False)
-    name = marker.args[0] if marker.args else marker.kwargs.get("name")
+    name = _marker_name(node)
     if not isinstance(name, str):
         pytest.fail(f"{test}@pytest.mark.verimim_phase takes the phase name as a string, not {name!r}",
                     pytrace=False)
@@ -754,6 +753,14 @@ def _marked_phase(node: Any) -> str:
         pytest.fail(f"{test}@pytest.mark.verimim_phase: `{name}` is an upstream phase that verimim does "
                     f"not run (it is reported skipped): there is nothing to test", pytrace=False)
     pytest.fail(f"{test}@pytest.mark.verimim_phase: {unknown_phase(name)}", pytrace=False)
+
+
+def _marker_name(node: Any) -> object:
+    """What a test's `@pytest.mark.verimim_phase(NAME)` says, as written (None: no marker)."""
+    marker = node.get_closest_marker("verimim_phase")
+    if marker is None:
+        return None
+    return marker.args[0] if marker.args else marker.kwargs.get("name")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -768,9 +775,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     try:
         name = _marked_phase(metafunc.definition)
-    except pytest.fail.Exception:
-        marker = metafunc.definition.get_closest_marker("verimim_phase")
-        name = str(marker.args[0] if marker is not None and marker.args else "invalid")
+    except pytest.fail.Exception:  # (its setup says what is wrong)
+        name = str(_marker_name(metafunc.definition))
     metafunc.parametrize("verimim_phase_name", [name], ids=[name], scope="session")
 
 

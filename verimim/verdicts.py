@@ -73,6 +73,12 @@ def stream_note(status: str, settled: str, why: str) -> str:
     return f"{STREAM_NOTE}: {status}, {settled}: {why}"
 
 
+def of_check(file: str, data: Mapping[str, Any], diagnostics: Iterable[Diagnostic]) -> list[Verdict]:
+    """Every verdict of a `check` report: its phases', each launch's, and the races between
+    streams a program without launches has only as notes (what its summaries count)."""
+    return from_report_data(file, data) + from_stream_notes(diagnostics)
+
+
 def from_stream_notes(diagnostics: Iterable[Diagnostic]) -> list[Verdict]:
     """The `unknown` or `bounded` verdicts that a program launching no kernel has only as notes
     (it has no `kernels` entry to carry them: verimim.smt.kernel_streams): counted, and failing

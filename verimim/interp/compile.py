@@ -77,6 +77,7 @@ class Compiler:
         self._has_var: dict[int, bool] = {}
         self._leaf: dict[int, bool] = {}
         self._outer: dict[int, list[Def]] = {}  # λ → the nodes its body takes from its creator
+        self._type_ops: dict[int, list[Def]] = {}  # type-level node → the values it takes from its frame
 
     @property
     def world(self) -> World:
@@ -277,9 +278,13 @@ class Compiler:
         """The values a type-level node mentions that are neither constants nor parameters (a
         length loaded from memory in `«n; I32»`): computed in the frame before it and given to
         its substitution, which cannot rebuild them (a `mem.load` of a memory token)."""
-        if not self.has_var(d):
-            return []
+        hit = self._type_ops.get(d.gid)
+        if hit is not None:
+            return hit
         out: list[Def] = []
+        self._type_ops[d.gid] = out
+        if not self.has_var(d):
+            return out
         seen: set[int] = set()
         stack: list[Def] = list(d.ops)
         while stack:

@@ -14,6 +14,10 @@ PRELOAD = Path(__file__).resolve().parent / "preload"
 VERIMIM = [sys.executable, "-m", "verimim.cli"]
 
 
+def _fuzz(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*VERIMIM, "fuzz", *args], capture_output=True, text=True, timeout=timeout)
+
+
 def _rows(d: Path, query: str) -> list[tuple[object, ...]]:
     conn = sqlite3.connect(f"file:{d / 'journal.sqlite'}?mode=ro", uri=True)
     try:
@@ -25,9 +29,8 @@ def _rows(d: Path, query: str) -> list[tuple[object, ...]]:
 def test_broken_phase_is_found_once_and_reduced(tmp_path: Path) -> None:
     d = tmp_path / "c"
     preload = PRELOAD / "broken_phase.py"
-    out = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "5", "--workers", "2", "--seed", "3",
-                          "--no-verify", "--preload", str(preload), "--reduce-budget", "150", "--json"],
-                         capture_output=True, text=True, timeout=400)
+    out = _fuzz("--campaign", str(d), "--budget", "5", "--workers", "2", "--seed", "3", "--no-verify", "--preload",
+                str(preload), "--reduce-budget", "150", "--json")
     assert out.returncode == 3, out.stderr[-3000:]
     obj = json.loads(out.stdout)
     broken = [f for f in obj["failures"] if f["signature"]["phase"] == "gpu.remove_double_syncs"]
@@ -56,15 +59,14 @@ def test_broken_phase_is_found_once_and_reduced(tmp_path: Path) -> None:
 
     # Resumed, the same broken phase fails the same way: a known failure, which exits 0 (a nightly
     # job fails on new signatures only).
-    more = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "3", "--workers", "1",
-                           "--no-verify", "--preload", str(preload), "--reduce-budget", "0", "--json"],
-                          capture_output=True, text=True, timeout=400)
+    more = _fuzz("--campaign", str(d), "--budget", "3", "--workers", "1", "--no-verify", "--preload", str(preload),
+                 "--reduce-budget", "0", "--json")
     obj2 = json.loads(more.stdout)
     assert more.returncode == (3 if obj2["new_failures"] else 0), more.stderr[-3000:]
     again_broken = [x for x in obj2["failures"] if x["signature"]["phase"] == "gpu.remove_double_syncs"]
     assert all(not x["new"] for x in again_broken)
 
-    rep = subprocess.run([*VERIMIM, "fuzz", "report", str(d), "--json"], capture_output=True, text=True, timeout=120)
+    rep = _fuzz("report", str(d), "--json", timeout=120)
     row = next(r for r in json.loads(rep.stdout)["failures"] if r["signature"] == fd.name)
     assert row["size_after"] == after and row["reduced"] == str(reduced) and "verimim check" in row["command"]
     assert fd.name in (d / "report.html").read_text()
@@ -76,9 +78,8 @@ def test_broken_phase_is_found_once_and_reduced(tmp_path: Path) -> None:
     conn.execute("UPDATE failures SET reduce_status = NULL WHERE signature = ?", (fd.name,))
     conn.commit()
     conn.close()
-    fixed = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--programs", "1", "--workers", "1",
-                            "--no-verify", "--reduce-budget", "20", "--json"], capture_output=True, text=True,
-                           timeout=400)
+    fixed = _fuzz("--campaign", str(d), "--programs", "1", "--workers", "1", "--no-verify", "--reduce-budget",
+                  "20", "--json")
     assert fixed.returncode == 0, fixed.stderr[-3000:]
     assert _rows(d, f"SELECT reduce_status FROM failures WHERE signature = '{fd.name}'") == [("not reproducible",)]
     assert reduced.read_bytes() == kept
@@ -92,9 +93,8 @@ def test_a_missed_defect_is_reduced_to_a_program_that_still_has_it(tmp_path: Pat
     d = tmp_path / "c"
     # (a count, not a time budget: on a loaded machine 20 s held 13 programs, none a double free;
     # seed 1's is program 5 of its first block of 36: fuzz.task.defect_position)
-    out = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--programs", "8", "--workers", "1", "--seed", "1",
-                          "--no-verify", "--preload", str(PRELOAD / "lenient_free.py"), "--reduce-budget", "60",
-                          "--json"], capture_output=True, text=True, timeout=400)
+    out = _fuzz("--campaign", str(d), "--programs", "8", "--workers", "1", "--seed", "1", "--no-verify",
+                "--preload", str(PRELOAD / "lenient_free.py"), "--reduce-budget", "60", "--json")
     assert out.returncode == 3, out.stderr[-3000:]
     missed = [f for f in json.loads(out.stdout)["failures"] if f["signature"]["code"] == "E-DOUBLE-FREE"]
     assert len(missed) == 1 and missed[0]["signature"]["kind"] == "missed-defect", missed
@@ -109,9 +109,8 @@ def test_a_missed_defect_is_reduced_to_a_program_that_still_has_it(tmp_path: Pat
 
 def test_crash_and_hang_are_journaled_and_the_campaign_goes_on(tmp_path: Path) -> None:
     d = tmp_path / "c"
-    out = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "40", "--workers", "2", "--seed", "4",
-                          "--no-verify", "--preload", str(PRELOAD / "hang_crash.py"), "--program-timeout", "60",
-                          "--json"], capture_output=True, text=True, timeout=400)
+    out = _fuzz("--campaign", str(d), "--budget", "40", "--workers", "2", "--seed", "4", "--no-verify",
+                "--preload", str(PRELOAD / "hang_crash.py"), "--program-timeout", "60", "--json")
     assert out.returncode == 3, out.stderr[-3000:]
     verdicts = dict(_rows(d, "SELECT idx, verdict FROM programs"))
     assert verdicts.get(0) == "crash" and verdicts.get(1) == "hang", verdicts
@@ -131,9 +130,8 @@ def test_a_hang_holding_the_interpreter_lock_is_charged_to_its_program_only(tmp_
     # The hung program's worker is restarted; the next program was given to it meanwhile and
     # the restart killed it: a `crash` of a program that never crashes, and a second failure.
     d = tmp_path / "c"
-    out = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--programs", "5", "--workers", "1", "--seed", "4",
-                          "--no-verify", "--preload", str(PRELOAD / "gil_hang.py"), "--program-timeout", "8",
-                          "--json"], capture_output=True, text=True, timeout=400)
+    out = _fuzz("--campaign", str(d), "--programs", "5", "--workers", "1", "--seed", "4", "--no-verify",
+                "--preload", str(PRELOAD / "gil_hang.py"), "--program-timeout", "8", "--json")
     assert out.returncode == 3, out.stderr[-3000:]
     verdicts = dict(_rows(d, "SELECT idx, verdict FROM programs"))
     assert verdicts.get(1) == "hang" and len(verdicts) == 5, verdicts
@@ -149,14 +147,12 @@ def test_a_deleted_failure_directory_is_written_again_on_resume(tmp_path: Path) 
     d = tmp_path / "c"
     preload = str(PRELOAD / "broken_phase.py")
     args = ["--workers", "1", "--no-verify", "--preload", preload, "--reduce-budget", "0", "--json"]
-    first = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "5", "--seed", "3", *args],
-                           capture_output=True, text=True, timeout=400)
+    first = _fuzz("--campaign", str(d), "--budget", "5", "--seed", "3", *args)
     assert first.returncode == 3, first.stderr[-3000:]
     shutil.rmtree(d / "failures")
-    rep = subprocess.run([*VERIMIM, "fuzz", "report", str(d), "--json"], capture_output=True, text=True, timeout=120)
+    rep = _fuzz("report", str(d), "--json", timeout=120)
     assert all("is missing" in f["message"] for f in json.loads(rep.stdout)["failures"])
-    more = subprocess.run([*VERIMIM, "fuzz", "--campaign", str(d), "--programs", "1", *args],
-                          capture_output=True, text=True, timeout=400)
+    more = _fuzz("--campaign", str(d), "--programs", "1", *args)
     assert more.returncode in (0, 3), more.stderr[-3000:]
     keys = [k for (k,) in _rows(d, "SELECT signature FROM failures")]
     assert keys

@@ -1,0 +1,82 @@
+"""The campaign's bookkeeping without a cluster (fuzz/campaign.py, fuzz/task.py): where jobs go
+while a worker is restarted or never takes them, what a reduced program says, a reduce budget of
+0, and the causes a crash's signature names."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from verimim.fuzz.campaign import _check_placement, _Job, _queue_reduction, _reduced, _View
+from verimim.fuzz.reduce import Reduction
+from verimim.fuzz.task import crash_cause
+
+
+def test_a_job_its_worker_never_takes_is_placed_again_and_the_worker_restarted() -> None:
+    # A worker connected but wedged outside any program never starts what it is given: without
+    # this the campaign waited for it past its budget (no hang is journaled: it never ran).
+    restarted: list[str] = []
+    cancelled: list[bool] = []
+
+    class Future:
+        key, status = "verimim-generate-1-7-1", "pending"
+
+        def cancel(self) -> None:
+            cancelled.append(True)
+
+    run: Any = SimpleNamespace(program_timeout=10.0, reduce_budget=5.0,
+                               cluster=SimpleNamespace(restart_worker=lambda a: restarted.append(a) or True))
+    job = _Job("generate", 7, submitted=100.0, worker="tcp://w:1")
+    fut: Any = Future()
+    inflight: dict[Any, _Job] = {fut: job}
+    pending: list[_Job] = []
+    view = _View({"tcp://w:1": 1}, {"tcp://w:1": frozenset()})
+    _check_placement(run, inflight, pending, view, now=105.0)
+    assert inflight and not pending, "within its time limit it waits"
+    _check_placement(run, inflight, pending, view, now=111.0)
+    assert not inflight and pending == [job] and restarted == ["tcp://w:1"] and cancelled == [True]
+
+
+def test_a_worker_being_restarted_is_given_nothing() -> None:
+    view = _View({"tcp://a:1": 1, "tcp://b:1": 2}, {})
+    assert view.free({}, restarting={"tcp://b:1"}) == ["tcp://a:1"]
+    assert sorted(view.free({})) == ["tcp://a:1", "tcp://b:1", "tcp://b:1"]
+
+
+@pytest.mark.parametrize("kind, kept", [("spec", False), ("internal", False), ("missed-defect", True)])
+def test_a_reduced_program_says_expect_error_only_for_a_missed_defect(tmp_path: Path, kind: str, kept: bool) -> None:
+    # A phase's failure reduced from a racy program may have lost its race: its reduced.mim said
+    # EXPECT-ERROR: E-RACE all the same (a corpus test made of it expected a fault it no longer has).
+    d = tmp_path / "failures" / "sig"
+    d.mkdir(parents=True)
+    (d / "original.mim").write_text("// EXPECT-ERROR: E-RACE\nplugin core;\n", encoding="utf-8")
+    (d / "failure.json").write_text(json.dumps({"signature": {"kind": kind, "code": "E-SPEC"}}), encoding="utf-8")
+    journal: Any = SimpleNamespace(dir=tmp_path, reduced=lambda *a: None)
+    run: Any = SimpleNamespace(journal=journal)
+    red = Reduction("plugin core;\n", 40, 13, 2, 1, 5, 1, 0.5, "fixpoint")
+    _reduced(run, _Job("reduce", 3, 0.0, "sig"), red, None)
+    assert ("// EXPECT-ERROR: E-RACE" in (d / "reduced.mim").read_text()) == kept
+
+
+def test_a_reduce_budget_of_0_reduces_nothing_now() -> None:
+    # `--reduce-budget 0` still reduced (for a second and more: the reducer checks its clock
+    # between candidates); the failure stays pending, for a resume with a budget
+    run: Any = SimpleNamespace(reduce_budget=0.0, journal=None)  # (the journal is not asked)
+    pending: list[_Job] = []
+    _queue_reduction(run, pending, "sig", 3)
+    assert pending == []
+
+
+@pytest.mark.parametrize("message, cause", [
+    ("Worker process 4242 exited with status 13; KilledWorker: attempted to run task 'x' on 1 different workers", "status 13"),
+    ("Worker process 7 was killed by signal 9; its worker died while checking it", "signal 9"),
+    ("Worker tcp://1.2.3.4:5 (pid=9) exceeded 95% memory budget. Restarting...; KilledWorker: ...", "memory"),
+    ("RecursionError: maximum recursion depth exceeded", "RecursionError"),
+    ("KilledWorker: attempted to run task 'x' on 1 different workers", ""),
+])
+def test_a_crash_signature_names_its_cause(message: str, cause: str) -> None:
+    # Every crash had one signature (and every hang another): a second cause was never saved.
+    assert crash_cause(message) == cause

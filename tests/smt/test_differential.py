@@ -1,6 +1,8 @@
 """smt/differential.py: the one observation-and-compare of the differential specs."""
 from __future__ import annotations
 
+import pytest
+
 from verimim.driver import run_with_big_stack
 from verimim.frontend.loader import load_text
 from verimim.phases.base import PhaseResult, Program
@@ -39,7 +41,7 @@ def test_effects_can_be_left_out_for_a_lowering() -> None:
     assert out is None and "state-changing" not in seen
 
 
-def test_runs_the_interpreter_cannot_finish_are_inconclusive_not_a_refutation(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_runs_the_interpreter_cannot_finish_are_inconclusive_not_a_refutation(monkeypatch: pytest.MonkeyPatch) -> None:
     # Both runs stopped with E-UNSUPPORTED, at different places (their heaps differ): neither says
     # what the program does, so the phase is not refuted (a false E-SPEC of buffer.lower_ptr).
     import verimim.smt.differential as differential

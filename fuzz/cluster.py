@@ -93,10 +93,31 @@ def gpu_ids() -> tuple[str, ...]:
     return tuple(str(i) for i in range(int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))))
 
 
+class _SyncCancelRace(logging.Filter):
+    """Drops the one log record distributed's `sync` makes when Ctrl-C comes before it has
+    started its coroutine: its `cancel` callback reads a `future` not yet assigned, and tornado
+    logs the NameError with a traceback (distributed 2026.8; the interrupt itself is handled,
+    nothing is lost). Any other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, NameError) or exc.__traceback__ is None:
+            return True
+        last = exc.__traceback__
+        while last.tb_next is not None:
+            last = last.tb_next
+        code = last.tb_frame.f_code
+        return not (code.co_name == "cancel" and code.co_filename.endswith(os.path.join("distributed", "utils.py")))
+
+
+_SYNC_CANCEL_RACE = _SyncCancelRace()
+
+
 def connect(workers: int | None = None, scheduler: str | None = None, preload: tuple[str, ...] = (),
             processes: bool = True, gpus: tuple[str, ...] = ()) -> Cluster:
     """A client of a new local cluster (`workers`, default the machine's cores, or one per GPU
     of `gpus`, each worker seeing only its own) or of `scheduler`."""
+    logging.getLogger("tornado.application").addFilter(_SYNC_CANCEL_RACE)  # (adding it again is a no-op)
     try:
         import dask.config  # (a submodule that dask's own __init__ imports, but does not export)
         from distributed import Client, LocalCluster

@@ -2,10 +2,13 @@
 one GPU of their own (checked through the environment CUDA reads; no GPU needed)."""
 from __future__ import annotations
 
+import logging
 import os
+import threading
 
 import pytest
 
+from verimim.fuzz import cluster as cluster_module
 from verimim.fuzz.cluster import connect, gpu_ids
 
 
@@ -28,3 +31,54 @@ def test_gpu_ids_follow_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert gpu_ids() == ()
 
+
+
+def _interrupted_sync_records(monkeypatch: pytest.MonkeyPatch) -> list[logging.LogRecord]:
+    """Ctrl-C while distributed's `sync` waits, before its coroutine has started (the race CI
+    hit): the records tornado's logger lets through while the loop runs the cancel callback."""
+    import distributed.utils as du
+
+    class InterruptedEvent(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            raise KeyboardInterrupt
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    async def work() -> int:
+        return 1
+
+    handler = Keep()
+    tornado_log = logging.getLogger("tornado.application")
+    tornado_log.addHandler(handler)
+    runner = du.LoopRunner(asynchronous=False)
+    runner.start()
+    try:
+        monkeypatch.setattr(du.threading, "Event", InterruptedEvent)
+        with pytest.raises(KeyboardInterrupt):
+            du.sync(runner.loop, work)
+        monkeypatch.undo()
+        done = threading.Event()
+        runner.loop.add_callback(done.set)  # (runs after the cancel callback, on the same loop)
+        assert done.wait(5)
+    finally:
+        runner.stop()
+        tornado_log.removeHandler(handler)
+    return records
+
+
+def test_ctrl_c_during_a_dask_call_prints_no_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reproduction makes distributed log its NameError without the campaign's filter, and
+    nothing with it; the filter keeps every other record."""
+    tornado_log = logging.getLogger("tornado.application")
+    tornado_log.removeFilter(cluster_module._SYNC_CANCEL_RACE)
+    unfiltered = _interrupted_sync_records(monkeypatch)
+    assert [type(r.exc_info[1]) for r in unfiltered if r.exc_info] == [NameError], unfiltered
+    tornado_log.addFilter(cluster_module._SYNC_CANCEL_RACE)
+    assert _interrupted_sync_records(monkeypatch) == []
+    other = logging.LogRecord("tornado.application", logging.ERROR, __file__, 1, "boom", None,
+                              (NameError, NameError("x"), None))
+    assert cluster_module._SYNC_CANCEL_RACE.filter(other)

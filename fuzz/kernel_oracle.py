@@ -48,16 +48,16 @@ class KernelVerdicts:
     codes: set[str]
     rejected: bool = False  # a phase rejected the program: no kernel or stream was verified
     # The statuses of the stream verdicts a program without a launch has as notes only
-    # (verimim.verdicts.from_stream_notes): no entry carries them.
+    # (verimim.verdicts.from_stream_diagnostics): no entry carries them.
     stream_notes: tuple[str, ...] = ()
 
     @staticmethod
     def of(entries: list[dict[str, Any]], diagnostics: list[Any]) -> KernelVerdicts:
         """From a kernel report's entries and diagnostics."""
-        from verimim.verdicts import from_stream_notes
+        from verimim.verdicts import from_stream_diagnostics
 
         return KernelVerdicts(entries, {d.code for d in diagnostics if d.severity == "error"},
-                              stream_notes=tuple(v.status for v in from_stream_notes(diagnostics)))
+                              stream_notes=tuple(v.status for v in from_stream_diagnostics(diagnostics, launches=bool(entries))))
 
     def refutes(self, code: str) -> bool:
         return code in self.codes or self._has(code, "refuted")

@@ -176,7 +176,9 @@ def test_a_generated_btensor_kernel_is_reported_at_the_map_reduce_it_lowers() ->
     assert kernel["name"] == "btensor_kernel" and kernel["launch"] == {"line": 19, "col": 19}
 
 
-def test_an_undecided_stream_pair_of_a_program_without_launches_is_an_unknown_verdict() -> None:
+def test_a_stream_pair_of_a_program_without_launches_is_a_verdict() -> None:
+    """Undecided, an `unknown` (or, cut, `bounded`) verdict from its note; a race found (an
+    E-RACE error), a `refuted` one — but only without launches, whose entries carry it."""
     from verimim.diagnostics import Diagnostic
 
     note = Diagnostic("E-RACE", verdicts.stream_note("unknown", "not proved", "puts may read what the copy writes"),
@@ -184,8 +186,11 @@ def test_an_undecided_stream_pair_of_a_program_without_launches_is_an_unknown_ve
     cut = Diagnostic("E-RACE", verdicts.stream_note("bounded", "proved up to there only", "host loops cut"),
                      None, "note")
     other = Diagnostic("E-RACE", "a host load conflicts with a copy", Loc("p.mim", 9, 1), "error")
-    found = verdicts.from_stream_notes([note, cut, other])
+    divergent = Diagnostic("E-DIVERGENCE", "a barrier not every work-item reaches", Loc("p.mim", 4, 1), "error")
+    found = verdicts.from_stream_diagnostics([note, cut, other, divergent], launches=False)
     assert [(v.subject, v.status, v.detail, v.loc) for v in found] == [
         ("races between streams", "unknown", "puts may read what the copy writes", Loc("p.mim", 20, 5)),
-        ("races between streams", "bounded", "host loops cut", None)]
+        ("races between streams", "bounded", "host loops cut", None),
+        ("races between streams", "refuted", "a host load conflicts with a copy", Loc("p.mim", 9, 1))]
     assert [d.code for d in verdicts.strict_diagnostics("p.mim", found)] == ["E-UNPROVED", "E-UNPROVED"]
+    assert [v.status for v in verdicts.from_stream_diagnostics([note, other], launches=True)] == ["unknown"]

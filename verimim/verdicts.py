@@ -1,6 +1,6 @@
 """Verdicts of `check` as a user reads them: one per phase, two per launched kernel (races and
 barrier divergence), and, in a program that launches nothing, one per stream pair left
-undecided (`from_stream_notes`), each with a status of spec/CLI.md.
+undecided or found racing (`from_stream_diagnostics`), each with a status of spec/CLI.md.
 
 The JSON has carried these all along; the text output used to say `FILE: ok` even when half of
 them were `unknown`. Here they become lines for the ones short of `proved`, a closing count of
@@ -75,19 +75,26 @@ def stream_note(status: str, settled: str, why: str) -> str:
 
 def of_check(file: str, data: Mapping[str, Any], diagnostics: Iterable[Diagnostic]) -> list[Verdict]:
     """Every verdict of a `check` report: its phases', each launch's, and the races between
-    streams a program without launches has only as notes (what its summaries count)."""
-    return from_report_data(file, data) + from_stream_notes(diagnostics)
+    streams of a program without launches, which has only diagnostics to say them (what its
+    summaries count)."""
+    return from_report_data(file, data) + from_stream_diagnostics(diagnostics, launches=bool(data.get("kernels")))
 
 
-def from_stream_notes(diagnostics: Iterable[Diagnostic]) -> list[Verdict]:
-    """The `unknown` or `bounded` verdicts that a program launching no kernel has only as notes
-    (it has no `kernels` entry to carry them: verimim.smt.kernel_streams): counted, and failing
-    --strict."""
+def from_stream_diagnostics(diagnostics: Iterable[Diagnostic], launches: bool) -> list[Verdict]:
+    """The verdicts on races between streams that a program launching no kernel has only as
+    diagnostics (it has no `kernels` entry to carry them: verimim.smt.kernel_streams): an
+    `unknown` or `bounded` one as a note (failing --strict), and a race found as an E-RACE error,
+    each a `refuted` verdict — a run that exits 1 for a race counts it. With launches, the
+    entries carry these (a host access against a pending copy refutes every launch's races)."""
     out = []
     for d in diagnostics:
-        if d.severity == "note" and d.code == "E-RACE" and d.message.startswith(STREAM_NOTE + ": "):
+        if d.code != "E-RACE":
+            continue
+        if d.severity == "note" and d.message.startswith(STREAM_NOTE + ": "):
             status = d.message[len(STREAM_NOTE) + 2:].split(",", 1)[0]
-            out.append(Verdict("races between streams", status, d.message.split(": ", 2)[-1], d.loc))
+            out.append(Verdict(STREAM_NOTE, status, d.message.split(": ", 2)[-1], d.loc))
+        elif d.severity == "error" and not launches:
+            out.append(Verdict(STREAM_NOTE, "refuted", d.message, d.loc))
     return out
 
 

@@ -977,3 +977,15 @@ def test_bounded_verdict_beside_a_refutation_states_its_bound_and_summary_counts
     assert (kernel["races"], kernel["divergence"]) == ("refuted", "bounded")
     assert "unrolled up to 16 entries" in kernel["detail"]
     assert obj["summary"]["refuted"] == 1 and obj["summary"]["bounded"] == 1
+
+
+def test_a_race_between_streams_without_a_launch_is_a_counted_refuted_verdict() -> None:
+    # No launch, so no `kernels` entry to carry the race: the E-RACE error is the program's one
+    # refuted verdict (the summary said 0 refuted on a run exiting 1 for it).
+    from verimim import driver
+
+    path = C_PROGRAMS / "runtime_errors" / "race_host_read_pending_no_kernel.mim"
+    obj = driver.check(str(path), []).to_json()
+    assert not obj["kernels"] and obj["summary"]["refuted"] == 1, obj["summary"]
+    synced = driver.check(str(C_PROGRAMS / "valid" / "async_copy_no_kernel_synced.mim"), []).to_json()
+    assert synced["ok"] and synced["summary"]["refuted"] == 0, synced["summary"]

@@ -27,7 +27,7 @@ from verimim.phases.checks import CheckAddrSpaces, MemChecks
 from verimim.phases.inline import BetaRed, LamSpec
 from verimim.phases.lower_ptr import LowerPtr
 from verimim.phases.program_pipeline import Step, steps_of
-from verimim.phases.repl import Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs, has_kernel_type
+from verimim.phases.repl import Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs, is_kernels_only
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.split import SplitApply
 from verimim.phases.witness import CleanupPrefix
@@ -69,8 +69,7 @@ class PrefixCleanup(Phase):
         for w in prog.worlds():
             ext = w.externals
             # (a device World on its own side of a split: a World of kernels only, no `main`)
-            kernels_only = w is prog.device or ("main" not in ext and bool(ext)
-                                                and all(has_kernel_type(w, m) for m in ext.values()))
+            kernels_only = w is prog.device or is_kernels_only(w)
             entries += [m for n, m in sorted(ext.items()) if internal(n) and (n == "main" or kernels_only)]
         if entries:
             m = entries[0]

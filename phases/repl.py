@@ -6,7 +6,8 @@
   `mem.free (T, 1)` → `gpu.free.block`; a malloc whose size is not its type's is left alone and
   reported (`E-UNSUPPORTED`): upstream drops the size silently, we must not.
 - `gpu.remove_double_syncs`: a `gpu.sync_work_items (m1, m3)` whose tokens both come from the
-  immediately preceding sync, or are the kernel's entry tokens, is dropped.
+  immediately preceding sync, or are the kernel's entry tokens, is dropped — where it is
+  performed in the block (continuation body) of that sync, or the kernel's own entry block.
 """
 from __future__ import annotations
 
@@ -135,10 +136,33 @@ class HostMalloc2GpuAlloc(RewritePhase):
 
 
 class _RemoveDoubleSyncs(Rewriter):
+    """A continuation's body runs its operations in any order their tokens allow, then its
+    jump: in the block of the sync `s` its tokens come from, a sync `r` may always run right
+    after `s` (it needs nothing else), and a barrier right after a barrier is none. In another
+    block, what s's block did after s (or, for the entry tokens, what the kernel's entry block
+    did) runs before r: r separates it from what follows, and is kept."""
+
     def __init__(self, old: World, res: PhaseResult, kernels: set[int]) -> None:
         super().__init__(old)
         self.res = res
         self.kernels = kernels
+        self._performers: dict[int, set[int]] | None = None
+
+    def performers(self, d: Def) -> set[int]:
+        """The continuations whose activations perform d (by gid); found once, on demand."""
+        if self._performers is None:
+            from verimim.ir.schedule import Scopes, activation
+
+            scopes = Scopes(self.old)
+            self._performers = {}
+            for m in walk(self.old):
+                if not (isinstance(m, MutLam) and m.body is not None):
+                    continue
+                for n in activation(m, scopes, lambda x: isinstance(x, (Lit, Axiom)),
+                                    lambda x: () if isinstance(x, MutLam) else x.ops):
+                    if full_app(n, "gpu.sync_work_items", 1):
+                        self._performers.setdefault(n.gid, set()).add(m.gid)
+        return self._performers.get(d.gid, set())
 
     def redundant(self, old: App) -> bool:
         arg = old.arg
@@ -153,11 +177,13 @@ class _RemoveDoubleSyncs(Rewriter):
         src = a.tup
         if src is not b.tup:
             return False
-        if full_app(src, "gpu.sync_work_items", 1) and (a.index.value, b.index.value) == (0, 1):
-            return True  # straight from the preceding sync
-        if isinstance(src, Var) and src.mut.gid in self.kernels and (a.index.value, b.index.value) == (0, 1):
-            return True  # the kernel's entry tokens: nothing happened before
-        return False
+        if (a.index.value, b.index.value) != (0, 1):
+            return False
+        blocks = self.performers(old)
+        if full_app(src, "gpu.sync_work_items", 1):
+            return bool(blocks) and blocks <= self.performers(src)  # straight from the preceding sync
+        # the kernel's entry tokens, in its entry block: nothing happened before
+        return isinstance(src, Var) and src.mut.gid in self.kernels and blocks == {src.mut.gid}
 
     def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
         if full_app(old, "gpu.sync_work_items", 1) and isinstance(old, App) and self.redundant(old):
@@ -211,9 +237,17 @@ def launched_code(world: World) -> frozenset[int]:
     return frozenset(seen)
 
 
+def is_kernels_only(world: World) -> bool:
+    """Whether `world` is a device World (split_apply's device side): no `main`, and every
+    external a continuation of kernel type."""
+    ext = world.externals
+    return "main" not in ext and bool(ext) and all(has_kernel_type(world, m) for m in ext.values())
+
+
 def kernels_of(world: World) -> list[MutLam]:
-    """The kernels: the continuations passed to `gpu.launch`, and (after split_apply, where the
-    device World launches nothing) its external continuations of kernel type."""
+    """The kernels: the continuations passed to `gpu.launch` (the seed's definition), and in a
+    device World (which launches nothing) its external continuations. In a World with `main`,
+    an external continuation of kernel type that no launch names is host code, not a kernel."""
     from verimim.phases.base import apps_of
 
     out: dict[int, MutLam] = {}
@@ -221,9 +255,8 @@ def kernels_of(world: World) -> list[MutLam]:
         k = app.arg
         if isinstance(k, MutLam):
             out[k.gid] = k
-    for m in world.externals.values():
-        if has_kernel_type(world, m):
-            out[m.gid] = m
+    if is_kernels_only(world):
+        out.update((m.gid, m) for m in world.externals.values())
     return sorted(out.values(), key=lambda m: m.gid)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Set as AbstractSet
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import z3
 
@@ -443,15 +443,24 @@ def _targets(body: Def) -> list[MutLam]:
     return []
 
 
-def kernel_paths(kernel: MutLam) -> tuple[list[list[Def]], bool]:
+# A called function's frame on a path: the function (gid) and, by parameter index, the
+# continuations its call passed it (its `return`): a jump to that parameter resumes there.
+Frame = tuple[int, tuple[tuple[int, MutLam], ...]]
+
+
+def kernel_paths(kernel: MutLam) -> tuple[list[list[Def]], bool, str | None]:
     """Event sequences of every path through the kernel (each continuation visited at most UNROLL
-    times on a path); whether the bound cut a path short."""
+    times on a path); whether the bound cut a path short; why the paths are not all of the
+    kernel's executions (None: they are). A path ends where the kernel returns. A call (a jump
+    that passes continuations) enters the callee with a frame; the callee's jump to such a
+    parameter resumes the continuation its call passed. A jump the paths cannot follow (to a
+    value they do not know) makes them partial."""
     scopes = Scopes()
     paths: list[list[Def]] = []
     cut = False
-    stack: list[tuple[MutLam, list[Def], dict[int, int]]] = [(kernel, [], {})]
+    stack: list[tuple[MutLam, list[Def], dict[int, int], tuple[Frame, ...]]] = [(kernel, [], {}, ())]
     while stack and len(paths) < MAX_PATHS:
-        m, evs, visits = stack.pop()
+        m, evs, visits, frames = stack.pop()
         if m.body is None:
             paths.append(evs)
             continue
@@ -463,13 +472,54 @@ def kernel_paths(kernel: MutLam) -> tuple[list[list[Def]], bool]:
         visits = dict(visits)
         visits[m.gid] = n + 1
         evs = evs + _events(m, scopes)
-        targets = _targets(m.body)
-        if not targets:
+        jumps = _jumps(m.body, kernel, frames)
+        if isinstance(jumps, str):
+            return paths, cut, f"`{m.name}` {jumps}"
+        if not jumps:
             paths.append(evs)
             continue
-        for t in targets:
-            stack.append((t, evs, visits))
-    return paths, cut or bool(stack)
+        for t, fr in jumps:
+            stack.append((t, evs, visits, fr))
+    return paths, cut or bool(stack), None
+
+
+def _jumps(body: Def, kernel: MutLam, frames: tuple[Frame, ...]) -> list[tuple[MutLam, tuple[Frame, ...]]] | str:
+    """Where a body's jump may continue, each with its frames ([]: the kernel returns), or why
+    the paths cannot follow it."""
+    if not isinstance(body, App):
+        return []
+    callee = body.callee
+    args = body.arg.ops if isinstance(body.arg, Tuple) else (body.arg,)
+    passed = tuple((i, k) for i, op in enumerate(args) if (k := _resolve(op, frames)[0]) is not None)
+    if isinstance(callee, Extract) and isinstance(callee.tup, Tuple):  # a branch
+        if passed:
+            return f"passes the continuation `{passed[0][1].name}` to a branch target"
+        return [(c, frames) for c in callee.tup.ops if isinstance(c, MutLam)]
+    if isinstance(callee, MutLam):
+        return [(callee, frames + ((callee.gid, passed),) if passed else frames)]
+    param = callee.tup if isinstance(callee, Extract) else callee
+    if isinstance(param, Var) and param.mut is kernel:
+        return []  # the kernel's own return
+    target, depth = _resolve(callee, frames)
+    if target is None:
+        return f"jumps to `{show(callee)}`, a continuation the paths do not know"
+    if passed:
+        return f"passes the continuation `{passed[0][1].name}` to a function's return"
+    return [(target, frames[:depth])]
+
+
+def _resolve(d: Def, frames: tuple[Frame, ...]) -> tuple[MutLam | None, int]:
+    """The continuation d is on this path (a continuation, or a parameter its function's call
+    passed one for), with the number of frames below that function's (0 for a continuation)."""
+    if isinstance(d, MutLam):
+        return d, len(frames)
+    if not (isinstance(d, Extract) and isinstance(d.tup, Var) and isinstance(d.index, Lit)):
+        return None, 0
+    for depth in range(len(frames) - 1, -1, -1):
+        gid, conts = frames[depth]
+        if gid == d.tup.mut.gid:
+            return next((k for i, k in conts if i == d.index.value), None), depth
+    return None, 0
 
 
 def _key(d: Def) -> tuple[str, str]:
@@ -482,10 +532,18 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
     from verimim.smt.spec_syncs import prove_by_dependencies
 
     # For every path at once where each removed barrier directly follows another in its block;
-    # else path by path, below.
-    direct = prove_by_dependencies(res, ctx)
+    # else path by path, below (the output already matched the input less the claimed barriers).
+    direct = prove_by_dependencies(res)
     if direct is not None:
         return direct
+    return separation_on_paths(res, ctx)
+
+
+def separation_on_paths(res: PhaseResult, ctx: SpecContext) -> Outcome:
+    """remove_double_syncs' specification path by path: on each path of each kernel (loops
+    unrolled up to UNROLL visits), the memory operations are the same, each pair of neighbours is
+    separated by a barrier after exactly when before, and paths that reached the same number of
+    barriers still do."""
     before, after = res.before, res.after
     old_w = before.device if before.device is not None else before.host
     new_w = after.device if after.device is not None else after.host
@@ -498,13 +556,17 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
     checked = 0
     bounded = False
     for name in sorted(kernels_old):
-        p_old, cut1 = kernel_paths(kernels_old[name])
-        p_new, cut2 = kernel_paths(kernels_new[name])
+        p_old, cut1, partial1 = kernel_paths(kernels_old[name])
+        p_new, cut2, partial2 = kernel_paths(kernels_new[name])
+        if partial1 is not None or partial2 is not None:
+            return Outcome("unknown", f"kernel `{name}`: a removed barrier does not follow another in its block, and "
+                           f"its paths are not all modelled: {partial1 or partial2}")
         bounded = bounded or cut1 or cut2
         if len(p_old) != len(p_new):
             return Outcome("refuted", f"kernel `{name}`: {len(p_old)} paths before, {len(p_new)} after")
         s = ctx.solver()
-        conds = []
+        conds: list[Any] = []
+        said: list[tuple[str, dict[str, object]]] = []  # what each condition says: the counterexample
         counts_old: list[int] = []  # barriers each path reaches, before and after
         counts_new: list[int] = []
         for pi, (eo, en) in enumerate(zip(p_old, p_new)):
@@ -526,6 +588,12 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
             # paths.)
             for k in range(len(co) - 1):
                 conds.append((z3.IntVal(co[k + 1]) > co[k]) != (z3.IntVal(cn[k + 1]) > cn[k]))
+                was, now = co[k + 1] > co[k], cn[k + 1] > cn[k]
+                said.append((f"the memory operations at {mo[k].loc} and {mo[k + 1].loc} (path {pi}) are "
+                             f"{'' if was else 'not '}separated by a barrier before the phase and "
+                             f"{'' if now else 'not '}after",
+                             {"path": pi, "first": str(mo[k].loc), "second": str(mo[k + 1].loc),
+                              "separated_before": was, "separated_after": now}))
             checked += 1
         # No divergence introduced: paths that reached the same number of barriers still do.
         # Each path is compared with the first path of its class (same count before), not with
@@ -538,13 +606,16 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
             if r != a:
                 conds.append(z3.And(z3.IntVal(counts_old[a]) == counts_old[r],
                                     z3.IntVal(counts_new[a]) != counts_new[r]))
+                said.append((f"paths {r} and {a} reached the same number of barriers before the phase and "
+                             f"not after: a divergence was introduced",
+                             {"paths": [r, a], "barriers_before": [counts_old[r], counts_old[a]],
+                              "barriers_after": [counts_new[r], counts_new[a]]}))
         s.add(z3.Or(*conds) if conds else z3.BoolVal(False))
         status, model = verdict_unsat_means_proved(ctx, s, f"remove_double_syncs: kernel {name}")
         if status == "refuted":
             assert model is not None
-            return Outcome("refuted", f"kernel `{name}`: a pair of memory operations is separated by a barrier "
-                           f"before but not after (or the reverse), or a divergence was introduced",
-                           {"kernel": name, "model": str(model)})
+            what, cex = next(w for c, w in zip(conds, said) if z3.is_true(model.eval(c, model_completion=True)))
+            return Outcome("refuted", f"kernel `{name}`: {what}", {"kernel": name, **cex})
         if status == "unknown":
             return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
     if bounded:

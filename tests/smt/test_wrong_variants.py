@@ -10,13 +10,14 @@ from tests.conftest import PROGRAMS
 from verimim import driver
 from verimim.driver import load, run_with_big_stack
 from verimim.frontend.loader import load_text
-from verimim.ir.defs import App, Def, Lit, MutLam, Tuple
+from verimim.ir.defs import App, Def, Extract, Lit, MutLam, Tuple, Var
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program
 from verimim.phases.checks import CheckAddrSpaces, MemChecks
 from verimim.phases.pipeline import PHASES, Cleanup, run_on_side
 from verimim.phases.repl import (
-    Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs, _Alloc2Malloc, _HostMalloc2GpuAlloc, full_app,
+    Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs, _Alloc2Malloc, _HostMalloc2GpuAlloc, _RemoveDoubleSyncs,
+    full_app,
 )
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.runner import run_pipeline
@@ -267,10 +268,11 @@ fun extern main (m0: mem.M 0): [mem.M 0, I32] =
 """
 
 
-def test_an_operation_that_may_run_between_two_barriers_leaves_it_to_the_paths() -> None:
+def test_an_operation_the_tokens_leave_free_between_two_barriers_does_not_stop_the_block_proof() -> None:
     from verimim.smt.spec_syncs import prove_by_dependencies
 
-    # The store uses the tokens from before both barriers: it may run between them.
+    # The store uses the tokens from before both barriers: some orders run it between them, but
+    # every order of the output is one of the input with the barriers at the block's start.
     text = _kernel_program("""
     let s = gpu.sync_work_items (m1, m3);
     let t = gpu.sync_work_items (s#0_2, s#1_2);
@@ -280,19 +282,84 @@ def test_an_operation_that_may_run_between_two_barriers_leaves_it_to_the_paths()
     world, _ = run_with_big_stack(lambda: load_text(text, "<between>"))
     res = apply(RemoveDoubleSyncs(), Program(world))
     assert len(res.claim(Rewrites).rewrites) == 2  # the phase removes both (the first follows the entry)
-    assert run_with_big_stack(lambda: prove_by_dependencies(res)) is None
-    # Ordered after both (it needs the second barrier's tokens): proved directly.
-    text = _kernel_program("""
-    let s = gpu.sync_work_items (m1, m3);
-    let t = gpu.sync_work_items (s#0_2, s#1_2);
-    let m = mem.store (t#0_2, data, 1I32);
-    return (m, t#1_2, m4, m5);
-""")
-    world, _ = run_with_big_stack(lambda: load_text(text, "<after>"))
-    res = apply(RemoveDoubleSyncs(), Program(world))
     out = run_with_big_stack(lambda: prove_by_dependencies(res))
     assert out is not None and out.status == "proved", out
+    # The same program through check (the global store beside the entry barriers): proved, not E-SPEC.
+    got = driver.check(str(VALID / "entry_barriers_beside_an_unordered_global_store.mim"), [])
+    assert got.ok, got.diagnostics
 
+
+class _RemoveAcrossBlocks(_RemoveDoubleSyncs):
+    """The phase without its block condition: a barrier on the entry tokens (or on a barrier's)
+    is dropped in any continuation, though the entry block (the barrier's block) ran work before."""
+
+    def redundant(self, old: App) -> bool:
+        arg = old.arg
+        if not (isinstance(arg, Tuple) and len(arg.ops) == 2 and all(isinstance(e, Extract) for e in arg.ops)):
+            return False
+        src = arg.ops[0].tup  # type: ignore[attr-defined]
+        if src is not arg.ops[1].tup:  # type: ignore[attr-defined]
+            return False
+        return full_app(src, "gpu.sync_work_items", 1) or (isinstance(src, Var) and src.mut.gid in self.kernels)
+
+
+class RemoveAcrossBlocks(RemoveDoubleSyncs):
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        rw = super().make_rewriter(world, res)
+        assert isinstance(rw, _RemoveDoubleSyncs)
+        return _RemoveAcrossBlocks(world, res, rw.kernels)
+
+
+def test_a_barrier_on_entry_tokens_in_a_later_block_is_kept_and_dropping_it_refuted() -> None:
+    prog = program_before(VALID / "barrier_on_entry_tokens_after_the_entry_block.mim", "gpu.remove_double_syncs")
+    got, detail, _ = verdict(apply(RemoveDoubleSyncs(), prog, "device"))
+    assert got == "proved" and "no barrier removed" in detail, detail
+    res = apply(RemoveAcrossBlocks(), prog, "device")
+    assert len(res.claim(Rewrites).rewrites) == 1
+    status, detail, cex = verdict(res)
+    assert status == "refuted" and "separated by a barrier before the phase and not after" in detail, detail
+    assert isinstance(cex, dict) and cex["separated_before"] and not cex["separated_after"], cex
+
+
+def test_a_barrier_after_a_call_is_on_the_spec_paths() -> None:
+    # The spec's paths follow the call into the recursive function and back out through the
+    # continuation its call passed: dropping the barrier after it is refuted (it was `bounded`:
+    # the paths ended at the function's return).
+    prog = program_before(VALID / "barrier_after_a_call_of_a_recursive_function.mim", "gpu.remove_double_syncs")
+    status, detail, cex = verdict(apply(ClaimEverySync(), prog, "device"))
+    assert status == "refuted" and isinstance(cex, dict) and cex["path"] == 0, detail
+
+
+class _ChangeAStoredValue(_RemoveDoubleSyncs):
+    """Removes the double barriers as the phase does, and stores 2 where the kernel stores 1."""
+
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        new = super().rewrite_imm(old, ops)
+        if new is None and isinstance(old, Lit) and old.value == 1 and ops[0] is self.new.idx_n(2 ** 32):
+            return self.new.lit(ops[0], 2)
+        return new
+
+
+class ChangeAStoredValue(RemoveDoubleSyncs):
+    def make_rewriter(self, world: World, res: PhaseResult) -> Rewriter:
+        rw = super().make_rewriter(world, res)
+        assert isinstance(rw, _RemoveDoubleSyncs)
+        return _ChangeAStoredValue(world, res, rw.kernels)
+
+
+def test_a_value_changed_beside_a_barrier_the_block_proof_does_not_cover_is_refuted() -> None:
+    # The store is on a token from before the barrier (the paths decide the removal), and the
+    # variant also changes the stored value: the structural match refutes it whichever way the
+    # removal is decided (the paths alone compared operations by place only: `proved`).
+    text = _kernel_program("""
+    let m = mem.store (m1, data, 1I32);
+    let s = gpu.sync_work_items (m, m3);
+    let t = gpu.sync_work_items (s#0_2, s#1_2);
+    return (t#0_2, t#1_2, m4, m5);
+""")
+    world, _ = run_with_big_stack(lambda: load_text(text, "<changed>"))
+    status, detail, _ = verdict(apply(ChangeAStoredValue(), Program(world)))
+    assert status == "refuted" and "before `1I32`, after `2I32`" in detail, detail
 
 
 class _DropFirstSyncLogged(Rewriter):
@@ -609,9 +676,15 @@ def test_remove_double_syncs_spec_answers_on_many_paths_within_the_fuzz_time_out
     # 247 paths through three kernels: every pair of memory operations of every path as one
     # quantified array query ran out of 2 s (`unknown`); neighbouring pairs decide the same.
     prog = program_before(PROGRAMS / "fuzz_found" / "many_barrier_paths.mim", "gpu.remove_double_syncs")
+    # (The block argument proves the phase's removals at once; the paths decide where it does
+    # not apply, so they are asked directly here.)
+    from verimim.smt.specs import separation_on_paths
+
     res = apply(RemoveDoubleSyncs(), prog, "device")
-    out = run_with_big_stack(lambda: check_spec(res, SpecContext(timeout_ms=2_000)))
+    out = run_with_big_stack(lambda: separation_on_paths(res, SpecContext(timeout_ms=2_000)))
     assert out.status == "bounded" and "247 path(s)" in out.detail, out.detail
+    out = run_with_big_stack(lambda: check_spec(res, SpecContext(timeout_ms=2_000)))
+    assert out.status == "proved" and out.detail.startswith("2 barrier(s) removed"), out.detail
 
 
 def test_a_kernel_that_jumps_back_to_itself_has_no_entry_tokens_after_the_first_pass() -> None:

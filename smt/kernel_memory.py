@@ -6,7 +6,7 @@ value stored (a local variable, a stream handle), not an unknown one. An object 
 constant offsets is a map of cells. Once written at an offset that is not a constant, an object
 keeps the log of its writes (offset term, size, value) over its unknown first contents: a load
 is the last write at an equal offset (`If(off = o₂, x₂, If(off = o₁, x₁, …))`), any value where a
-write of another size may overlap, else the object's first contents there — one unknown value
+write at another offset or of another size may overlap, else the object's first contents there — one unknown value
 per offset, the same for equal offsets however written. A store through a pointer to an unknown
 object forgets every object. All of this is sound: where it does not know, it allows any value.
 """
@@ -30,6 +30,26 @@ def _cells(t: Def, off: int, value: Any) -> list[tuple[int, int, Any]]:
     if isinstance(t, Sigma) and isinstance(value, tuple):
         return [c for k, (f, v) in enumerate(zip(t.ops, value)) for c in _cells(f, off + field_offset(t.ops, k), v)]
     return [(off, size_of(t, "a stored value"), value)]
+
+
+def value_bytes(t: Def, value: Any) -> tuple[Any, ...] | None:
+    """The bytes a store of `value` (type t) writes, as the interpreter encodes them: an 8-bit
+    term each (little-endian, an integer zero-extended to its cell, padding 0 — interp.memory
+    writes zeros there), a pointer's k-th byte as `(pointer, k)`. None where a cell's value has
+    no such encoding here (an aggregate held whole, a value wider than its cell)."""
+    out: list[Any] = [z3.BitVecVal(0, 8)] * size_of(t, "a stored value")
+    for off, size, x in _cells(t, 0, value):
+        if isinstance(x, Ptr):
+            out[off:off + size] = [(x, k) for k in range(size)]
+            continue
+        if isinstance(x, z3.BoolRef):
+            x = z3.If(x, z3.BitVecVal(1, 8 * size), z3.BitVecVal(0, 8 * size))
+        if not isinstance(x, z3.BitVecRef) or x.size() > 8 * size:
+            return None
+        if x.size() < 8 * size:
+            x = z3.ZeroExt(8 * size - x.size(), x)
+        out[off:off + size] = [z3t.Extract(8 * k + 7, 8 * k, x) for k in range(size)]
+    return tuple(out)
 
 
 def concrete(e: z3.BitVecRef) -> int | None:
@@ -129,12 +149,13 @@ class CellMemory:
             [(z3.BitVecVal(k, off.size()), s, x) for k, (s, x) in sorted(self.objects.get(obj, {}).items())]
         v = self._first(ev, obj, off, t, hint)
         for o, s, x in writes:
-            if s == size:
-                v = _select(off == o, x, v)
-            else:
-                overlap = z3t.And(z3.ULT(off, o + s), z3.ULT(o, off + size))
-                if not z3.is_false(z3.simplify(overlap)):
-                    v = _select(overlap, ev.fresh(t, hint), v)
+            overlap = z3t.And(z3.ULT(off, o + s), z3.ULT(o, off + size))
+            if z3.is_false(z3.simplify(overlap)):
+                continue
+            # a write of the same size at the same offset is the value; any other overlap (of
+            # another size, or of this size a few bytes off) leaves any value
+            partly = _select(overlap, ev.fresh(t, hint), v)
+            v = _select(off == o, x, partly) if s == size else partly
         return v
 
     def _first(self, ev: Evaluator, obj: int, off: z3.BitVecRef, t: Def, hint: str) -> Any:

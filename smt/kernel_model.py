@@ -31,7 +31,7 @@ from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt import z3_typed as z3t
 from verimim.smt.kernel_loops import LoopSummaries, path_facts
-from verimim.smt.kernel_memory import CellMemory, concrete
+from verimim.smt.kernel_memory import CellMemory, concrete, value_bytes
 from verimim.smt.kernel_eval import (
     OBJ_BITS, OFF_BITS, DEFAULT_LOOP_BOUND, Evaluator, Op, Ptr, RETURN, Tok, Unsupported, as_ptr, int_width, lea,
     leaves, loc_of, number_of, size_of, type_args,
@@ -61,6 +61,8 @@ class Access:
     # accesses, so a query pairs each access once, not once per path through it.
     cond: z3.BoolRef = z3.BoolVal(True)
     loaded: tuple[z3.ExprRef, ...] = ()  # a read's value (the fresh variables it gave the path)
+    # A write's bytes (kernel_memory.value_bytes: what a benign race compares); None: not known
+    data: tuple[Any, ...] | None = None
 
     @property
     def loc(self) -> Loc | None:
@@ -204,7 +206,8 @@ def _record(ev: Evaluator, tr: _Trace, d: App, tok: Any, p: Ptr, t: Def, value: 
     tr.accesses.append(Access(d, value is not None, p.space, p.obj, p.off, size_of(t, "an access"),
                               tuple(leaves(value)) if value is not None else (), epoch, p.label,
                               z3t.And(*pc) if pc else z3.BoolVal(True),
-                              tuple(leaves(loaded)) if loaded is not None else ()))
+                              tuple(leaves(loaded)) if loaded is not None else (),
+                              value_bytes(t, value) if value is not None else None))
 
 
 # A slot object's name: its node, its id, and which run of it on the path (0 for a static shared

@@ -190,7 +190,7 @@ def _overlap(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> tuple[z3.BoolR
     overlap = z3t.And(w1(a.obj) == w2(b.obj), z3.ULT(oa, ob + b.size), z3.ULT(ob, oa + a.size))
     if not (a.write and b.write):
         return overlap, z3.BoolVal(False)
-    if byte_comparable(a, b):
+    if bytes_compared(a, b):
         return z3t.And(overlap, z3t.Not(_same_shared_bytes(a, b, w1, w2))), overlap
     same = [oa == ob] if a.size == b.size and len(a.value) == len(b.value) else [z3.BoolVal(False)]
     for x, y in zip(a.value, b.value):
@@ -198,23 +198,31 @@ def _overlap(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> tuple[z3.BoolR
     return z3t.And(overlap, z3t.Not(z3t.And(*same))), overlap
 
 
-def byte_comparable(a: Access, b: Access) -> bool:
-    """Two writes of one integer each, of different sizes (a word and a byte): the bytes they
-    share are compared one by one (SEMANTICS.md: a write-write race storing the same bytes is
-    benign), the device's memory being little-endian."""
-    if a.size == b.size or len(a.value) != 1 or len(b.value) != 1:
+# Two writes are compared byte by byte up to this many byte pairs (a 64-byte store against
+# another); larger ones leaf by leaf at equal offsets, and a race so found is run (kernel_verify).
+MAX_BYTE_PAIRS = 4096
+
+
+def bytes_compared(a: Access, b: Access) -> bool:
+    """Whether two writes' shared bytes are compared one by one (SEMANTICS.md: a write-write race
+    storing the same bytes is benign): their bytes are known, no pointer among them (its bytes
+    are the interpreter's encoding), and there are not too many pairs."""
+    if a.data is None or b.data is None or len(a.data) * len(b.data) > MAX_BYTE_PAIRS:
         return False
-    x, y = a.value[0], b.value[0]
-    return isinstance(x, z3.BitVecRef) and isinstance(y, z3.BitVecRef) and x.size() == 8 * a.size \
-        and y.size() == 8 * b.size
+    return not any(isinstance(x, tuple) for x in (*a.data, *b.data))
 
 
 def _same_shared_bytes(a: Access, b: Access, w1: WorkItem, w2: WorkItem) -> z3.BoolRef:
+    """Where the two writes overlap, they write the same bytes: for each distance k between their
+    starts (b's at a's + k), a's byte i against b's byte i − k."""
+    assert a.data is not None and b.data is not None
     oa, ob = w1(a.off), w2(b.off)
-    x, y = cast(z3.BitVecRef, w1(a.value[0])), cast(z3.BitVecRef, w2(b.value[0]))
-    return z3t.And(*[cast(z3.BoolRef, z3.Implies(oa + i == ob + j, z3t.Extract(8 * i + 7, 8 * i, x)
-                                                 == z3t.Extract(8 * j + 7, 8 * j, y)))
-                     for i in range(a.size) for j in range(b.size)])
+    cases = []
+    for k in range(-(len(b.data) - 1), len(a.data)):
+        pairs = [(a.data[i], b.data[i - k]) for i in range(max(0, k), min(len(a.data), len(b.data) + k))]
+        same = [cast(z3.BoolRef, w1(x) == w2(y)) for x, y in pairs]
+        cases.append(z3.Implies(ob == oa + z3.BitVecVal(k, oa.size()), z3t.And(*same)))
+    return z3t.And(*cases)
 
 
 def _pairs(kp: KernelPaths, diverging: bool) -> list[tuple[Access, Access, bool]]:

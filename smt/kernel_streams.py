@@ -565,7 +565,8 @@ def _describe(e: Event) -> str:
 def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPaths],
                   entries: dict[int, dict[str, Any]], diags: list[Any], loop_bound: int,
                   earlier: list[World] | None = None, main_run: "HostRun | str | None" = None,
-                  runs: "dict[int, Observation] | None" = None) -> None:
+                  runs: "dict[int, Observation] | None" = None,
+                  summaries: "dict[str, KernelPaths | None] | None" = None) -> None:
     """Races between streams: an `E-RACE` per conflicting pair found, recorded in the launch's
     `kernels` entry; where main cannot be modelled and it uses streams, the entries say `unknown`.
 
@@ -581,7 +582,12 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     A conflict Z3 finds only for values the model does not know (what a host buffer holds after
     a copy back from the device, what a pointer to an unknown object may have overwritten)
     stands where a run of the program shows it (`runs`: the runs made so far, by argc), else it
-    is undecided (`unknown`), as the kernels' refutations are (smt.kernel_confirm)."""
+    is undecided (`unknown`), as the kernels' refutations are (smt.kernel_confirm).
+
+    A kernel's unrolled paths (`kernels`) may be cut (a loop past the bound): what they show of
+    its accesses is then only some of them. No conflict there is a proof only where the kernel's
+    paths with loops summarized by their invariants (`summaries`, which cover every iteration)
+    show none either; else the pair is decided up to the bound (`bounded`)."""
     t0 = __import__("time").perf_counter()
     runs = {} if runs is None else runs
 
@@ -600,7 +606,7 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
             if not entries:
                 _stream_note(diags, f"the host code is not modelled: {run}", None)
         return
-    _decide(run, ctx, file, kernels, entries, by_gid, diags, said, confirm)
+    _decide(run, ctx, file, kernels, entries, by_gid, diags, said, confirm, summaries=summaries or {})
     _report_misuses(run, program, ctx, file, diags, runs)
     if any(p.status in CUT_STATUSES for p in run.paths) and (run.uses_streams or mentions_streams(program.host)):
         # (a path cut before its first stream operation still may have streams past the cut)
@@ -619,7 +625,8 @@ def check_streams(program: Any, ctx: Any, file: str, kernels: dict[str, KernelPa
     before = next((r for w in (earlier or []) if mentions_streams(w)
                    and not isinstance(r := host_run(w, ctx, loop_bound), str)), None)
     if before is not None:  # no launch is decided there: no entry to find for one
-        _decide(before, ctx, file, kernels, entries, lambda op: None, diags, said, confirm, host_only=True)
+        _decide(before, ctx, file, kernels, entries, lambda op: None, diags, said, confirm, host_only=True,
+                summaries=summaries or {})
         _report_misuses(before, program, ctx, file, diags, runs)
     dt = __import__("time").perf_counter() - t0
     for entry in entries.values():
@@ -646,7 +653,8 @@ def _pair_key(c: Candidate) -> tuple[Any, Any]:
 
 def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], entries: dict[int, dict[str, Any]],
             entry_of: Callable[[Event], dict[str, Any] | None], diags: list[Any], said: set[tuple[Any, Any]],
-            confirm: Callable[[Candidate, int], int | None], host_only: bool = False) -> None:
+            confirm: Callable[[Candidate, int], int | None], host_only: bool = False,
+            summaries: "dict[str, KernelPaths | None] | None" = None) -> None:
     """Each candidate of the host's paths decided by Z3: an E-RACE, undecided, or excluded.
     A conflict that rests on values the model does not know is an E-RACE only where `confirm`
     (a run) shows it, with the run's argc. `host_only`: only host accesses and copies (a World
@@ -661,6 +669,24 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
         if (key, why) not in told:
             told.add((key, why))
             _undecided(entries, c, why, entry_of, diags)
+
+    def _report_race(c: Candidate, argc: int, key: tuple[Any, Any]) -> None:
+        said.add(key)
+        # The host is no stream: its access conflicts with work pending on the work's stream.
+        where = "on its stream" if isinstance(c.new, HostAccess) else "on another stream"
+        msg = (f"{_describe(c.new)} conflicts with {_describe(c.pending)}, still pending {where} "
+               f"(no `gpu.stream_sync` in between)")
+        diags.append(Diagnostic("E-RACE", msg, site_loc(c.new), "error",
+                                (Related(f"{_describe(c.pending)}, pending", site_loc(c.pending)),)))
+        cex = {"streams": [_op_json(op) for op in (c.new, c.pending)],
+               "main_inputs": {"argc": argc},
+               "run": run_command(file, argc)}
+        for op in (c.new, c.pending):
+            hit = entry_of(op) if isinstance(op, LaunchOp) else None
+            if hit is not None:
+                hit["races"] = "refuted"
+                hit["counterexample"] = hit["counterexample"] or cex
+                hit["detail"] += f"; streams: {msg}"
 
     for path in run.paths:
         for c in path.candidates:
@@ -677,6 +703,18 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
             s.add(run.argc >= 1, path.condition, c.streams_differ, conflict)
             r = ctx.check(s, f"streams: {_describe(c.new)} at {site_loc(c.new)} against {_describe(c.pending)}")
             if r == z3.unsat:
+                cut = _cut_kernels(names, kernels, summaries or {}, run, path, c, ctx)
+                if not cut:
+                    continue
+                # Past the cut the kernel may still conflict: a run may show it (else `bounded`).
+                shown = confirm(c, 1)
+                if shown is None:
+                    _bounded_pair(entries, c, f"{_describe(c.new)} at {site_loc(c.new)} against "
+                                  f"{_describe(c.pending)} at {site_loc(c.pending)}: decided over the unrolled "
+                                  f"paths of {', '.join(f'`{n}`' for n in cut)} only (loops cut at the bound), "
+                                  f"and no run shows a conflict", entry_of, diags)
+                    continue
+                _report_race(c, shown, key)
                 continue
             if r != z3.sat or (isinstance(c.new, HostAccess) and not c.new.exact):
                 why = ("the solver gave no answer" if r != z3.sat else
@@ -697,22 +735,7 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
                     tell(key, c, why)
                     continue
                 argc = shown
-            said.add(key)
-            # The host is no stream: its access conflicts with work pending on the work's stream.
-            where = "on its stream" if isinstance(c.new, HostAccess) else "on another stream"
-            msg = (f"{_describe(c.new)} conflicts with {_describe(c.pending)}, still pending {where} "
-                   f"(no `gpu.stream_sync` in between)")
-            diags.append(Diagnostic("E-RACE", msg, site_loc(c.new), "error",
-                                    (Related(f"{_describe(c.pending)}, pending", site_loc(c.pending)),)))
-            cex = {"streams": [_op_json(op) for op in (c.new, c.pending)],
-                   "main_inputs": {"argc": argc},
-                   "run": run_command(file, argc)}
-            for op in (c.new, c.pending):
-                hit = entry_of(op) if isinstance(op, LaunchOp) else None
-                if hit is not None:
-                    hit["races"] = "refuted"
-                    hit["counterexample"] = hit["counterexample"] or cex
-                    hit["detail"] += f"; streams: {msg}"
+            _report_race(c, argc, key)
 
 
 def _report_misuses(run: HostRun, program: Any, ctx: Any, file: str, diags: list[Any],
@@ -790,6 +813,43 @@ def _first_run_showing(program: Any, code: str, sites: set[tuple[int | None, int
         if any(loc is not None and (loc.line, loc.col) in sites for loc in locs):
             return n
     return None
+
+
+def _is_cut(kp: KernelPaths) -> bool:
+    return any(p.status in CUT_STATUSES for p in kp.paths)
+
+
+def _cut_kernels(names: list[str], kernels: dict[str, KernelPaths], summaries: "dict[str, KernelPaths | None]",
+                 run: HostRun, path: Any, c: Candidate, ctx: Any) -> list[str]:
+    """The kernels of a candidate with no conflict on their unrolled paths whose paths were cut
+    and whose summaries (every iteration) do not exclude the conflict either ([]: excluded)."""
+    cut = sorted({n for n in names if _is_cut(kernels[n])})
+    if not cut:
+        return []
+    whole = dict(kernels)
+    for n in cut:
+        summary = summaries.get(n)
+        if summary is None or _is_cut(summary):
+            return cut
+        whole[n] = summary
+    s = ctx.solver()
+    s.add(run.argc >= 1, path.condition, c.streams_differ, conflict_formula(c, whole))
+    return [] if ctx.check(s, f"streams (loop invariants): {_describe(c.new)} against {_describe(c.pending)}") \
+        == z3.unsat else cut
+
+
+def _bounded_pair(entries: dict[int, dict[str, Any]], c: Candidate, why: str,
+                  entry_of: Callable[[Event], dict[str, Any] | None], diags: list[Any]) -> None:
+    """Candidate c excluded only up to the kernels' unrolling bound: each launch it involves
+    that was `proved` is `bounded`, the detail says where (launch-less candidates have none)."""
+    for op in (c.new, c.pending):
+        entry = entry_of(op) if isinstance(op, LaunchOp) else None
+        if entry is None:
+            continue
+        if entry["races"] == "proved":
+            entry["races"] = "bounded"
+        if why not in entry["detail"]:
+            entry["detail"] += f"; streams: {why}"
 
 
 def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str,

@@ -31,7 +31,7 @@ from verimim.smt.kernel_eval import DEFAULT_LOOP_BOUND, LoopReentry, Unsupported
 from verimim.smt.kernel_host import LaunchSite, bind_from_paths, bind_launch, launch_sites
 from verimim.smt.kernel_model import Access, KernelPaths, explore_kernel, int_value, signed
 from verimim.smt.kernel_queries import (
-    Conflict, Launch, Verdict, WorkItem, byte_comparable, check_divergence, check_races, ids, launch_facts,
+    Conflict, Launch, Verdict, WorkItem, bytes_compared, check_divergence, check_races, ids, launch_facts,
     run_command,
 )
 from verimim.smt.kernel_streams import HostRun, check_streams, host_run, mentions_streams
@@ -96,7 +96,8 @@ def verify_kernels(program: Program, ctx: SpecContext, file: str,
     # buffer, two copies on two streams): the streams are checked wherever the host uses them.
     if out.entries or mentions_streams(program.host):
         check_streams(program, ctx, file, {k: v for k, v in explored.items() if not isinstance(v, str)},
-                      by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []], main_run, runs)
+                      by_site, out.diagnostics, loop_bound, [p.host for p in earlier or []], main_run, runs,
+                      summarized)
     return out
 
 
@@ -279,6 +280,19 @@ def _status(v: Verdict, bounded: str) -> str:
 # ------------------------------------------------------------------ counterexamples
 
 
+def _first_unlike_byte(model: z3.ModelRef, a: Access, b: Access, w1: WorkItem, w2: WorkItem, oa: int, ob: int,
+                       first: int) -> int:
+    """The first byte two racing writes both write with different values (a harmful race's
+    byte: the first shared one may hold the same value in both), else the first shared one."""
+    assert a.data is not None and b.data is not None
+    for p in range(max(oa, ob), min(oa + len(a.data), ob + len(b.data))):
+        x = model.eval(w1(a.data[p - oa]), model_completion=True)
+        y = model.eval(w2(b.data[p - ob]), model_completion=True)
+        if not x.eq(y):
+            return p
+    return first
+
+
 def _args(model: z3.ModelRef, kp: KernelPaths) -> dict[str, int]:
     return {n: signed(int_value(model, v), v.size()) for n, v in zip(kp.inputs.arg_names, kp.inputs.arg_vars)
             if not n.startswith(("obj_", "off_"))}
@@ -331,13 +345,13 @@ def _cex_terms(v: Verdict, kp: KernelPaths) -> list[z3.ExprRef]:
 
 
 def _unlike_writes(v: Verdict) -> bool:
-    """A race of two writes of different shapes (a pair stored where one of its fields is):
-    the query compares their values whole, not the bytes they share, so equal bytes on the
-    overlap (a benign race) look like a conflict. Only a run decides it."""
+    """A race of two writes whose bytes the query did not compare one by one (large, or holding
+    pointers: kernel_queries.bytes_compared): it compared their leaves at equal offsets, so equal
+    bytes on the overlap (a benign race) may look like a conflict. Only a run decides it."""
     if not isinstance(v.witness[0], Conflict):
         return False
     a, b = v.witness[0].a, v.witness[0].b
-    return a.write and b.write and (a.size != b.size or len(a.value) != len(b.value)) and not byte_comparable(a, b)
+    return a.write and b.write and not bytes_compared(a, b)
 
 
 def _confirmed(v: Verdict, code: str, kp: KernelPaths, launch: Launch, site: LaunchSite, program: Program,
@@ -443,6 +457,8 @@ def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, run
     # the first byte both accesses touch (they overlap: a halfword written at 6 and a word read
     # at 4 share bytes 6 and 7, not 4)
     byte = max(x["byte_offset"] for x in acc)
+    if code == "E-RACE" and a.write and b.write and bytes_compared(a, b):
+        byte = _first_unlike_byte(model, a, b, w1, w2, acc[0]["byte_offset"], acc[1]["byte_offset"], byte)
     cex: dict[str, Any] = {"work_items": wis, "kernel_args": _args(model, kp), "main_inputs": _main_inputs(model, launch),
                            "accesses": acc, "address": {"space": acc[0]["space"], "object": acc[0]["object"],
                                                         "byte_offset": byte}}

@@ -260,3 +260,30 @@ def test_launches_in_a_host_loop_the_path_fixes_are_decided_to_its_end(name: str
         assert not errors and [(e["races"], e["divergence"]) for e in entries] == [("proved", "proved")], entries
         assert "unrolled" not in entries[0]["detail"], entries[0]["detail"]
         assert not [d for d in run.diagnostics if d.severity == "error"]
+
+
+@pytest.mark.parametrize("name", ["race_of_two_launches_past_the_kernel_unrolling_bound.mim",
+                                  "race_of_a_copy_with_a_kernel_iteration_past_the_bound.mim"])
+def test_a_streams_race_past_a_kernels_unrolling_bound_is_found(name: str) -> None:
+    # The kernel writes a[0..39] in a loop, cut at 16 entries; the other operation (a launch, a
+    # copy) writes a[30] on another stream. The streams check took the kernel's accesses from its
+    # cut paths and said `proved`; a pair decided only up to the cut is run now, which shows it.
+    from tests.conftest import PROGRAMS
+    from verimim import driver
+
+    got = driver.check(str(PROGRAMS / "runtime_errors" / name), [])
+    assert "E-RACE" in {d.code for d in got.diagnostics if d.severity == "error"}, got.diagnostics
+    assert any(k["races"] == "refuted" for k in got.data["kernels"]), got.data["kernels"]
+
+
+def test_a_streams_pair_past_a_kernels_unrolling_bound_no_run_shows_is_bounded() -> None:
+    # The same with the copy's target past the bound only for argc = 3: not proved, `bounded`,
+    # the detail naming the pair and the cut kernel; `run` with argc = 3 shows the race.
+    from verimim import driver
+
+    path = LOOPS / "s07_kernel_loop_past_the_bound_against_a_copy_argc3.mim"
+    entries, diags = verify(str(path))
+    assert [e["races"] for e in entries] == ["bounded"], entries
+    assert "decided over the unrolled paths of `kernel` only" in entries[0]["detail"], entries[0]["detail"]
+    assert not [d for d in diags if d.severity == "error"]
+    assert "E-RACE" in {d.code for d in driver.run(str(path), [], ["a", "b"]).diagnostics}

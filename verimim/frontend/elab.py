@@ -348,10 +348,13 @@ class Elaborator:
             return t, [(pat.name, p, ())], sc
         if isinstance(pat, ast.PAs):
             t, leaves, sc = self.pattern_type(pat.pattern, scope, expected)
-            p = w.param(t, pat.name)
             sc = sc.child()
-            sc.bind(pat.name, p)
-            # The whole value: the leaves' params are bound by the elements; `as` names it too.
+            p = w.param(t, pat.name)
+            # Within the binder the alias is the tuple of its components (upstream binds each
+            # component to the alias's projection): `[T: *, n: Nat] as X` makes `X#1_2` and `n`
+            # one value. (A body sees the whole parameter and its projections: the leaf below.)
+            whole = self._pattern_value(leaves)
+            sc.bind(pat.name, whole if whole is not None else p)
             return t, leaves + [(pat.name, p, ())], sc
         assert isinstance(pat, ast.PTuple)
         n = len(pat.elems)
@@ -375,6 +378,24 @@ class Elaborator:
         t = w.sigma(fields, names=names)
         leaves = [(nm, p, ((n, j),) + path) for j, (_, lv) in enumerate(per_field) for nm, p, path in lv]
         return t, leaves, sc
+
+    def _pattern_value(self, leaves: list[Leaf]) -> Def | None:
+        """The value a pattern binds, built from its leaves (each a parameter at a path of
+        (arity, index) steps): a whole-value leaf itself, else the tuple of its elements'."""
+        whole = [p for _, p, path in leaves if path == ()]
+        if whole:
+            return whole[-1]
+        if not leaves:
+            return None
+        n = leaves[0][2][0][0]
+        elems: list[Def] = []
+        for j in range(n):
+            sub = [(nm, p, path[1:]) for nm, p, path in leaves if path and path[0] == (n, j)]
+            v = self._pattern_value(sub)
+            if v is None:
+                return None
+            elems.append(v)
+        return self.world.tuple(elems)
 
     def _leak_lets(self, e: ast.Expr | None, sc: Scope) -> None:
         """A `let` in a parameter's type binds for the rest of the binder, as upstream scopes it
@@ -930,11 +951,16 @@ class Elaborator:
         sc = scope.child()
         if id(e) in self.block_scopes:
             self.block_scopes[id(e)] = sc  # a parameter's type (_leak_lets)
-        decls = e.decls
+        # Upstream binds a block's declarations in order and a `where` block's in reverse order
+        # (each sees those after it): the positions below follow that order.
+        # (What is forced is forced in the text's order: the names a dump gives follow it.)
+        textual = tuple(e.decls)
+        decls = textual if isinstance(e, ast.Block) else tuple(reversed(textual))
         if isinstance(e, ast.Block) and isinstance(e.expr, ast.Where):
             # `let x = f …; e where lam f … end`: the where block's declarations are hoisted
             # with the body's own, so the lets before `e` see them too (as verimim dumps it).
-            decls = decls + e.expr.decls
+            textual = textual + tuple(e.expr.decls)
+            decls = decls + tuple(reversed(e.expr.decls))
             e = ast.Block(e.loc, decls, e.expr.expr, e.braces)
         # A body's `let`s bind in sequence; every other declaration (and every declaration of a
         # `where` block) is hoisted and elaborated on demand.
@@ -945,7 +971,7 @@ class Elaborator:
                 if isinstance(d, ast.DeclLet):
                     view = sc.at(pos, own=False)
                     self.statement(lambda d=d, view=view: self.elab_let(d, view))
-        self.force_all(decls)
+        self.force_all(textual)
         if expected is not None:
             return self.check(e.expr, expected, sc)
         return self.infer(e.expr, sc)[0]
@@ -1059,7 +1085,10 @@ class Elaborator:
                 # matched against `A` of the expected `Cn [A, Cn B]` (`Fn A → B`).
                 exp_dom = self._written_fun_domain(exp_dom)
             t, leaves, sc = self.pattern_type(dpat, sc, exp_dom)
-            implicit = isinstance(dpat, ast.PTuple) and dpat.implicit
+            written: ast.Pattern = dpat
+            while isinstance(written, ast.PAs):
+                written = written.pattern  # `{T: *, a: Nat} as Ta` is implicit (upstream's AliasPtrn)
+            implicit = isinstance(written, ast.PTuple) and written.implicit
             sig.doms.append((w.zonk(t), leaves, implicit))
             exp = None  # only the first domain is matched against an expected type
         sig.scope = sc

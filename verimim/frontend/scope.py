@@ -110,8 +110,8 @@ class Scope:
 
 class DeclView(Scope):
     """A block seen from one of its declarations: a name the block binds several times is the
-    nearest binding before `pos` (at `pos` too with `own`), else the first one after it. A name
-    the declaration binds lands in the block at `pos`."""
+    nearest binding before `pos` (at `pos` too with `own`), else the first one after it where no
+    enclosing scope binds the name. A name the declaration binds lands in the block at `pos`."""
 
     def __init__(self, block: Scope, pos: int, own: bool) -> None:
         super().__init__(block.parent)
@@ -139,4 +139,10 @@ class DeclView(Scope):
         # never a `let`'s own binding: its value sees the name as bound around it (upstream binds
         # the value before the name: `where let argc = argc + 41I32; end` reads main's argc)
         after = [e for p, e in entries if p > self.pos]
-        return after[0] if after else None
+        if not after:
+            return None
+        # A name declared later in the block is seen from here (LANGUAGE.md: declarations of a
+        # block may refer to each other) only where nothing around the block binds it: upstream
+        # binds a block's declarations in order, and there the outer binding is what a use before
+        # the declaration means (`let r = f argc; lam f …` calls the outer `f`).
+        return after[0] if self.parent is None or self.parent.lookup(name) is None else None

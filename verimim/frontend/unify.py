@@ -66,6 +66,10 @@ class Unifier:
             return self._sigma_arr(b, a, flipped=True)
         if isinstance(a, Tuple) and isinstance(b, Pack) or isinstance(a, Pack) and isinstance(b, Tuple):
             return self._tuple_pack(a, b)
+        if isinstance(a, Tuple) != isinstance(b, Tuple):
+            eta = self._eta(a, b) if isinstance(a, Tuple) else self._eta(b, a, flipped=True)
+            if eta is not None:
+                return eta[0]
         if (a in w.rec_defs) != (b in w.rec_defs) and self.fuel > 0:
             # a recursive type (`rec A = [I32, Ptr0 B]`) is its definition where the other
             # side is a structure: the tuple `(x, p)` is an `A`
@@ -76,6 +80,9 @@ class Unifier:
             unfolded = None if same_head else self._unfold(a, b)
             if unfolded is not None:
                 return unfolded[0]
+        nat = self._nat_commuted(a, b)
+        if nat is not None:
+            return nat[0]
         if type(a) is not type(b) or a.extra() != b.extra() or len(a.ops) != len(b.ops):
             return (a, b)
         if isinstance(a, (BVar,)):
@@ -104,6 +111,52 @@ class Unifier:
             self.fuel -= 1
             res = self.unify(y, step) if flipped else self.unify(step, y)
             return (res if res is None else (a, b),)
+        return None
+
+    def _eta(self, tup: Def, other: Def, flipped: bool = False) -> tuple[Mismatch | None] | None:
+        """Tuples' η rule (upstream's `World::tuple`: `(t#0, …, t#(n-1))` is `t`): a tuple
+        against a value that is no tuple compares element by element with that value's
+        extracts, where the value has the tuple's arity (`mem.Ptr X` is `mem.Ptr (X#0, X#1)`).
+        None where the rule does not apply."""
+        w = self.world
+        assert isinstance(tup, Tuple)
+        n = len(tup.ops)
+        if n < 2 or isinstance(other, (Hole, Pack, Lit, Top)) or other.bvd or other.has_hole:
+            return None
+        t = w.zonk(w.type_of(other))
+        if not (isinstance(t, (Sigma, Arr)) and w.arity(t) is w.lit_nat(n)):
+            return None
+        for j, x in enumerate(tup.ops):
+            y = w.extract(other, w.lit_idx(n, j))
+            sub = self.unify(y, x) if flipped else self.unify(x, y)
+            if sub is not None:
+                return ((other, tup) if flipped else (tup, other),)
+        return (None,)
+
+    def _nat_commuted(self, a: Def, b: Def) -> tuple[Mismatch | None] | None:
+        """Upstream's `core.nat` normalizer orders a commutative operation's operands and turns
+        `x + x` into `2 · x`, so `«n + m; T»` is `«m + n; T»` there. Here (the order of operands
+        is no World-independent fact: a phase's World numbers its nodes anew) unification tries
+        both orders of `core.nat.add`/`mul`, and `x + x` against `2 · y`. None where neither
+        side is such an operation (or the operands match in order: the generic walk decides)."""
+        pa, pb = _nat_operands(self.world, a), _nat_operands(self.world, b)
+        if pa is None or pb is None:
+            return None
+        (op_a, (x1, y1)), (op_b, (x2, y2)) = pa, pb
+        if op_a == op_b:
+            mark = len(self.trail)
+            if self.unify(x1, x2) is None and self.unify(y1, y2) is None:
+                return (None,)
+            self.undo(mark)
+            if op_a == "mul" or op_a == "add":
+                if self.unify(x1, y2) is None and self.unify(y1, x2) is None:
+                    return (None,)
+                self.undo(mark)
+            return ((a, b),)
+        double = [(x, y) for (op, (x, y)) in (pa, pb) if op == "add" and x is y]
+        twice = [y for (op, (x, y)) in (pa, pb) if op == "mul" and isinstance(x, Lit) and x.value == 2]
+        if double and twice:
+            return (None if self.unify(double[0][0], twice[0]) is None else (a, b),)
         return None
 
     # ------------------------------------------------------------------ helpers
@@ -300,3 +353,13 @@ def _never_an_array(t: Def) -> bool:
     if isinstance(t, (NatT, IdxT, Pi, Axiom)):
         return True
     return isinstance(t, App) and isinstance(t.head, Axiom)
+
+
+def _nat_operands(w: World, d: Def) -> tuple[str, tuple[Def, Def]] | None:
+    """`core.nat.add (x, y)` as ("add", (x, y)), likewise `mul` (`x + x` is `core.nat.add ‹2; x›`);
+    None for anything else."""
+    if not (isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex in ("core.nat.add", "core.nat.mul")):
+        return None
+    if not isinstance(d.arg, (Tuple, Pack)) or d.arg.bvd:
+        return None
+    return d.head.annex.rsplit(".", 1)[1], (w.extract_n(d.arg, 2, 0), w.extract_n(d.arg, 2, 1))

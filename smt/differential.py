@@ -27,6 +27,16 @@ def run(prog: Program, argv: list[str], effects: bool) -> Observation:
     return observe(prog.host, argv, device=prog.device, fuel=DIFF_FUEL, effects=effects, crash_ok=True)
 
 
+def hinted_argvs(res: PhaseResult) -> list[list[str]]:
+    """ARGVS, then an argv for each argc either side of a literal the program (before or after
+    the phase) compares a value with (smt.kernel_confirm.argc_hints): `core.icmp.e (argc, 3I32)`
+    switches at 3, which argc 1 and 2 never reach."""
+    from verimim.smt.kernel_confirm import argc_hints
+
+    hints = sorted({n for w in (res.before.host, res.after.host) for n in argc_hints(w)})
+    return [*ARGVS, *(["prog", *["x"] * (n - 1)] for n in hints if n > len(ARGVS))]
+
+
 def compare(res: PhaseResult, argvs: Sequence[list[str]] = ARGVS, effects: bool = True) -> tuple[Outcome | None, str]:
     """A refutation (or `unknown` where the input cannot be run) when the program after the
     phase is observably different from before, for some argv; else None and what was seen."""

@@ -26,7 +26,8 @@ What either phase must achieve, stated without its code:
 4. The proof (smt.inline_proof): the output equals, node for node, the input with every claimed
    application β-reduced by the textbook substitution — `proved`, for all inputs. Only where
    that reference does not apply does 5. decide, and then the outcome is `validated`.
-5. Differential execution (the reference interpreter, with argc = 1 and argc = 2): the same
+5. Differential execution (the reference interpreter, with argc = 1 and argc = 2, and either side
+   of each literal the program compares a value with): the same
    result or fault code, the same warning codes, and for runs that finish, the same multiset of
    executed state-changing memory operations by axiom (stores, allocations, frees, copies,
    launches, synchronisations, stream operations; loads only observe, and how often the
@@ -50,7 +51,7 @@ from verimim.smt import reference
 from verimim.smt.inline_proof import prove_inlining
 from verimim.smt.names import Namer
 from verimim.smt.solver import Outcome, SpecContext
-from verimim.smt.differential import compare
+from verimim.smt.differential import compare, hinted_argvs
 from verimim.smt.specs import spec
 
 
@@ -337,7 +338,9 @@ def spec_inline(res: PhaseResult, ctx: SpecContext) -> Outcome:
     proved, shown = prove_inlining(res)
     if proved:
         return Outcome("proved", f"inlined {what}{kept}; {shown}")
-    out, runs = compare(res)
+    # (the argcs where the program's comparisons switch too: where the output differs from the
+    # reference at a literal, a run with argc 1 and 2 alone may not reach the difference)
+    out, runs = compare(res, hinted_argvs(res))
     if out is not None:
         return out
     # The equivalence rests on the executions only: shown for these inputs, not proved.

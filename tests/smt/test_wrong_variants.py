@@ -14,6 +14,7 @@ from verimim.ir.defs import App, Def, Extract, Lit, MutLam, Tuple, Var
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program
 from verimim.phases.checks import CheckAddrSpaces, MemChecks
+from verimim.phases.inline import BetaRed
 from verimim.phases.pipeline import PHASES, Cleanup, run_on_side
 from verimim.phases.repl import (
     Alloc2Malloc, HostMalloc2GpuAlloc, RemoveDoubleSyncs, _Alloc2Malloc, _HostMalloc2GpuAlloc, _RemoveDoubleSyncs,
@@ -820,3 +821,43 @@ def test_host_malloc2gpualloc_leaves_the_kernels_code_of_a_world_not_split(tmp_p
     assert verdict(res)[0] == "proved"
     status, detail, _ = verdict(apply(RewriteKernelCodeToo(), prog))
     assert status == "refuted" and "a host operation, is in a kernel's code" in detail, detail
+
+
+# ----------------------------------------------------------------------------- beta_red
+
+class _ThreeBecomesFour(Rewriter):
+    def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
+        if isinstance(old, Lit) and old.value == 3 and ops[0] is self.new.idx_n(2 ** 32):
+            return self.new.lit(ops[0], 4)
+        return None
+
+
+class BetaRedChangingALiteral(BetaRed):
+    """Reduces as the phase does, then turns `3I32` into `4I32`: the output differs from the
+    β-reduced input, and runs differ only with argc = 3."""
+
+    def apply(self, prog: Program) -> PhaseResult:
+        res = super().apply(prog)
+        if res.after is not prog:
+            res.after = Program(_ThreeBecomesFour(res.after.host).run(), None)
+        return res
+
+
+BETA_ARGC_3 = HEADER_GPU + """
+fun add_n (n: I32) (x: I32): I32 = return (core.wrap.add 0 (x, n));
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
+    ret y = add_n 7I32 $ core.select (core.icmp.e (argc, 3I32), 100I32, 0I32);
+    return (m0, y);
+"""
+
+
+def test_beta_red_that_changes_a_value_only_argc_3_reaches_is_refuted() -> None:
+    # The β proof sees the mismatch; the differential runs (argc 1 and 2) agreed, and the outcome
+    # was `validated`. The runs now include the argcs the program's comparisons switch at.
+    world, _ = run_with_big_stack(lambda: load_text(BETA_ARGC_3, "<beta3>"))
+    prog = Program(world)
+    got, _, _ = verdict(apply(BetaRed(), prog))
+    assert got == "proved"
+    status, detail, cex = verdict(apply(BetaRedChangingALiteral(), prog))
+    assert status == "refuted" and isinstance(cex, dict) and cex["argc"] == 3, detail

@@ -149,6 +149,12 @@ def spec_location(counterexample: Any) -> Loc | None:
     return Loc(m.group(1), int(m.group(2)), int(m.group(3)))
 
 
+def _judges_rejections(name: str) -> bool:
+    from verimim.smt.specs import JUDGES_REJECTIONS
+
+    return name in JUDGES_REJECTIONS
+
+
 def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) -> None:
     phase: Phase | None = PrefixCleanupPhase(step.prefix) if isinstance(step, PrefixCleanup) else PHASES.get(step)
     if phase is None:
@@ -184,6 +190,20 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
                                               spec_location(out.counterexample)))
     elif res.skipped:
         entry.update(status="skipped", detail=res.skipped)
+    elif res.rejected and run.verify and _judges_rejections(name):
+        # A checker's rejection is the program's fault (exit 1) only where its specification
+        # agrees that every operation it reported can violate; else the checker is at fault.
+        from verimim.smt.specs import check_spec
+
+        out = check_spec(res, run.ctx)
+        if out.status == "refuted":
+            entry.update(status="refuted", detail=out.detail, counterexample=out.counterexample,
+                         z3_s=round(out.z3_s, 4))
+            run.diagnostics.append(Diagnostic("E-SPEC", f"`{name}` violates its specification: {out.detail}",
+                                              spec_location(out.counterexample)))
+        else:
+            entry.update(status="rejected", detail="; ".join(d.message for d in res.diagnostics[:3]))
+            run.diagnostics.extend(res.diagnostics)
     elif res.rejected:
         entry.update(status="rejected", detail="; ".join(d.message for d in res.diagnostics[:3]))
         run.diagnostics.extend(res.diagnostics)

@@ -96,6 +96,27 @@ def test_addr_space_checker_right_and_wrong() -> None:
     assert status == "refuted" and "without violation" in detail
 
 
+@pytest.mark.parametrize("name", ["gpu.check_addr_spaces_repl", "gpu.mem_checks"])
+def test_a_checker_that_rejects_a_valid_program_is_refuted_in_the_pipeline(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The pipeline believed every rejection (exit 1, the user's fault) without asking the spec:
+    # a checker rejecting everything blamed every program. Now the spec judges it: E-SPEC.
+    monkeypatch.setitem(PHASES, name, RejectEverything(name))
+    got = driver.check(str(VALID / "store_global_ptr.mim"), [])
+    entry = next(p for p in got.data["phases"] if p["name"] == name)
+    assert entry["status"] == "refuted" and "without violation" in entry["detail"], entry
+    assert [d.code for d in got.diagnostics if d.severity == "error"] == ["E-SPEC"]
+
+
+@pytest.mark.parametrize("path", sorted((PROGRAMS / "phase_errors").glob("*.mim")), ids=lambda p: p.stem)
+def test_every_right_rejection_of_the_corpus_is_confirmed_by_its_spec(path: Path) -> None:
+    # (the main-token rule reports `main` once for its type's tokens, `mem.M 0` among them: the
+    # spec asked each token alone and refuted the right rejection)
+    got = driver.check(str(path), [])
+    assert not got.ok and "E-SPEC" not in {d.code for d in got.diagnostics}, got.diagnostics
+    assert not [p for p in got.data["phases"] if p["status"] == "refuted"], got.data["phases"]
+
+
 class RejectEverySymbolicSpace(CheckAddrSpaces):
     """The checker as it was: every address space that is no literal "may be" forbidden."""
 

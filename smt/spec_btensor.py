@@ -859,12 +859,31 @@ def check_rest(res: PhaseResult, done: dict[int, tuple[Def, Def]], jumps: dict[i
 # ============================================================================ the specification
 
 
+def _left_without_a_reason(res: PhaseResult) -> App | None:
+    """A full map-reduce application of the output that the phase neither lowered nor reports
+    leaving (with its reason), if any."""
+    said = {app.gid for app, _ in res.claim(BtensorLowering).not_lowered}
+    for d in walk(res.after.host):
+        if isinstance(d, App) and d.depth == 7 and isinstance(d.head, Axiom) \
+                and d.head.annex in ("btensor.map_reduce_post", "btensor.map_reduce") and d.gid not in said:
+            return d
+    return None
+
+
+
 @spec("gpu.lower_btensor_map_reduce")
 def spec_lower_btensor(res: PhaseResult, ctx: SpecContext) -> Outcome:
     records = res.claim(BtensorLowering).lowered
     old, new = res.before.host, res.after.host
+    unexplained = _left_without_a_reason(res)
+    if unexplained is not None:
+        return Outcome("refuted", f"the map-reduce at {unexplained.loc or '?'} is left on the host, and the phase "
+                       f"does not say why (PHASES.md: an operation is left only for a stated reason)",
+                       {"location": str(unexplained.loc)})
     if not records and res.after.host is res.before.host:
-        return Outcome("proved", "no operation lowered; the program is unchanged")
+        left = res.claim(BtensorLowering).not_lowered
+        why = "; ".join(f"{app.loc or '?'}: {reason}" for app, reason in left)
+        return Outcome("proved", "no operation lowered; the program is unchanged" + (f"; left: {why}" if why else ""))
     done: dict[int, tuple[Def, Def]] = {}
     jumps: dict[int, MutLam] = {}
     details = []

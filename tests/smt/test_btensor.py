@@ -437,3 +437,14 @@ def test_an_epilogue_replaced_by_the_combiner_is_refuted(monkeypatch: pytest.Mon
     assert status == "refuted" and "the kernel computes" in detail, detail
     same = lower(from_file("btensor_post_same_as_f.mim"))
     assert verdict(same)[0] == "proved"
+
+
+def test_lowering_nothing_without_saying_why_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The planner finds nothing to lower: the program is unchanged, and the spec said `proved`
+    # ("no operation lowered") though PHASES.md leaves an operation only for a stated reason.
+    import verimim.phases.btensor as bt
+
+    monkeypatch.setattr(bt, "plan", lambda world, res: [])
+    status, detail, cex = verdict(lower(from_file("btensor_row_sums.mim"), LowerBtensor()))
+    assert status == "refuted" and "does not say why" in detail, detail
+    assert isinstance(cex, dict) and cex["location"] != "None"

@@ -421,14 +421,23 @@ def dump_unit(world: World, unit: Unit) -> str:
     roots = [v for _, _, v in decls if isinstance(v, MutLam)]
     c_decls = c_declarations(dumper, roots)
     out += c_decls + ([""] if c_decls else [])
-    for _, nm, v in decls:
+    # A mutable is printed once, under its first top-level name; another name for it (`let g = f;`)
+    # is printed as that alias (printing the mutable again named it twice: a redeclaration).
+    aliases: set[int] = set()
+    for d, nm, v in decls:
         if isinstance(v, MutLam):
+            if v.gid in dumper.mut_names:
+                aliases.add(id(d))
+                continue
             dumper.mut_names[v.gid] = dumper.unique(nm)
     extra_top = dumper.plan(roots)
     for m in extra_top:
         out += dumper.print_mut(m, 0) + [""]
     later_members = {id(m) for g in unit.module.decls if isinstance(g, ast.DeclRec) for m in g.decls[1:]}
     for d, nm, v in decls:
+        if isinstance(v, MutLam) and id(d) in aliases:
+            out += [f"let {dumper.unique(nm)} = {dumper.mut_names[v.gid]};", ""]
+            continue
         if isinstance(v, MutLam):
             lines = dumper.print_mut(v, 0)
             if id(d) in later_members and lines:

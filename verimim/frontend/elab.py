@@ -379,6 +379,31 @@ class Elaborator:
         leaves = [(nm, p, ((n, j),) + path) for j, (_, lv) in enumerate(per_field) for nm, p, path in lv]
         return t, leaves, sc
 
+    @staticmethod
+    def _no_repeated_parameter(domains: Sequence[ast.Pattern]) -> None:
+        """A lambda's parameters (all its domains: upstream binds them in one scope, `rebind`
+        off) name each thing once: `lam h (y: I32) (y: I32)` is a redeclaration of `y`."""
+        seen: dict[str, ast.Pattern] = {}
+
+        def visit(p: ast.Pattern) -> None:
+            if isinstance(p, ast.PTuple):
+                for el in p.elems:
+                    visit(el)
+                return
+            if isinstance(p, ast.PAs):
+                visit(p.pattern)
+            if not isinstance(p, (ast.PAs, ast.PVar)) or p.name == "_":
+                return
+            name = p.name
+            first = seen.get(name)
+            if first is not None:
+                raise NameError_(f"redeclaration of `{name}`", p.loc,
+                                 (Related(f"`{name}` is first declared here", first.loc),))
+            seen[name] = p
+
+        for d in domains:
+            visit(d)
+
     def _pattern_value(self, leaves: list[Leaf]) -> Def | None:
         """The value a pattern binds, built from its leaves (each a parameter at a path of
         (arity, index) steps): a whole-value leaf itself, else the tuple of its elements'."""
@@ -1076,6 +1101,7 @@ class Elaborator:
         sig.patterns = list(domains)
         if not domains:
             raise TypeError_("a lambda needs at least one domain", loc)
+        self._no_repeated_parameter(domains)
         sc = scope
         exp: Def | None = expected
         for i, dpat in enumerate(domains):

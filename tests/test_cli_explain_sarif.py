@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from importlib import resources
 from pathlib import Path
 
@@ -121,6 +122,8 @@ def test_cli_format_sarif_validates(args: list[str]) -> None:
     _sarif_validator().validate(log)
     (run,) = log["runs"]
     assert run["invocations"][0]["exitCode"] == p.returncode
+    # the command line as given, options included (it was `verimim CMD FILE`)
+    assert run["invocations"][0]["commandLine"] == shlex.join(["verimim", *args, "--format", "sarif"])
     assert len(run["results"]) >= (1 if p.returncode else 0)
     if p.returncode == 1:
         assert run["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] >= 1

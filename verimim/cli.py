@@ -35,12 +35,15 @@ _common = [
     click.option("--debug", is_flag=True, help="show Python tracebacks of internal errors"),
     click.option("-I", "include", multiple=True, type=click.Path(exists=True, file_okay=False),
                  help="also look for plugins and imports in this directory"),
-    click.option("--color", type=click.Choice(COLOR_CHOICES), default="auto", show_default=True,
-                 expose_value=False, callback=lambda ctx, param, value: _set_color(value),
-                 help="colour diagnostics (auto: on a terminal, unless NO_COLOR is set)"),
-    click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True,
-                 expose_value=False, callback=lambda ctx, param, value: _set_format(value),
-                 help="stdout: text, one JSON object (as --json) or a SARIF 2.1.0 log of the diagnostics"),
+    # (no click default: a subcommand's default — `fuzz --format json report DIR`, report's own
+    # `--format` — must not undo what its group was given; `_color` and `_format` hold the defaults)
+    click.option("--color", type=click.Choice(COLOR_CHOICES), default=None,
+                 expose_value=False, callback=lambda ctx, param, value: value and _set_color(value),
+                 help="colour diagnostics (auto: on a terminal, unless NO_COLOR is set)  [default: auto]"),
+    click.option("--format", "output_format", type=click.Choice(FORMATS), default=None,
+                 expose_value=False, callback=lambda ctx, param, value: value and _set_format(value),
+                 help="stdout: text, one JSON object (as --json) or a SARIF 2.1.0 log of the diagnostics  "
+                      "[default: text]"),
 ]
 
 # --color and --format are the same for every command and only the printing needs them: their
@@ -53,6 +56,7 @@ def _set_color(value: ColorChoice) -> None:
 
 
 _format: list[str] = ["text"]
+_args: list[str] = []  # the command line after `verimim` (a SARIF log's commandLine)
 
 
 def _set_format(value: str) -> None:
@@ -114,7 +118,7 @@ def emit(report: Report, as_json: bool, debug: bool, errors_only: bool = False) 
             obj["output"] = report.text
         click.echo(json.dumps(schemas.complete(_command_name(), obj), ensure_ascii=False))
     if as_sarif:
-        log = sarif.log(report.diagnostics, report.file, report.exit_code, _command_name())
+        log = sarif.log(report.diagnostics, report.file, report.exit_code, _command_name(), _args)
         click.echo(json.dumps(log, ensure_ascii=False, indent=1))
     if report.data.get("summary"):  # human text: stderr, with --json too
         click.echo(report.data["summary"], err=True)
@@ -407,6 +411,8 @@ def fuzz(ctx: click.Context, budget: float | None, seed: int | None, max_program
     """Generate random GPU programs and check them for BUDGET seconds (docs/fuzzing.md);
     `fuzz report DIR` reports on a campaign."""
     if ctx.invoked_subcommand is not None:
+        if as_json:
+            _set_format("json")  # `fuzz --json report DIR`: the group's --json is the report's
         return
     as_json = as_json or _format[0] == "json"
     # `--programs N` alone runs to N programs: a default time limit would cut a seeded run short
@@ -545,7 +551,7 @@ def _usage_error(message: str, as_json: bool, command: str | None = None) -> NoR
     diag = Diagnostic("E-USAGE", message, None)
     render_diagnostics([diag])
     if _format[0] == "sarif" and not as_json:
-        click.echo(json.dumps(sarif.log([diag], None, EXIT_USAGE, command or _command_name()), indent=1))
+        click.echo(json.dumps(sarif.log([diag], None, EXIT_USAGE, command or _command_name(), _args), indent=1))
     elif as_json:
         obj = {"file": None, "ok": False, "diagnostics": [diag.to_json()]}
         click.echo(json.dumps(schemas.complete(command or _command_name(), obj)))
@@ -574,8 +580,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 — stands for the closed stream until exit
     if sys.stdout is None:  # started with stdout closed (`>&-`): writing the output fails, exit 2
         sys.stdout = _ClosedOutput()
+    _args[:] = args
     fmt = _format_of(args)
     _set_format(fmt if fmt in FORMATS else "text")
+    _set_color("auto")  # (the options have no click default: each run starts from these)
     as_json = fmt == "json"
     for stream in (sys.stdout, sys.stderr):
         # A terminal or pipe that cannot encode a character (PYTHONIOENCODING=ascii) gets an

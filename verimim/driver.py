@@ -431,7 +431,7 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
 def dump(path: str, include: list[str], dot: bool = False, after: str | None = None,
          pipeline: str | None = None) -> Report:
     """The program as Mim (or Graphviz); with `after`, as it is after that phase of the pipeline."""
-    from verimim.dump import dump_dot, dump_unit, dump_worlds
+    from verimim.dump import dump_dot, dump_dot_worlds, dump_unit, dump_worlds
 
     report = Report(path)
 
@@ -467,7 +467,8 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
         report.diagnostics.extend(run.diagnostics)
         imports = [f"{i.kind} {i.name};" for i in unit.module.imports]
         # after gpu.split_apply: one module, the device World's kernels first
-        report.text = dump_worlds([w for w in (run.program.device, run.program.host) if w is not None], imports)
+        worlds = [w for w in (run.program.device, run.program.host) if w is not None]
+        report.text = dump_dot_worlds(worlds) if dot else dump_worlds(worlds, imports)
 
     return guarded(report, body)
 

@@ -460,10 +460,25 @@ def dump_unit(world: World, unit: Unit) -> str:
 
 def dump_dot(world: World, unit: Unit) -> str:
     """A Graphviz digraph of the unit's mutables and the nodes of their bodies."""
-    dumper = Dumper(world)
+    return _dot([(Dumper(world), [v for _, _, v in _unit_decls(unit)])])
+
+
+def dump_dot_worlds(worlds: list[World]) -> str:
+    """The same of Worlds a pipeline made (`dump --dot --after PHASE`): their externals and
+    what they reach (node ids are unique across Worlds)."""
+    return _dot([(Dumper(w), [m for _, m in sorted(w.externals.items())]) for w in worlds])
+
+
+def _dot(parts: list[tuple[Dumper, list[Def]]]) -> str:
     lines = ["digraph verimim {", '  node [shape=box, fontname="monospace"];']
     seen: set[int] = set()
-    roots = [v for _, _, v in _unit_decls(unit)]
+    for dumper, roots in parts:
+        _dot_nodes(dumper, roots, seen, lines)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_nodes(dumper: Dumper, roots: list[Def], seen: set[int], lines: list[str]) -> None:
     stack: list[Def] = list(roots)
     while stack:
         d = stack.pop()
@@ -481,8 +496,6 @@ def dump_dot(world: World, unit: Unit) -> str:
         for i, op in enumerate(ops):
             lines.append(f'  n{d.gid} -> n{op.gid} [label="{i}"];')
             stack.append(op)
-    lines.append("}")
-    return "\n".join(lines) + "\n"
 
 
 def _dot_label(dumper: Dumper, d: Def) -> str:

@@ -6,6 +6,8 @@ Unicode code points, as verimim's do (`columnKind`), not SARIF's default UTF-16 
 """
 from __future__ import annotations
 
+import shlex
+
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -71,8 +73,10 @@ def _result(diag: Diagnostic, rule_index: int, fallback_file: str | None) -> dic
     return result
 
 
-def log(diags: list[Diagnostic], file: str | None, exit_code: int, command: str) -> dict[str, Any]:
-    """The SARIF log of one command's diagnostics."""
+def log(diags: list[Diagnostic], file: str | None, exit_code: int, command: str,
+        argv: list[str] | None = None) -> dict[str, Any]:
+    """The SARIF log of one command's diagnostics (`argv`: the command line's arguments after
+    `verimim`, its `commandLine`; else the command and file alone)."""
     codes = list(dict.fromkeys(d.code for d in diags))
     index = {c: i for i, c in enumerate(codes)}
     run: dict[str, Any] = {
@@ -80,7 +84,8 @@ def log(diags: list[Diagnostic], file: str | None, exit_code: int, command: str)
                             "rules": [_rule(c) for c in codes]}},
         "columnKind": "unicodeCodePoints",
         "invocations": [{"executionSuccessful": exit_code in (0, 1), "exitCode": exit_code,
-                         "commandLine": f"verimim {command} {file or ''}".strip()}],
+                         "commandLine": shlex.join(["verimim", *argv]) if argv is not None
+                         else f"verimim {command} {file or ''}".strip()}],
         "results": [_result(d, index[d.code], file) for d in diags],
     }
     if file is not None:

@@ -64,6 +64,15 @@ def test_dot_output_is_a_graph() -> None:
     assert "con square" in report.text and "->" in report.text
 
 
+def test_dot_output_after_a_phase_is_a_graph_of_both_worlds() -> None:
+    # (`--dot --after PHASE` printed Mim)
+    report = driver.dump(str(driver.DEMO_PROGRAM), [], dot=True, after="gpu.split_apply")
+    assert report.ok and report.text is not None and report.text.startswith("digraph verimim {"), report.text[:80]
+    # the kernel twice (the device World's and the host's declaration of it), main once
+    assert report.text.count('label="con square"') == 2 and report.text.count('label="fun main"') == 1, report.text
+    assert report.text.count("digraph") == 1 and report.text.rstrip().endswith("}")
+
+
 def test_errors_do_not_poison_the_next_file() -> None:
     bad = ILL_TYPED[0]
     assert not driver.check(str(bad), []).ok

@@ -84,6 +84,11 @@ def test_killed_campaign_resumes_and_counts_every_program_once(tmp_path: Path) -
     ops = summary["coverage"]["operations"]
     assert "gpu.launch" in ops and "gpu.sync_work_items" in ops and ops["gpu.launch"] > 0
     assert json.loads((d / "report.json").read_text())["programs"] == len(final)
+    # the format given to the `fuzz` group is the report's (report's own default undid it: no stdout)
+    for before in (["--json"], ["--format", "json"]):
+        again = subprocess.run([*VERIMIM, "fuzz", *before, "report", str(d)], capture_output=True, text=True,
+                               timeout=120)
+        assert json.loads(again.stdout)["programs"] == len(final), (before, again.stdout[:200])
     page = (d / "report.html").read_text()
     assert "<svg id='throughput'" in page and "<polyline class='run'" in page and "<table id='coverage'>" in page
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", ""), "self-contained"

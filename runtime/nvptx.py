@@ -43,6 +43,34 @@ class DeviceModule:
     param_align: int = 16  # pointer parameters were compiled as aligned to this (bytes)
 
 
+def llvm_knows(sm: str) -> bool:
+    """Whether LLVM's NVPTX target knows the architecture `sm`: it takes any name, says on the
+    process's stderr that it ignores one it does not know, and writes it into the PTX. Asked
+    once per name with stderr (file descriptor 2: LLVM's C++ writes there) sent to a file."""
+    if sm not in _KNOWN:
+        import os
+        import sys
+        import tempfile
+
+        with tempfile.TemporaryFile() as said:
+            sys.stderr.flush()
+            saved = os.dup(2)
+            os.dup2(said.fileno(), 2)
+            try:
+                target_machine(sm)
+            except Exception:  # noqa: BLE001 — no NVPTX target here: compile says so itself
+                return True
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            said.seek(0)
+            _KNOWN[sm] = b"not a recognized processor" not in said.read()
+    return _KNOWN[sm]
+
+
+_KNOWN: dict[str, bool] = {}
+
+
 def target_machine(sm: str = "sm_90", opt: int = 3) -> Any:
     llvm = llvm_binding()
     target = llvm.Target.from_triple(TRIPLE)

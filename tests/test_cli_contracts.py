@@ -341,10 +341,24 @@ def test_output_that_cannot_be_written_is_an_environment_error_in_one_line() -> 
     assert "Traceback" not in p.stderr and "error[E-USAGE]: cannot write the output" in p.stderr, p.stderr
 
 
+def test_an_output_directory_nothing_can_be_written_into_is_found_before_the_program(tmp_path: Path) -> None:
+    # /proc exists and root "may write" there (os.access): the failure came after the whole
+    # pipeline, and an ill-typed program exited 1 without a word about the output.
+    bad = tmp_path / "bad.mim"
+    bad.write_text(driver.DEMO_PROGRAM.read_text().replace("plugin core;", "plugin core;\nlet oops: I32 = 5I64;", 1))
+    p = verimim("compile", str(bad), "-o", "/proc/verimim_out")
+    assert p.returncode == 2 and "the directory /proc is not writable" in p.stderr, p.stderr
+
+
 def test_an_sm_that_is_no_nvptx_architecture_is_a_usage_error(tmp_path: Path) -> None:
     """`--sm bogus` wrote `.target bogus` into the PTX and exited 0."""
     p = verimim("compile", "--json", "--sm", "bogus", str(driver.DEMO_PROGRAM), "-o", str(tmp_path / "out"))
     assert p.returncode == 2 and "not an NVPTX architecture" in p.stdout, p.stdout
+    assert not (tmp_path / "out.ptx").exists()
+    # well-formed but unknown to LLVM: it said so on stderr (12 times, no code), wrote
+    # `.target sm_999` and exited 0
+    p = verimim("compile", "--json", "--sm", "sm_999", str(driver.DEMO_PROGRAM), "-o", str(tmp_path / "out"))
+    assert p.returncode == 2 and "LLVM knows" in p.stdout and "recognized processor" not in p.stderr, p.stderr
     assert not (tmp_path / "out.ptx").exists()
 
 

@@ -563,6 +563,10 @@ def _sm_option(value: str) -> str:
     (`.target bogus`), which only the driver refuses, on a GPU."""
     if not re.fullmatch(r"sm_[1-9][0-9]{1,2}[af]?", value):
         raise click.BadParameter(f"`{value}` is not an NVPTX architecture (expected sm_XY, as sm_90 or sm_90a)")
+    from verimim.runtime.nvptx import llvm_knows
+
+    if not llvm_knows(value):
+        raise click.BadParameter(f"`{value}` is not an NVPTX architecture LLVM knows (as sm_80, sm_90 or sm_90a)")
     return value
 
 

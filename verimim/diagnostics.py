@@ -157,6 +157,13 @@ class ImportError_(VerimimError):
         super().__init__("E-IMPORT", message, loc)
 
 
+class UnsupportedError(VerimimError):
+    """A program verimim cannot process (a limit of verimim, not an error of the program)."""
+
+    def __init__(self, message: str, loc: Loc | None = None) -> None:
+        super().__init__("E-UNSUPPORTED", message, loc)
+
+
 class UsageError(VerimimError):
     """A bad option or an unreadable file: exit 2."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import tempfile
 import threading
 import traceback
 from collections.abc import Callable, Iterable
@@ -326,8 +327,12 @@ def _check_outputs(out: str, *files: Path) -> None:
         parent = f.parent if str(f.parent) else Path(".")
         if not parent.is_dir():
             raise UsageError(f"cannot write {f}: no directory {parent}")
-        if not os.access(parent, os.W_OK):
-            raise UsageError(f"cannot write {f}: the directory {parent} is not writable")
+        try:
+            # (a file made and dropped: `os.access` says yes to root for /proc and /sys)
+            with tempfile.TemporaryFile(dir=parent):
+                pass
+        except OSError as e:
+            raise UsageError(f"cannot write {f}: the directory {parent} is not writable ({e.strerror or e})") from None
 
 
 def diff(path: str, include: list[str], args: list[str], fuel: int | None = None,

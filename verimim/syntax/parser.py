@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import wraps
 from typing import TypeVar, cast
 
-from verimim.diagnostics import Loc, ParseError
+from verimim.diagnostics import Loc, ParseError, UnsupportedError
 from verimim.syntax import ast
 from verimim.syntax.lexer import CHAR, EOF, NAME, NUM, STR, Token, tokenize
 
@@ -62,14 +62,15 @@ T = TypeVar("T")
 
 
 def _nested(method: Callable[..., T]) -> Callable[..., T]:
-    """Counts one nesting level around `method`; too deep input is a ParseError."""
+    """Counts one nesting level around `method`; input nested deeper than verimim processes is
+    E-UNSUPPORTED (docs/diagnostics.md: it is Mim, not a parse error)."""
 
     @wraps(method)
     def wrapper(self: Parser, *args: object) -> T:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise ParseError(f"nesting too deep (more than {MAX_DEPTH} nested expressions and declarations, "
-                             f"the enclosing ones counted)", self.loc(self.peek()))
+            raise UnsupportedError(f"nesting too deep for verimim (more than {MAX_DEPTH} nested expressions "
+                                   f"and declarations, the enclosing ones counted)", self.loc(self.peek()))
         result = method(self, *args)
         # On an exception the parser is abandoned, so the count need not be restored then.
         self.depth -= 1

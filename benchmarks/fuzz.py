@@ -97,43 +97,29 @@ def campaign(seconds: float, verify: bool, workers: int) -> tuple[int, float, fl
 _TIMED = ("import time\nfrom verimim.fuzz.task import Settings, check_index\n"
           "s = Settings(seed=0, verify={verify})\ncheck_index(s, 0)\nt = time.monotonic()\n"
           "for i in range(1, {n} + 1):\n    check_index(s, i)\nprint(time.monotonic() - t)\n")
-_SUBPACKAGES = ("runtime", "phases", "smt", "fuzz")  # top-level folders imported as verimim.<sub>
-
-
 def _timed_in(tree: Path, n: int, verify: bool) -> float:
-    """Seconds for programs 1..n checked by the verimim of `tree` (its own code, not the installed
-    one: `tree` first on the path, its subpackages linked as scripts/gpu_verify.sh links them)."""
+    """Seconds for programs 1..n checked by the verimim of `tree` (its own code, not the installed one)."""
     import subprocess
 
-    links = [tree / "verimim" / sub for sub in _SUBPACKAGES if not (tree / "verimim" / sub).exists()]
-    for link in links:
-        link.symlink_to(Path("..") / link.name)
-    try:
-        env = {**os.environ, "PYTHONPATH": str(tree)}
+    from trees import importable
+
+    with importable(tree) as env:
         out = subprocess.run([sys.executable, "-c", _TIMED.format(verify=verify, n=n)], cwd=tree, env=env,
                              check=True, capture_output=True, text=True).stdout
-        return float(out.split()[-1])
-    finally:
-        for link in links:
-            link.unlink()
+    return float(out.split()[-1])
 
 
 def against(rev: str, n: int, rounds: int, verify: bool) -> None:
     """This tree against revision `rev` (a temporary git worktree) on the same n programs,
     alternately, `rounds` times each: medians, their ratio. The same programs and the same load
     for both (a 60 s run's count varies by a quarter between runs on a shared machine)."""
-    import subprocess
+    from trees import worktree
 
-    with tempfile.TemporaryDirectory() as d:
-        base = Path(d) / "base"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(base), rev], check=True)
-        try:
-            times: dict[str, list[float]] = {"this tree": [], rev: []}
-            for _ in range(rounds):
-                times[rev].append(_timed_in(base, n, verify))
-                times["this tree"].append(_timed_in(ROOT, n, verify))
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=True)
+    times: dict[str, list[float]] = {"this tree": [], rev: []}
+    with worktree(rev) as base:
+        for _ in range(rounds):
+            times[rev].append(_timed_in(base, n, verify))
+            times["this tree"].append(_timed_in(ROOT, n, verify))
     med = {k: statistics.median(v) for k, v in times.items()}
     for k, v in times.items():
         print(f"{k:<12} {n} programs: median {med[k]:6.1f} s = {n / med[k]:5.2f} /s  "

@@ -44,6 +44,7 @@ class _Leaves(dict):  # type: ignore[type-arg]
         super().__init__()
         self.world = world
         self.facts: list[z3.BoolRef] = []
+        self.model: z3.ModelRef | None = None  # a refutation's model (_fold_holds)
 
     @staticmethod
     def structural(d: Def) -> bool:
@@ -73,6 +74,65 @@ class _Leaves(dict):  # type: ignore[type-arg]
             self.facts.append(z3.ULT(v, 2 ** 64))  # Nat operands below 2^64, as normalizer_proofs
         self[d] = v
         return v
+
+
+class _CutLeaves(_Leaves):
+    """_Leaves where an application that the fold's input and its result share is a variable
+    too: the fold does not look into it (it is on both sides), and encoding every operand down
+    to the program's inputs made a fold's query as large as the program before it (checking a
+    chain of n lets took n² time). A refutation this finds is checked with the whole terms
+    (the fold may rest on what the shared term is: `zext(y) < 256`)."""
+
+    def __init__(self, world: World, app: Def, res: Def) -> None:
+        super().__init__(world)
+        self.cut = _shared_apps(app, res)
+
+    def __contains__(self, d: object) -> bool:
+        return isinstance(d, Def) and (d.gid in self.cut or not self.structural(d))
+
+
+def _shared_apps(a: Def, b: Def) -> set[int]:
+    """The applications below both a and b (by gid), neither a nor b themselves."""
+    def below(root: Def) -> set[int]:
+        seen: set[int] = set()
+        stack = list(root.ops)
+        while stack:
+            d = stack.pop()
+            if d.gid in seen:
+                continue
+            seen.add(d.gid)
+            stack.extend(d.ops)
+        return seen
+
+    common = below(a) & (below(b) | {b.gid})
+    return {g for g in common if g not in (a.gid, b.gid)} & _apps(a)
+
+
+def _apps(root: Def) -> set[int]:
+    out: set[int] = set()
+    stack = [root]
+    seen: set[int] = set()
+    while stack:
+        d = stack.pop()
+        if d.gid in seen:
+            continue
+        seen.add(d.gid)
+        if isinstance(d, App):
+            out.add(d.gid)
+        stack.extend(d.ops)
+    return out
+
+
+def _fold_holds(app: App, res: Def, env: _Leaves, ctx: SpecContext) -> tuple[z3.CheckSatResult, _Leaves]:
+    """Z3's answer to "the fold is wrong for some input" under env's leaves."""
+    before = bv.encode(app, env)
+    after = bv.encode(res, env)
+    s = ctx.solver()
+    s.add(*env.facts)
+    s.add(violation(before, after))
+    r = ctx.check(s, f"{NAME} {app.head.annex}")  # type: ignore[union-attr]
+    env.model = s.model() if r == z3.sat else None
+    return r, env
 
 
 def _check_layout(app: App, res: Def) -> str | None:
@@ -120,19 +180,20 @@ def prove_folds(world: World, ctx: SpecContext) -> tuple[Outcome, Def | None]:
                 continue
             return Outcome("refuted", f"`{show(app)}` folded to `{show(res)}`, not the literal {show(arg)}",
                            {"before": show(app), "after": show(res)}, time_s=time.perf_counter() - t0), app
-        env = _Leaves(world)
+        env: _Leaves = _CutLeaves(world, app, res)
         try:
-            before = bv.encode(app, env)
-            after = bv.encode(res, env)
+            r, env = _fold_holds(app, res, env, ctx)
+        except (bv.NoSemantics, AssertionError):
+            r = z3.unknown
+        try:
+            if r != z3.unsat:  # (refuted or undecided with the shared terms as variables: the whole terms)
+                r, env = _fold_holds(app, res, _Leaves(world), ctx)
         except (bv.NoSemantics, AssertionError) as e:  # AssertionError: bv's shape checks
             unknown.append(f"`{show(app)[:120]}` ({e or 'no bit-vector meaning'})")
             continue
-        s = ctx.solver()
-        s.add(*env.facts)
-        s.add(violation(before, after))
-        r = ctx.check(s, f"{NAME} {app.head.annex}")  # type: ignore[union-attr]
         if r == z3.sat:
-            model = s.model()
+            model = env.model
+            assert model is not None
             inputs = {show(d)[:60]: str(model.eval(v, model_completion=True)) for d, v in env.items()}
             where = f" at {app.loc}" if app.loc else ""
             return Outcome("refuted", f"the fold of `{show(app)[:200]}`{where} to `{show(res)[:200]}` is wrong "

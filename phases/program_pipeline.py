@@ -113,14 +113,19 @@ def _steps(world: World, d: Def, what: str) -> list[Step]:
             return [PrefixCleanup(_string(args[-1], what))]
         if head == "compile.named":
             name = _string(args[-1], what)
-            if world.find_annex(name) is not None or _registered(name):
+            plugin, dot, rest = name.partition(".")
+            if not (plugin and dot and rest):
+                # no plugin to be missing: not a phase's name at all (it was elided silently)
+                raise VerimimError("E-NAME", f"{what}: `compile.named \"{name}\"` names no phase: a phase's "
+                                   f"name is `plugin.phase`", d.loc)
+            loaded = any(a.startswith(plugin + ".") for a in world.annexes)
+            if world.find_annex(name) is not None or (loaded and _registered(name)):
                 return step_of_name(name)
-            plugin = name.split(".")[0]
-            if any(a.startswith(plugin + ".") for a in world.annexes):
+            if loaded:
                 # elided only when its plugin is not loaded: a name the loaded plugin lacks is a typo
                 raise VerimimError("E-NAME", f"{what}: `compile.named \"{name}\"` names no phase of the loaded "
                                    f"plugin `{plugin}`", d.loc)
-            return []
+            return []  # (upstream: a phase of a plugin the program does not load is left out)
         if head == "compile.cond":
             plugin = _string(args[-2], what)
             loaded = any(a.startswith(plugin + ".") for a in world.annexes)

@@ -152,3 +152,17 @@ def test_a_refuted_specification_is_placed_where_its_counterexample_points(monke
     run = run_pipeline(world, verify=True)
     (d, *_) = [d for d in run.diagnostics if d.code == "E-SPEC"]
     assert d.loc == Loc("p.mim", 28, 20)
+
+
+def test_named_leaves_out_a_registered_phase_of_a_plugin_the_program_does_not_load(tmp_path: Path) -> None:
+    # Upstream's `compile.named` names an annex: without the gpu plugin there is none, and the
+    # phase is left out (verimim ran it because it knows the phase by that name).
+    from verimim import driver
+
+    path = tmp_path / "p.mim"
+    path.write_text("import mem;\nimport core;\nimport compile;\n\n"
+                    "con extern main (mem: %mem.M 0, argc: I32, argv: %mem.Ptr (%mem.Ptr (I8, 0), 0), "
+                    "return: Cn [%mem.M 0, I32]) =\n    return (mem, argc);\n\n"
+                    'lam extern _compile (): %compile.Phase = %compile.named "gpu.remove_double_syncs";\n')
+    got = driver.check(str(path), [])
+    assert got.ok and got.data["pipeline"]["main"] == [], got.data["pipeline"]

@@ -46,6 +46,14 @@ def test_every_outcome_has_every_key(command: str, args: list[str]) -> None:
     assert obj["ok"] is (p.returncode == 0)
 
 
+@pytest.mark.parametrize("args", [["/nonexistent.mim"], [DEMO, "--timeout", "abc"]])
+def test_a_usage_error_nulls_the_file_and_the_command_keys_however_found(args: list[str]) -> None:
+    # (a file the command could not read gave its path and `"phases": []`; a bad option, nulls)
+    obj = _validate("check", verimim("check", *args, "--json").stdout)
+    assert obj["file"] is None and obj["phases"] is None and obj["kernels"] is None, obj
+    assert [d["code"] for d in obj["diagnostics"]] == ["E-USAGE"]
+
+
 def test_run_result_is_null_on_error() -> None:
     obj = _validate("run", verimim("run", ILL, "--target", "interp", "--json").stdout)
     assert obj["result"] is None and obj["diagnostics"][0]["code"] == "E-NAME"

@@ -116,6 +116,10 @@ def emit(report: Report, as_json: bool, debug: bool, errors_only: bool = False) 
         obj = report.to_json()  # without the human summary (data["summary"]), printed below
         if report.text is not None:
             obj["output"] = report.text
+        if report.exit_code == EXIT_USAGE:
+            # docs/cli.md: a usage error's `file` and command keys are null, whether click or the
+            # command found it (an unreadable file gave `"phases": []` and its path)
+            obj = {k: (v if k in ("ok", "diagnostics") else None) for k, v in obj.items()}
         click.echo(json.dumps(schemas.complete(_command_name(), obj), ensure_ascii=False))
     if as_sarif:
         log = sarif.log(report.diagnostics, report.file, report.exit_code, _command_name(), _args)

@@ -485,3 +485,12 @@ def test_a_program_from_a_fifo_is_read_once(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "verimim.cli", "run", str(fifo)], capture_output=True, text=True,
                        timeout=120)
     assert p.returncode == 0, p.stderr
+
+
+def test_diff_reports_the_warnings_run_reports() -> None:
+    # (`diff` said "8 targets agree" with no diagnostics where `run` warned W-BENIGN-RACE)
+    path = str(PROGRAMS / "valid" / "benign_race_of_a_bool_and_a_byte.mim")
+    ran = driver.run(path, [], [], target="interp")
+    diffed = driver.diff(path, [], [], use_gpu=False)
+    assert diffed.ok and [d.code for d in ran.diagnostics] == ["W-BENIGN-RACE"]
+    assert [(d.code, d.loc) for d in diffed.diagnostics] == [(d.code, d.loc) for d in ran.diagnostics]

@@ -386,6 +386,7 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             return
         targets["interp"] = ref.result[1]
         report.data["result"] = ref.result[1]
+        report.diagnostics.extend(ref.warned)  # the source's warnings, as `run` reports them (W-LEAK, …)
         if ref.nondeterministic:
             # Output that depends on the clock cannot be compared; results and memory still are.
             report.diagnostics.append(Diagnostic("W-UNSUPPORTED", "the program's output is not compared "

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from verimim.diagnostics import VerimimError
+from verimim.diagnostics import Diagnostic, VerimimError
 from verimim.interp.memory import ADDR_SHIFT, Block
 from verimim.interp.values import RuntimeFault, Token
 
@@ -58,6 +58,8 @@ class Observation:
     nondeterministic: str = ""              # why the output depends on the clock ("" when it does not)
     message: str = field(default="", compare=False)     # the fault's message
     fault: BaseException | None = field(default=None, compare=False, repr=False)
+    # the warnings as the run reported them (place, message): what `diff` shows, as `run` does
+    warned: tuple[Diagnostic, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -135,7 +137,7 @@ def _seen(m: Machine, result: tuple[str, Any], effects: tuple[tuple[str, int], .
                         if b.space == 0 and b.kind == "heap" and b.id not in clock))
     why = m.state.get("c.nondeterministic", "")
     return Observation(result, bytes(m.stdout), heap, tuple(sorted(w.code for w in m.warnings)), effects,
-                       str(why) if why else "", message, fault)
+                       str(why) if why else "", message, fault, tuple(m.warnings))
 
 
 _POINTER_WORD = struct.Struct("<Q")

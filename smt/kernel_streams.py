@@ -696,8 +696,18 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
             names = [e.kernel for e in (c.new, c.pending) if isinstance(e, LaunchOp)]
             if host_only and names:
                 continue
-            if any(n not in kernels for n in names):
-                continue  # that kernel is `unknown` already
+            unmodelled = [n for n in names if n not in kernels]
+            if unmodelled:
+                # That kernel is `unknown` already; a run may still show the pair racing (its
+                # confirming runs look for faults in the kernel, not at the other operation).
+                shown = confirm(c, 1)
+                if shown is not None:
+                    _report_race(c, shown, key)
+                else:
+                    tell(key, c, f"{_describe(c.new)} at {site_loc(c.new)} against {_describe(c.pending)} at "
+                         f"{site_loc(c.pending)}: not decided (`{unmodelled[0]}` is not modelled), and no run "
+                         f"shows a conflict")
+                continue
             s = ctx.solver()
             conflict = conflict_formula(c, kernels)
             s.add(run.argc >= 1, path.condition, c.streams_differ, conflict)

@@ -1008,3 +1008,11 @@ def test_a_harmful_write_write_race_names_a_byte_the_two_writes_differ_on() -> N
     (race,) = [d for d in diags if d.code == "E-RACE"]
     assert "writes byte 5 of the slot" in race.message, race.message
     assert entries[0]["counterexample"]["address"]["byte_offset"] == 5
+
+
+def test_a_streams_race_with_a_kernel_the_model_cannot_explore_is_run() -> None:
+    # The kernel (512 paths) is `unknown`; the copy on another stream races with it for every
+    # input: a run shows it at the copy, and check reports it there (it said nothing of the pair).
+    entries, diags = verify(str(C_PROGRAMS / "runtime_errors" / "race_of_a_copy_with_a_kernel_the_model_cannot_explore.mim"))
+    assert [e["races"] for e in entries] == ["refuted"], entries
+    assert [d.code for d in diags if d.severity == "error"] == ["E-RACE"]

@@ -467,8 +467,10 @@ def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, run
     what = lambda x: "writes" if x["kind"] == "write" else "reads"  # noqa: E731
     where = f"byte {byte} of {acc[0]['object']} ({acc[0]['space']} memory)"
     if code == "W-BENIGN-RACE":
+        # (the input that makes it: such a race may need an argc `run` with no arguments never has)
+        inputs = ", ".join(f"{k} = {v}" for k, v in cex["main_inputs"].items())
         msg = (f"benign write-write race in kernel `{site.kernel}`: {who(0)} and {who(1)} both write "
-               f"the same value to {where}")
+               f"the same value to {where}" + (f" (for example with {inputs})" if inputs else ""))
         sev = "warning"
     else:
         sep = "in the same barrier interval" if a.epoch == b.epoch else "with no barrier across groups"

@@ -1016,3 +1016,17 @@ def test_a_streams_race_with_a_kernel_the_model_cannot_explore_is_run() -> None:
     entries, diags = verify(str(C_PROGRAMS / "runtime_errors" / "race_of_a_copy_with_a_kernel_the_model_cannot_explore.mim"))
     assert [e["races"] for e in entries] == ["refuted"], entries
     assert [d.code for d in diags if d.severity == "error"] == ["E-RACE"]
+
+
+def test_a_benign_race_that_needs_an_input_names_it() -> None:
+    # (from argc = 6 on: the warning named no input, and `run` with none shows no race)
+    from verimim import driver
+
+    path = C_PROGRAMS / "valid" / "benign_race_only_with_six_arguments_or_more.mim"
+    entries, diags = verify(str(path))
+    (benign,) = [d for d in diags if d.code == "W-BENIGN-RACE"]
+    found = re.search(r"\(for example with argc = (\d+)\)$", benign.message)
+    assert found and [e["races"] for e in entries] == ["proved"], benign.message
+    argc = int(found.group(1))
+    ran = driver.run(str(path), [], ["x"] * (argc - 1), target="interp")
+    assert [d.code for d in ran.diagnostics] == ["W-BENIGN-RACE"], (argc, ran.diagnostics)

@@ -494,3 +494,21 @@ def test_diff_reports_the_warnings_run_reports() -> None:
     diffed = driver.diff(path, [], [], use_gpu=False)
     assert diffed.ok and [d.code for d in ran.diagnostics] == ["W-BENIGN-RACE"]
     assert [(d.code, d.loc) for d in diffed.diagnostics] == [(d.code, d.loc) for d in ran.diagnostics]
+
+
+def _gpu_here() -> bool:
+    from verimim.runtime.cuda import device_available
+
+    return device_available()
+
+
+@pytest.mark.skipif(_gpu_here(), reason="needs a machine without a CUDA device")
+def test_asking_for_a_gpu_where_there_is_none_is_found_before_the_program(tmp_path: Path) -> None:
+    # `run --target gpu` judged the program first (an ill-typed one exited 1); `diff --gpu` on a
+    # program without kernels reported a "gpu" result from a machine without one.
+    bad = tmp_path / "bad.mim"
+    bad.write_text("plugin core;\nlet oops: I32 = 5I64;\n")
+    p = verimim("run", str(bad), "--target", "gpu")
+    assert p.returncode == 2 and "no CUDA device" in p.stderr, p.stderr
+    p = verimim("diff", str(PROGRAMS / "valid" / "int_widths.mim"), "--gpu", "--json")
+    assert p.returncode == 2 and json.loads(p.stdout)["diagnostics"][0]["code"] == "E-USAGE", p.stdout

@@ -202,13 +202,11 @@ def run(path: str, include: list[str], args: list[str], fuel: int | None = None,
     report.data["pipeline"] = None
 
     def body() -> None:
+        if target == "gpu":
+            _need_a_device("--target gpu")  # before any work (docs/cli.md: exit 2 is found first)
         world, unit = load(path, include)
         backend = None
         if target == "gpu":
-            from verimim.runtime.cuda import device_available
-
-            if not device_available():
-                raise UsageError("--target gpu: no CUDA device (or no cuda-python) is available here")
             # The GPU detects no undefined behaviour: the reference interpreter runs first, and a
             # program with an error diagnostic has no defined result to run on the GPU.
             oracle = Machine(world, fuel=fuel or DEFAULT_FUEL, seed=seed, max_work_items=limit)
@@ -316,6 +314,13 @@ def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90", host_
     return guarded(report, body)
 
 
+def _need_a_device(option: str) -> None:
+    from verimim.runtime.cuda import device_available
+
+    if not device_available():
+        raise UsageError(f"{option}: no CUDA device (or no cuda-python) is available here")
+
+
 def _check_outputs(out: str, *files: Path) -> None:
     """`-o OUT` names files verimim can write: a non-empty name (not a hidden `.ll` in the working
     directory) in a directory that exists, and no directory where a file goes."""
@@ -361,6 +366,8 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
                 "E-DIFF", f"{subject} gives {got.shown()}{describe(diff)}; {reference} gives {ref.result[1]}", None))
 
     def body() -> None:
+        if use_gpu:
+            _need_a_device("--gpu")  # (a program without kernels "ran on the GPU" where there is none)
         world, unit = load(path, include)
         plan = plan_for(world, include, host_phases, device_phases, pipeline)
         ref = observe(world, argv, fuel=fuel)

@@ -512,3 +512,11 @@ def test_asking_for_a_gpu_where_there_is_none_is_found_before_the_program(tmp_pa
     assert p.returncode == 2 and "no CUDA device" in p.stderr, p.stderr
     p = verimim("diff", str(PROGRAMS / "valid" / "int_widths.mim"), "--gpu", "--json")
     assert p.returncode == 2 and json.loads(p.stdout)["diagnostics"][0]["code"] == "E-USAGE", p.stdout
+
+
+def test_a_file_without_end_is_refused_not_read_for_ever() -> None:
+    # (`check /dev/zero` said "still working" until killed)
+    if not Path("/dev/zero").exists():
+        pytest.skip("no /dev/zero here")
+    p = verimim("check", "/dev/zero")
+    assert p.returncode == 2 and "larger than 64 MiB" in p.stderr, p.stderr

@@ -41,11 +41,19 @@ def decode_source(data: bytes, path: str) -> str:
 _TEXTS_READ: dict[str, str] = {}
 
 
+# The largest program file read (a device like /dev/zero, or a stray binary, was read for ever).
+MAX_SOURCE_BYTES = 64 << 20
+
+
 def read_source(path: str) -> str:
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_SOURCE_BYTES + 1)
     except OSError as e:
         raise UsageError(f"cannot read `{path}`: {e.strerror or e}") from None
+    if len(data) > MAX_SOURCE_BYTES:
+        raise UsageError(f"cannot read `{path}`: larger than {MAX_SOURCE_BYTES >> 20} MiB, more than verimim "
+                         f"reads as a program")
     text = decode_source(data, path)
     _TEXTS_READ[path] = text
     return text

@@ -331,3 +331,10 @@ def test_a_filter_decides_whether_a_recursive_lam_call_unfolds() -> None:
     cube, any_ = v["cube"], v["any"]
     assert "pow" not in show(cube.body) and "core.nat.mul" in show(cube.body), show(cube.body)  # type: ignore[union-attr]
     assert "pow" in show(any_.body), show(any_.body)  # type: ignore[union-attr]
+
+
+def test_a_type_level_written_as_a_univ_literal() -> None:
+    # langref: `*` abbreviates `Type (0:Univ)`; the level literal of type Univ was refused
+    # ("a number literal cannot have type `Univ`")
+    w, names = load("let S: Type (1:Univ) = Type (0:Univ);\nlet T: S = I32;\n")
+    assert show(names["S"]) == "*" and show(names["T"]) == "I32"

@@ -694,6 +694,10 @@ class Elaborator:
         return self.world.idx(self.check(e.size, self.world.nat(), scope))
 
     def infer_TypeUniverse(self, e: ast.TypeUniverse, scope: Scope) -> Def:
+        level = e.level
+        if isinstance(level, ast.NumLit) and isinstance(level.ascribed, ast.Builtin) and level.ascribed.name == "Univ":
+            # `Type (0:Univ)`, upstream's own spelling (langref: `*` abbreviates it)
+            return self.world.type_u(level.value)
         lv = self.check(e.level, self.world.nat(), scope)
         if not isinstance(lv, Lit):
             raise TypeError_("the level of `Type` must be a literal", e.level.loc)

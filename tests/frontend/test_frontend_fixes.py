@@ -75,6 +75,17 @@ def test_a_field_name_takes_precedence_over_a_variable_of_the_same_name() -> Non
     assert run(body) == 301  # p#x is the field x (1), p#(x) the variable (2_3: the field z, 300)
 
 
+def test_a_field_name_of_an_anonymous_sigma_gives_way_to_a_variable() -> None:
+    # Upstream keeps field names only on a mutable sigma (a `rec`'s): on `[i: I32, j: I32]`
+    # written as a parameter's type, `p#j` is the variable `j` (0_2). verimim read the field (22).
+    body = ("lam pick (p: [i: I32, j: I32]): I32 = let j = 0_2; p#j;\n"
+            + MAIN + "    return (mem, pick (21I32, 22I32));\n")
+    assert run(body) == 21
+    # without such a variable the field is read (upstream rejects it)
+    body = "lam pick (p: [i: I32, j: I32]): I32 = p#j;\n" + MAIN + "    return (mem, pick (21I32, 22I32));\n"
+    assert run(body) == 22
+
+
 def test_a_parenthesized_name_is_always_the_variable() -> None:
     body = FIELDS + ("lam get (p: Pt, y: Idx 3): I32 = p#(y);\n"
                      + MAIN + "    return (mem, get ((1I32, 20I32, 300I32), 0_3));\n")

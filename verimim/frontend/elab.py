@@ -195,6 +195,7 @@ class Elaborator:
         self.block_scopes: dict[int, Scope | None] = {}  # a parameter type's block (by id) → its scope
         self.syntax_errors: list[VerimimError] = []  # found while declaring; raised by elab_module
         self.group_members: set[int] = set()  # ids of the declarations in `… and …` groups
+        self.declared_sigmas: set[int] = set()  # gids of the sigmas `rec N = [...]` defines (infer_Extract)
         # `lam` mutables declared with an explicit filter, by gid: the filter (`@ff`,
         # `@(%core.pe.is_closed b)`) and the parameter names it may mention
         self.filters: dict[int, tuple[ast.Expr, tuple[str, ...]]] = {}
@@ -782,7 +783,11 @@ class Elaborator:
     def infer_Extract(self, e: ast.Extract, scope: Scope) -> Def:
         w = self.world
         tup, tt = self.infer(e.tuple, scope)
+        declared = w.zonk(tt) in w.rec_defs or w.zonk(tt).gid in self.declared_sigmas
         tt = w.unfold(tt)  # (a value of a recursive type `rec A = [I32, Ptr0 A]`: its sigma's fields)
+        # Upstream keeps field names only on a mutable sigma (a `rec`'s, or a dependent one): on
+        # another a name is its variable, where one is bound (else verimim reads the field).
+        nominal = declared or (isinstance(tt, Sigma) and tt.dependent)
         arity = w.arity(tt)
         if isinstance(e.index, ast.Tuple) and len(e.index.elems) >= 2 and isinstance(w.index_type(arity), IdxT):
             # A multi-index of a tuple of tuples (upstream's World::extract): `a#(i, j)` is
@@ -792,12 +797,12 @@ class Elaborator:
                 tup = self._extract_value(ast.Extract(ix.loc, e.tuple, ix), tup, tt, scope)
                 tt = w.type_of(tup)
             return tup
-        return self._extract_value(e, tup, tt, scope)
+        return self._extract_value(e, tup, tt, scope, nominal)
 
-    def _extract_value(self, e: ast.Extract, tup: Def, tt: Def, scope: Scope) -> Def:
+    def _extract_value(self, e: ast.Extract, tup: Def, tt: Def, scope: Scope, nominal: bool = True) -> Def:
         w = self.world
         arity = w.arity(tt)
-        idx = self._extract_index(e, tt, arity, scope)
+        idx = self._extract_index(e, tt, arity, scope, nominal)
         if isinstance(tt, Sigma) and not isinstance(idx, Lit) and tt.dependent:
             raise TypeError_(f"`{show(tt)}` is a dependent sigma, so its index must be a literal; "
                              f"found `{show(idx)}`", e.index.loc)
@@ -805,15 +810,17 @@ class Elaborator:
         # World types it as their union, as upstream).
         return w.extract(tup, idx)
 
-    def _extract_index(self, e: ast.Extract, tt: Def, arity: Def | None, scope: Scope) -> Def:
+    def _extract_index(self, e: ast.Extract, tt: Def, arity: Def | None, scope: Scope, nominal: bool = True) -> Def:
         w = self.world
         assert arity is not None
         ix = e.index
         if e.by_name and isinstance(ix, ast.Name):
-            # A field name of the sigma wins over a variable of the same name (upstream).
+            # A field name of a declared sigma wins over a variable of the same name (upstream);
+            # of an anonymous one, only where no variable has the name.
             names = tt.names if isinstance(tt, Sigma) else tt.field_names if isinstance(tt, Arr) else None
-            if names and ix.parts[0] in names:
-                return w.lit_idx(len(names), names.index(ix.parts[0]))
+            field, dotted = ix.parts[0], len(ix.parts) > 1
+            if names and field in names and (nominal or dotted or scope.lookup(field) is None):
+                return w.lit_idx(len(names), names.index(field))
         if isinstance(ix, ast.NumLit) and ix.bits is None and ix.size is None and ix.ascribed is None:
             # A plain `1` is a `Nat` (as upstream, which rejects it): an index is an `Idx n`.
             n = arity.value if isinstance(arity, Lit) else None
@@ -1356,6 +1363,7 @@ class Elaborator:
             self.declare_let(let, scope)
             for lazy in self.decl_lazies.get(id(let), ()):
                 self._remember(d, lazy)
+                lazy.thunk = self._noting_declared_sigma(lazy.thunk)
             return
         annex = ".".join(d.percent_name) if d.percent_name else None
 
@@ -1378,6 +1386,16 @@ class Elaborator:
         if annex:
             self.annexes.pending[annex] = lazy
         self._remember(d, lazy)
+
+    def _noting_declared_sigma(self, thunk: Callable[[], Def]) -> Callable[[], Def]:
+        """A `rec` sigma's definition, its sigma remembered: upstream makes it a mutable sigma,
+        whose field names a `# name` prefers to a variable (infer_Extract)."""
+        def make() -> Def:
+            v = thunk()
+            if isinstance(v, (Sigma, Arr)):  # (`[x: I32, y: I32]` is the array «2; I32» with field names)
+                self.declared_sigmas.add(v.gid)
+            return v
+        return make
 
     @staticmethod
     def describe_syntax(e: ast.Expr) -> str:

@@ -79,9 +79,13 @@ CATALOGUE: tuple[Mutant, ...] = (
        "mem.malloc"),
     # ---------------------------------------------------------------- gpu.remove_double_syncs
     _m("rds-any-entry", _R, "gpu.remove_double_syncs", "wrong side",
-       "if isinstance(src, Var) and src.mut.gid in self.kernels and", "if isinstance(src, Var) and",
+       "return isinstance(src, Var) and src.mut.gid in self.kernels and blocks", "return isinstance(src, Var) and blocks",
        "a sync on the entry tokens of any continuation (not only the kernel's) is dropped",
        "sync_work_items"),
+    _m("rds-any-block", _R, "gpu.remove_double_syncs", "forgotten case",
+       "return bool(blocks) and blocks <= self.performers(src)", "return True",
+       "a sync on the preceding sync's tokens is dropped in any block (the earlier block's work runs "
+       "between them)", "sync_work_items"),
     _m("rds-any-source", _R, "gpu.remove_double_syncs", "forgotten case",
        "        if src is not b.tup:\n            return False\n", "",
        "the two tokens need not come from the same sync", "sync_work_items"),
@@ -90,8 +94,7 @@ CATALOGUE: tuple[Mutant, ...] = (
        'if full_app(old, "gpu.sync_work_items", 1) and isinstance(old, App):',
        "every sync is dropped", "sync_work_items"),
     _m("rds-swapped", _R, "gpu.remove_double_syncs", "wrong side",
-       'if full_app(src, "gpu.sync_work_items", 1) and (a.index.value, b.index.value) == (0, 1):',
-       'if full_app(src, "gpu.sync_work_items", 1):',
+       "        if (a.index.value, b.index.value) != (0, 1):\n            return False\n", "",
        "tokens of the preceding sync in either order count as straight from it", "sync_work_items"),
     # ---------------------------------------------------------------- gpu.check_addr_spaces_repl
     _m("cas-malloc-shared", _C, "gpu.check_addr_spaces_repl", "forgotten case",

@@ -358,12 +358,24 @@ class RareWrong(BetaRed):
         return res
 
 
-def test_only_the_proof_sees_a_change_on_a_path_no_run_takes() -> None:
+def test_a_change_on_a_rare_path_is_run_where_the_comparison_switches() -> None:
+    # The path is taken with argc = 7, a literal the program compares argc with: the runs take
+    # it too (argc 1 and 2 did not, and the wrong variant was `validated`).
     prog = before_inline(from_text(RARE_PATH))
     right = verdict(apply(BetaRed(), prog))
     assert right.status == "proved", right.detail
     wrong = apply(RareWrong(), prog)
     assert result(wrong.after, ["p"]) == result(prog, ["p"]) == 3
+    out = verdict(wrong)
+    assert out.status == "refuted" and isinstance(out.counterexample, dict), out.detail
+    assert (out.counterexample["argc"], out.counterexample["after"]) == (7, ("ok", 101)), out.counterexample
+
+
+def test_only_the_proof_sees_a_change_on_a_path_no_run_takes() -> None:
+    # argc · argc = 49 switches at no literal argc is compared with: no run takes the path.
+    prog = before_inline(from_text(RARE_PATH.replace("core.icmp.e (argc, 7I32)",
+                                                     "core.icmp.e (core.wrap.mul 0 (argc, argc), 49I32)")))
+    wrong = apply(RareWrong(), prog)
     out = verdict(wrong)
     assert out.status == "validated" and "not proved: the output differs" in out.detail, out.detail
 

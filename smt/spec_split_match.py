@@ -24,6 +24,8 @@ kernels).
 """
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable
 from typing import cast
 
@@ -155,6 +157,16 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
     kernel_names = set(name_of.values())
     if len(kernel_names) < len(name_of):
         return f"two kernels are external under one name: {sorted(name_of.values())}", {}
+    # PHASES.md: each kernel is external under its own name; only where another kernel or an
+    # external of the input has that name may it take a suffix `_k` (a renamed kernel changes
+    # the PTX's interface: what a host outside verimim launches by name).
+    own_names = Counter(cast(str, k.name) for k in kernels.values())
+    others = {n for n, m in old.externals.items() if m.gid not in kernels}
+    for gid, k in kernels.items():
+        own, given = cast(str, k.name), name_of[gid]
+        shared = own_names[own] > 1 or own in others
+        if given != own and not (shared and re.fullmatch(re.escape(own) + r"_[0-9]+", given)):
+            return f"kernel `{own}` is external under `{given}`, not its own name (no other has it)", {}
     extra = set(host.externals) - set(old.externals)
     if not set(old.externals) <= set(host.externals) or not extra <= kernel_names:
         return (f"the host's externals are {sorted(host.externals)}, the input's {sorted(old.externals)} "

@@ -500,6 +500,20 @@ def test_split_apply_names_two_kernels_of_one_name_apart_right_and_wrong(monkeyp
     assert status == "refuted", detail
 
 
+def test_split_apply_that_renames_a_kernel_no_other_shares_a_name_with_is_refuted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Host and device agree on `kernel_dev`: the behaviour is the same, but the PTX's interface
+    # is not the program's (PHASES.md: external under its own name). It was proved.
+    import verimim.phases.split as split
+
+    real = split.device_names
+    monkeypatch.setattr(split, "device_names",
+                        lambda world, kernels: {g: n + "_dev" for g, n in real(world, kernels).items()})
+    prog = program_before(VALID / "kernel_no_args.mim", "gpu.split_apply")
+    status, detail, _ = verdict(apply(SplitApply(), prog))
+    assert status == "refuted" and "not its own name" in detail, detail
+
+
 class _SwappedCaptures(LiftedKernel):
     """Reads the captured host values in the reverse order of the launch's arguments."""
 

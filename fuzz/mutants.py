@@ -79,13 +79,15 @@ CATALOGUE: tuple[Mutant, ...] = (
        "mem.malloc"),
     # ---------------------------------------------------------------- gpu.remove_double_syncs
     _m("rds-any-entry", _R, "gpu.remove_double_syncs", "wrong side",
-       "return isinstance(src, Var) and src.mut.gid in self.kernels and blocks", "return isinstance(src, Var) and blocks",
-       "a sync on the entry tokens of any continuation (not only the kernel's) is dropped",
-       "sync_work_items"),
-    _m("rds-any-block", _R, "gpu.remove_double_syncs", "forgotten case",
-       "return bool(blocks) and blocks <= self.performers(src)", "return True",
-       "a sync on the preceding sync's tokens is dropped in any block (the earlier block's work runs "
-       "between them)", "sync_work_items"),
+       "and all(block == src.mut.gid and ops.index(old.gid) == 0 for block, ops in blocks)",
+       "and all(ops.index(old.gid) == 0 for block, ops in blocks)",
+       "a sync on the kernel's entry tokens is dropped first in any block (the entry block's work "
+       "ran before it)", "sync_work_items"),
+    _m("rds-any-between", _R, "gpu.remove_double_syncs", "forgotten case",
+       "return all(src.gid in ops and ops.index(old.gid) == ops.index(src.gid) + 1 for _, ops in blocks)",
+       "return True",
+       "a sync on the preceding sync's tokens is dropped though an operation runs between them (or "
+       "the sync is another block's)", "sync_work_items"),
     _m("rds-any-source", _R, "gpu.remove_double_syncs", "forgotten case",
        "        if src is not b.tup:\n            return False\n", "",
        "the two tokens need not come from the same sync", "sync_work_items"),

@@ -135,34 +135,46 @@ class HostMalloc2GpuAlloc(RewritePhase):
         return _HostMalloc2GpuAlloc(world, res)
 
 
+# The operations whose place in a block a barrier orders (full applications, by annex): memory
+# effects and barriers. A barrier is dropped only where none of them runs between it and the one
+# it follows.
+_ORDERED = {"mem.load": 2, "mem.store": 2, "mem.slot": 2, "mem.mslot": 2, "mem.malloc": 2, "mem.free": 2,
+            "mem.alloc": 2, "gpu.sync_work_items": 1}
+
+
 class _RemoveDoubleSyncs(Rewriter):
-    """A continuation's body runs its operations in any order their tokens allow, then its
-    jump: in the block of the sync `s` its tokens come from, a sync `r` may always run right
-    after `s` (it needs nothing else), and a barrier right after a barrier is none. In another
-    block, what s's block did after s (or, for the entry tokens, what the kernel's entry block
-    did) runs before r: r separates it from what follows, and is kept."""
+    """A continuation's body runs its operations in the one schedule the interpreter, the kernel
+    verifier and the code generator share (verimim.ir.schedule), then its jump. A sync `r` whose
+    tokens come from the sync `s` is redundant where, in every block that performs r, the block
+    performs s too and runs no memory operation or barrier between them: two adjacent barriers
+    are one. One on the kernel's entry tokens, where r is the first such operation of the
+    kernel's entry block: a barrier before any memory operation is none. Elsewhere (an operation
+    the tokens leave free runs between them, or another block did work first) r separates what
+    runs before it from what follows, and is kept."""
 
     def __init__(self, old: World, res: PhaseResult, kernels: set[int]) -> None:
         super().__init__(old)
         self.res = res
         self.kernels = kernels
-        self._performers: dict[int, set[int]] | None = None
+        self._performed: dict[int, list[tuple[int, list[int]]]] | None = None
 
-    def performers(self, d: Def) -> set[int]:
-        """The continuations whose activations perform d (by gid); found once, on demand."""
-        if self._performers is None:
+    def performed(self, d: Def) -> list[tuple[int, list[int]]]:
+        """Each block (by gid) that performs d, with the ordered operations it performs (by gid);
+        found once, on demand."""
+        if self._performed is None:
             from verimim.ir.schedule import Scopes, activation
 
             scopes = Scopes(self.old)
-            self._performers = {}
+            self._performed = {}
             for m in walk(self.old):
                 if not (isinstance(m, MutLam) and m.body is not None):
                     continue
-                for n in activation(m, scopes, lambda x: isinstance(x, (Lit, Axiom)),
-                                    lambda x: () if isinstance(x, MutLam) else x.ops):
-                    if full_app(n, "gpu.sync_work_items", 1):
-                        self._performers.setdefault(n.gid, set()).add(m.gid)
-        return self._performers.get(d.gid, set())
+                ordered = [n.gid for n in activation(m, scopes, lambda x: isinstance(x, (Lit, Axiom)),
+                                                     lambda x: () if isinstance(x, MutLam) else x.ops)
+                           if any(full_app(n, annex, depth) for annex, depth in _ORDERED.items())]
+                for gid in ordered:
+                    self._performed.setdefault(gid, []).append((m.gid, ordered))
+        return self._performed.get(d.gid, [])
 
     def redundant(self, old: App) -> bool:
         arg = old.arg
@@ -179,11 +191,15 @@ class _RemoveDoubleSyncs(Rewriter):
             return False
         if (a.index.value, b.index.value) != (0, 1):
             return False
-        blocks = self.performers(old)
+        blocks = self.performed(old)
+        if not blocks:
+            return False
         if full_app(src, "gpu.sync_work_items", 1):
-            return bool(blocks) and blocks <= self.performers(src)  # straight from the preceding sync
-        # the kernel's entry tokens, in its entry block: nothing happened before
-        return isinstance(src, Var) and src.mut.gid in self.kernels and blocks == {src.mut.gid}
+            # straight from the preceding sync, in its block, nothing in between
+            return all(src.gid in ops and ops.index(old.gid) == ops.index(src.gid) + 1 for _, ops in blocks)
+        # the kernel's entry tokens, first in its entry block: nothing happened before
+        return isinstance(src, Var) and src.mut.gid in self.kernels \
+            and all(block == src.mut.gid and ops.index(old.gid) == 0 for block, ops in blocks)
 
     def rewrite_imm(self, old: Def, ops: tuple[Def, ...]) -> Def | None:
         if full_app(old, "gpu.sync_work_items", 1) and isinstance(old, App) and self.redundant(old):

@@ -544,7 +544,7 @@ def spec_remove_double_syncs(res: PhaseResult, ctx: SpecContext) -> Outcome:
 
     # For every path at once where each removed barrier directly follows another in its block;
     # else path by path, below (the output already matched the input less the claimed barriers).
-    direct = prove_by_dependencies(res)
+    direct = prove_by_dependencies(res, ctx)
     if direct is not None:
         return direct
     return separation_on_paths(res, ctx)

@@ -6,8 +6,8 @@
   `mem.free (T, 1)` → `gpu.free.block`; a malloc whose size is not its type's is left alone and
   reported (`E-UNSUPPORTED`): upstream drops the size silently, we must not.
 - `gpu.remove_double_syncs`: a `gpu.sync_work_items (m1, m3)` whose tokens both come from the
-  immediately preceding sync, or are the kernel's entry tokens, is dropped — where it is
-  performed in the block (continuation body) of that sync, or the kernel's own entry block.
+  immediately preceding sync, or are the kernel's entry tokens, is dropped — where it runs right
+  after that sync in its block (continuation body), or first in the kernel's entry block.
 """
 from __future__ import annotations
 

@@ -65,6 +65,20 @@ class Thread:
     # continuation (by id: an activation holds its continuation alive).
     calls: list[Activation] = field(default_factory=list)
     returns: dict[int, int] = field(default_factory=dict)
+    # The continuation that ends this thread (main's `return`, a direct-style call's own): a
+    # jump to another one leaves the thread for the thread it ends (Escape).
+    halt: Halt | None = None
+
+
+class Escape(Exception):
+    """A jump, from a direct-style call (`direct.cps2ds`, run on a thread of its own), to the
+    continuation that ends an enclosing thread (an outer function's `return`, main's): as
+    upstream cuts the caller at the call, the rest of the caller never runs and that thread
+    goes on with the jump. Raised through the nested runs to the thread the continuation ends."""
+
+    def __init__(self, halt: Halt, arg: Value, jump: Def | None) -> None:
+        super().__init__("escape")
+        self.halt, self.arg, self.jump = halt, arg, jump
 
 
 class Activation:
@@ -236,6 +250,12 @@ class Machine:
             while pc < n:
                 try:
                     r = instrs[pc](fr, env, th)
+                except Escape as e:
+                    if e.halt is not th.halt:
+                        raise  # (a thread further out ends by it)
+                    # the rest of this block never runs: the thread ends with the escaping jump
+                    th.next, th.jump, th.code = (e.halt, e.arg), e.jump, None
+                    break
                 except KeyError:
                     if code.root not in self._lam_bodies:
                         raise
@@ -247,6 +267,8 @@ class Machine:
                 if r is SUSPEND:
                     th.pc = pc
                     return "barrier"
+            if th.code is None:
+                continue  # (an escape ended the block: its jump is next)
             self.steps += n + 1  # the jump is a step too: a loop whose body is only a jump still ends
             if self.steps > self.fuel:
                 # Located at the jump that ends this body: in a runaway loop, the loop's back edge.
@@ -280,6 +302,8 @@ class Machine:
             th.code, th.pc, th.env = code, 0, env
             th.frame = self._fresh_frame(code)
             return True
+        if isinstance(callee, Halt) and th.halt is not None and callee is not th.halt:
+            raise Escape(callee, arg, th.jump)
         if isinstance(callee, (Halt, KernelReturn)):
             th.result = arg
             th.done = True
@@ -615,12 +639,17 @@ class Machine:
         except VerimimError as e:
             raise RuntimeFault(e.code, e.message, e.loc) from None
         leaves: list[Value] = [len(args) % 2**32, mem_interp.make_argv(self, args)] if form.takes_args else []
-        th.next = (Closure(main, {}), entry.build(form.dom, iter(leaves), Halt()))
+        th.halt = Halt()
+        th.next = (Closure(main, {}), entry.build(form.dom, iter(leaves), th.halt))
         try:
             status = self.run_thread(th)
         except RuntimeFault as e:
             _note_call_site(e, th)
             raise
+        except Escape as e:
+            # the continuation of a direct-style call that has returned: its thread is gone
+            raise RuntimeFault("E-UNSUPPORTED", "a jump to the continuation of a direct-style call "
+                               "(`direct.cps2ds`) that has already returned", getattr(e.jump, "loc", None)) from None
         if status != "done":
             raise RuntimeFault("E-BARRIER-DIVERGENCE", "a barrier outside of any kernel", None)
         out: list[Value] = []

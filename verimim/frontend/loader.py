@@ -37,6 +37,9 @@ _IDENT = re.compile(r"[_a-zA-Z][_0-9a-zA-Z]*\Z")
 # driver loads `compile` and, at its default optimisation level, `opt`, which imports the others
 # (`buffer` and `btensor` are verimim's own: a program loads them). Loaded only where named.
 IMPLICIT_PLUGINS = frozenset({"compile", "core", "mem", "gpu", "direct"})
+# Plugins whose normalizers run however the program names them (`import compile;` too): upstream's
+# driver always loads `compile` as a plugin (its `is_loaded` folds: verimim.plug.compile).
+ALWAYS_A_PLUGIN = frozenset({"compile"})
 
 # Elaboration recurses along the structure of terms; deep programs need a deep Python stack
 # (the CLI runs the frontend on a thread with a large C stack, see verimim.driver).
@@ -87,7 +90,7 @@ class Loader:
         path = self.find(imp.name, imp.loc, "plugin" if imp.kind == "plugin" else "module")
         self.loading.add(imp.name)
         try:
-            if imp.kind == "plugin":
+            if imp.kind == "plugin" or imp.name in ALWAYS_A_PLUGIN:
                 self._register_python(imp.name)
             text = path.read_text(encoding="utf-8")
             self.units[imp.name] = self.elaborate(text, str(path), plugin=imp.name)
@@ -95,6 +98,7 @@ class Loader:
             self.loading.discard(imp.name)
 
     def _register_python(self, name: str) -> None:
+        """The normalizers of plugin `name`'s Python module (verimim.plug.NAME), where it has one."""
         try:
             mod = importlib.import_module(f"verimim.plug.{name}")
         except ModuleNotFoundError as e:

@@ -338,3 +338,9 @@ def test_a_type_level_written_as_a_univ_literal() -> None:
     # ("a number literal cannot have type `Univ`")
     w, names = load("let S: Type (1:Univ) = Type (0:Univ);\nlet T: S = I32;\n")
     assert show(names["S"]) == "*" and show(names["T"]) == "I32"
+
+
+def test_an_unknown_annex_of_a_loaded_plugin_does_not_ask_for_the_plugin() -> None:
+    # (the hint asked whether `plugin direct;` was missing, on a file that has it)
+    e = fails("plugin direct;\nlet x = %direct.nosuch_thing;\n")
+    assert e.code == "E-NAME" and "the plugin `direct` declares no such annex" in e.message, e.message

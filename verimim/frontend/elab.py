@@ -311,7 +311,9 @@ class Elaborator:
         close = difflib.get_close_matches(text, candidates, n=1, cutoff=0.75)
         hint = f"; did you mean `{close[0]}`?" if close else ""
         if len(parts) > 1 and not close:
-            hint = f"; is `plugin {parts[0]};` missing?"
+            loaded = any(k.startswith(parts[0] + ".") for k in self.annexes.known())
+            hint = f"; the plugin `{parts[0]}` declares no such annex" if loaded else \
+                f"; is `plugin {parts[0]};` missing?"
         raise NameError_(f"unknown name `{text}`{hint}", name.loc)
 
     def annex_name(self, name: str) -> str:

@@ -570,7 +570,7 @@ def separation_on_paths(res: PhaseResult, ctx: SpecContext) -> Outcome:
         p_old, cut1, partial1 = kernel_paths(kernels_old[name])
         p_new, cut2, partial2 = kernel_paths(kernels_new[name])
         if partial1 is not None or partial2 is not None:
-            return Outcome("unknown", f"kernel `{name}`: a removed barrier does not follow another in its block, and "
+            return Outcome("unknown", f"kernel `{name}`: a removal the block argument does not show, and "
                            f"its paths are not all modelled: {partial1 or partial2}")
         bounded = bounded or cut1 or cut2
         if len(p_old) != len(p_new):

@@ -24,15 +24,16 @@ ADDR_SPACE_RULES: list[tuple[str, frozenset[int], str]] = [
 ]
 
 
-def address_space_of(app: App) -> Def:
+def address_space_of(app: App, world: World) -> Def:
     """The address-space argument of a mem operation: the second element of its first argument
-    (`(T, a)` both for the explicit `[T, a]` of malloc/slot and the implicit `{T, a}` of store/free)."""
+    (`(T, a)` both for the explicit `[T, a]` of malloc/slot and the implicit `{T, a}` of store/free;
+    of a pair given whole, `mem.store @X …` with `X: [*, Nat]`, its projection `X#1`)."""
     first = app.args()[0]
     from verimim.ir.defs import Tuple
 
     if isinstance(first, Tuple) and len(first.ops) == 2:
         return first.ops[1]
-    raise ValueError(f"unexpected first argument {show(first)}")
+    return world.extract_n(first, 2, 1)
 
 
 class CheckAddrSpaces(Phase):
@@ -43,7 +44,7 @@ class CheckAddrSpaces(Phase):
         for world in prog.worlds():
             for op, bad, words in ADDR_SPACE_RULES:
                 for app in apps_of(world, op, 2):
-                    a = address_space_of(app)
+                    a = address_space_of(app, world)
                     if isinstance(a, Lit):
                         if a.value in bad:
                             res.diagnostics.append(Diagnostic(

@@ -62,10 +62,14 @@ FORBIDDEN = {"mem.malloc": (3, 4, 5), "mem.free": (3, 4, 5), "mem.mslot": (1, 4)
              "mem.store": (4,)}
 
 
-def _first_pair(d: App) -> tuple[Def, Def] | None:
+def _first_pair(d: App, world: World | None = None) -> tuple[Def, Def] | None:
+    """A mem operation's `(T, a)`; given `world`, a pair passed whole (`mem.store @X …`) as its
+    projections `X#0`, `X#1`."""
     first = d.args()[0]
     if isinstance(first, Tuple) and len(first.ops) == 2:
         return first.ops[0], first.ops[1]
+    if world is not None:
+        return world.extract_n(first, 2, 0), world.extract_n(first, 2, 1)
     return None
 
 
@@ -119,7 +123,7 @@ def spec_addr_spaces(res: PhaseResult, ctx: SpecContext) -> Outcome:
         for d in walk(world):
             if not (isinstance(d, App) and d.depth == 2 and isinstance(d.head, Axiom) and d.head.annex in FORBIDDEN):
                 continue
-            pair = _first_pair(d)
+            pair = _first_pair(d, world)
             if pair is None:
                 continue
             forbidden = FORBIDDEN[d.head.annex]

@@ -129,7 +129,7 @@ class RejectEverySymbolicSpace(CheckAddrSpaces):
         res = PhaseResult(self.name, prog, prog)
         for op, _bad, words in ADDR_SPACE_RULES:
             for app in apps_of(prog.host, op, 2):
-                if not isinstance(address_space_of(app), Lit):
+                if not isinstance(address_space_of(app, prog.host), Lit):
                     res.diagnostics.append(Diagnostic("E-ADDR-SPACE", f"{words} a symbolic space", app.loc))
         return res
 

@@ -40,6 +40,12 @@ class RewritePhase(Phase):
         return res
 
 
+def _element_type(w: World, ty_a: Def) -> Def:
+    """T of an operation's `(T, a)`: its first element, or of a pair given whole (`mem.alloc X m`
+    with `X: [*, Nat]`) its projection `X#0` (the pair's own first operand is no type)."""
+    return ty_a.ops[0] if isinstance(ty_a, Tuple) and len(ty_a.ops) == 2 else w.extract_n(ty_a, 2, 0)
+
+
 class _Alloc2Malloc(Rewriter):
     def __init__(self, old: World, res: PhaseResult) -> None:
         super().__init__(old)
@@ -49,7 +55,7 @@ class _Alloc2Malloc(Rewriter):
         w = self.new
         if full_app(old, "mem.alloc", 2):
             ty_a, m = ops[0].ops[1], ops[1]  # type: ignore[union-attr]
-            t = ty_a.ops[0]
+            t = _element_type(w, ty_a)
             size = w.app(self.annex("core.trait.size"), t)
             if self._too_large(old, "mem.alloc", t, size):
                 return None
@@ -58,7 +64,7 @@ class _Alloc2Malloc(Rewriter):
             return new
         if full_app(old, "mem.slot", 2):
             ty_a, arg = ops[0].ops[1], ops[1]  # type: ignore[union-attr]
-            t = ty_a.ops[0]
+            t = _element_type(w, ty_a)
             m, slot_id = w.extract_n(arg, 2, 0), w.extract_n(arg, 2, 1)
             size = w.app(self.annex("core.trait.size"), t)
             if self._too_large(old, "mem.slot", t, size):

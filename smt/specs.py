@@ -206,6 +206,14 @@ def _size_condition(size: Def, t: Def, namer: Namer) -> z3.BoolRef:
 def spec_alloc2malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
     namer = Namer()
 
+    def element(ta: Def) -> Def:
+        """T of `(T, a)`; of a pair given whole (`mem.alloc X m`, `X: [*, Nat]`), `X#0`, made
+        by the input World that holds X."""
+        if isinstance(ta, Tuple) and len(ta.ops) == 2:
+            return ta.ops[0]
+        world = next((w for w in res.before.worlds() if w.serial == ta.home), res.before.host)
+        return world.extract_n(ta, 2, 0)
+
     def rule_for(side: list[z3.BoolRef]) -> Callable[[Def, Def], Pairs | None]:
         def rule(a: Def, b: Def) -> Pairs | None:
             pa = app_parts(a, "mem.alloc", 2)
@@ -214,7 +222,7 @@ def spec_alloc2malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
                 if pb is None or not isinstance(pb[1], Tuple):
                     return None  # falls through to the structural comparison, which fails
                 (ta, m), (tb, (m2, size)) = (pa[0], pa[1]), (pb[0], pb[1].ops)
-                side.append(_size_condition(size, ta.ops[0] if isinstance(ta, Tuple) else ta, namer))
+                side.append(_size_condition(size, element(ta), namer))
                 return [(ta, tb), (m, m2)]
             ps = app_parts(a, "mem.slot", 2)
             if ps is not None:
@@ -223,7 +231,7 @@ def spec_alloc2malloc(res: PhaseResult, ctx: SpecContext) -> Outcome:
                     return None
                 ta = ps[0]
                 m2, size, id2 = pb[1].ops
-                side.append(_size_condition(size, ta.ops[0] if isinstance(ta, Tuple) else ta, namer))
+                side.append(_size_condition(size, element(ta), namer))
                 w_arg = ps[1]
                 if not isinstance(w_arg, Tuple):
                     return None  # compared structurally (and found different)

@@ -87,6 +87,7 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
         # two types (then nothing is resolved from it).
         self.type_args: dict[int, Def | None] = {}
         self.dyn_muts: set[int] = set()  # mutables whose continuations come from records
+        self._loops: dict[int, bool] = {}  # continuation gid → whether a loop may run it again (_in_a_loop)
         self._dyn_setup()
 
     def run_body(self, root_val: Any, body_bb: Any) -> None:
@@ -190,11 +191,45 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
         slot there is a heap block of its own per execution (like the records, never freed), not
         the instance's one `alloca`."""
         s: Scope | None = self.scope
+        owner: MutLam | None = None
         while s is not None:
             if isinstance(s, _HScope) and s.owner is not None and s.owner.gid in self.dyn_muts:
                 return self._record(size)  # malloc aligns to 16 bytes, as the alloca asks
+            if owner is None and isinstance(s, _HScope) and s.owner is not None:
+                owner = s.owner
             s = s.parent
+        if owner is not None and self._in_a_loop(owner):
+            # A continuation a loop runs again within one activation: each run's slot is a block
+            # of its own until the function returns (SEMANTICS.md), not the one `alloca` of the
+            # entry block every run shared (a pointer kept from an earlier run saw a later run's
+            # value). Allocated where it runs.
+            mem = self.builder.alloca(self.ir.ArrayType(self.ctx.i8, size))
+            mem.align = align  # pyright: ignore[reportAttributeAccessIssue]
+            mem.type = self.ir.PointerType()
+            return mem
         return super()._slot_memory(size, align)
+
+    def _in_a_loop(self, m: MutLam) -> bool:
+        """Whether continuation m may run again within the activation that runs it: m reaches
+        itself through the continuations its body names (a conservative answer: named is not
+        always jumped to). Once per continuation."""
+        hit = self._loops.get(m.gid)
+        if hit is not None:
+            return hit
+        seen: set[int] = set()
+        stack: list[MutLam] = [m]
+        found = False
+        while stack and not found:
+            cur = stack.pop()
+            for nxt in _named_continuations(cur):
+                if nxt is m:
+                    found = True
+                    break
+                if nxt.gid not in seen:
+                    seen.add(nxt.gid)
+                    stack.append(nxt)
+        self._loops[m.gid] = found
+        return found
 
     def _goto(self, cv: Any, av: Any, loc: Loc | None) -> None:
         if isinstance(cv, Ret):
@@ -472,3 +507,22 @@ class KernelCompiler(CpsCompiler):
         if name is not None:
             raise unsupported(f"a call of the C function `{name}` in a kernel (C functions run on the host)", loc)
         return False
+
+
+def _named_continuations(m: MutLam) -> list[MutLam]:
+    """The mutables m's body names (not looking into their own bodies)."""
+    if m.body is None:
+        return []
+    out: list[MutLam] = []
+    seen: set[int] = set()
+    stack: list[Def] = [m.body]
+    while stack:
+        d = stack.pop()
+        if d.gid in seen:
+            continue
+        seen.add(d.gid)
+        if isinstance(d, MutLam):
+            out.append(d)
+            continue
+        stack.extend(d.ops)
+    return out

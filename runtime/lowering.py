@@ -613,6 +613,11 @@ class BodyCompiler:
         i64 = self.ctx.i64
         if s & (s - 1) == 0:
             r = b.and_(x, ir.Constant(i64, s - 1))
+        elif signed_in and s > 2 ** 63:
+            # (`srem` reads a modulus past 2^63 as negative; every x of i64 is above -s and below
+            # s: x, or x + s where x is negative)
+            neg = b.icmp_signed("<", x, ir.Constant(i64, 0))
+            r = b.select(neg, b.add(x, ir.Constant(i64, s)), x)
         elif signed_in:
             r0 = b.srem(x, ir.Constant(i64, s))
             neg = b.icmp_signed("<", r0, ir.Constant(i64, 0))

@@ -16,6 +16,7 @@ reduced modulo s. Anything else raises `VerimimError("E-UNSUPPORTED", …)` nami
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -287,9 +288,11 @@ class ModuleContext:
             return P(v, sc[2], sc[1]) if sc[0] == "ptr" else v
         return tuple(self.build(f, it, static) for f in self.field_types(t))
 
-    def flatten(self, t: Def, v: Any, out: list[Any], loc: Loc | None, static: list[Any] | None = None) -> None:
+    def flatten(self, t: Def, v: Any, out: list[Any], loc: Loc | None, static: list[Any] | None = None,
+                fit: Callable[[Any, int], Any] | None = None) -> None:
         """The inverse of `build`: v's scalar leaves into out, its continuation-typed ones into
-        static (which must then be given)."""
+        static (which must then be given); `fit`: each integer leaf made the bits of its type
+        (an `Idx ⊤:Nat` value passed for an I32 parameter)."""
         sc = self.scalar(t)
         if sc is not None:
             if sc[0] == "mem":
@@ -303,13 +306,13 @@ class ModuleContext:
                 v = v.v
             if v is None or isinstance(v, (tuple, Ret)) or not hasattr(v, "type"):
                 raise unsupported(f"a value {v!r} where a `{show_short(t)}` is expected", loc)
-            out.append(v)
+            out.append(fit(v, sc[1]) if fit is not None and sc[0] == "int" else v)
             return
         fts = self.field_types(t)
         if not isinstance(v, tuple) or len(v) != len(fts):
             raise unsupported(f"a value of the wrong shape for `{show_short(t)}`", loc)
         for f, x in zip(fts, v):
-            self.flatten(f, x, out, loc, static)
+            self.flatten(f, x, out, loc, static, fit)
 
 
 def show_short(d: Def) -> str:
@@ -825,6 +828,13 @@ class BodyCompiler:
         self._compute(t.shape)  # (a type's operands are not the call's: not scheduled before it)
         return self.builder.mul(self._val(t.shape), elem)
 
+    def _fit_int(self, x: Any, bits: int) -> Any:
+        """x (an integer) in a container of `bits` bits (ModuleContext.scalar's: an `Idx ⊤:Nat`
+        value where the type holds fewer is cut); anything else as it is."""
+        if not isinstance(getattr(x, "type", None), self.ir.IntType) or x.type.width == bits:
+            return x
+        return self._resize(x, bits)
+
     def _resize(self, x: Any, bits: int) -> Any:
         w = x.type.width
         if w == bits:
@@ -987,6 +997,11 @@ class BodyCompiler:
             q = self._offset(p, off)
             if isinstance(v, P):
                 v = v.v
+            if sc[0] == "int":
+                # (an `Idx ⊤:Nat` value, held as its i64 Nat, where the type has fewer bits —
+                # `core.idx_unsafe l` stored into an I32 cell — is cut to them, as the
+                # interpreter stores it; it was stored whole, over the cells beside it)
+                v = self._fit_int(v, sc[1])
             if sc[0] == "int" and sc[1] == 1:
                 b.store(b.zext(v, ctx.i8), q.v, align=1)
                 return

@@ -500,6 +500,10 @@ class BodyCompiler:
             sc = ctx.scalar(d.ops[0])
             if sc is None or sc[0] != "int":
                 raise unsupported(f"the literal `{show_short(d)}`", d.loc)
+            if isinstance(d.value, int) and d.value >= 1 << sc[1]:
+                # (a `Nat` is 64 bits on a target: LLVM would cut the literal to its low bits
+                # without a word, as docs/semantics.md refuses to store such a Nat)
+                raise unsupported(f"the `Nat` literal {d.value}, 2^64 or more: a target's `Nat` has 64 bits", d.loc)
             return ir.Constant(ir.IntType(sc[1]), d.value)
         t = d.ops[0]
         sc = ctx.scalar(t)

@@ -438,3 +438,12 @@ def test_a_buffer_copy_moves_the_bytes(body: str, args: list[str], want: int) ->
     prog = run_with_big_stack(lambda: compile_program(host))
     assert "llvm.memmove" in prog.host.llvm_ir and prog.host.llvm_ir.count("store") < 20, "one move, not a store per cell"
     assert run_jitted(jit(prog), argv) == _interp(world, argv) == want
+
+
+def test_a_nat_literal_a_target_cannot_hold_is_refused_by_name() -> None:
+    # LLVM cut 2^64 to 0 without a word: `n < 2^64` was false natively, true in the interpreter.
+    src = ("fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =\n"
+           "    return (m0, core.conv.u 4294967296 (core.ncmp.l (core.bitcast Nat argc, 18446744073709551616)));\n")
+    with pytest.raises(VerimimError) as info:
+        _compile_text(src)
+    assert info.value.code == "E-UNSUPPORTED" and "18446744073709551616" in info.value.message

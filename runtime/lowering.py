@@ -725,6 +725,8 @@ class BodyCompiler:
             table = _BIT2_TAGS.index(op)
             x, y = self._val(args[2])
             ty = x.type
+            if s == 1:
+                return ir.Constant(ty, 0)  # (`Idx 1` holds 0 only: its one bit is no value of it)
             if s & (s - 1):
                 return self._bit2_not_pow2(op, s, x, y)
             ones = ir.Constant(ty, (1 << ty.width) - 1)

@@ -447,3 +447,13 @@ def test_a_nat_literal_a_target_cannot_hold_is_refused_by_name() -> None:
     with pytest.raises(VerimimError) as info:
         _compile_text(src)
     assert info.value.code == "E-UNSUPPORTED" and "18446744073709551616" in info.value.message
+
+
+def test_bitwise_operations_on_idx_1_give_its_one_value() -> None:
+    # `Idx 1` holds 0 only; its i1 container's other value came out of nor/nand/nxor natively.
+    src = ("fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =\n"
+           "    let x = core.conv.u 1 argc;\n    let y = core.conv.u 1 (core.wrap.mul 0 (argc, 3I32));\n"
+           "    return (m0, core.conv.u 4294967296 (core.bit2.nor 0 (x, y)));\n")
+    world, prog = _compile_text(src)
+    for argv in (["p"], ["p", "x"]):
+        assert run_jitted(jit(prog), argv) == _interp(world, argv) == 0

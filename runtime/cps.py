@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from verimim.diagnostics import Loc
+from verimim.ir.analysis import scan_mut
 from verimim.ir.defs import App, Axiom, Def, Extract, IdxT, Lam, Lit, MutLam, Pack, Sigma, Var
 from verimim.ir.schedule import jump_roots, postorder
 from verimim.plug.c_lib import c_name
@@ -211,8 +212,8 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
 
     def _in_a_loop(self, m: MutLam) -> bool:
         """Whether continuation m may run again within the activation that runs it: m reaches
-        itself through the continuations its body names (a conservative answer: named is not
-        always jumped to). Once per continuation."""
+        itself through the mutables its body names (verimim.ir.analysis.scan_mut; a
+        conservative answer: named is not always jumped to). Once per continuation."""
         hit = self._loops.get(m.gid)
         if hit is not None:
             return hit
@@ -221,7 +222,7 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
         found = False
         while stack and not found:
             cur = stack.pop()
-            for nxt in _named_continuations(cur):
+            for nxt in scan_mut(cur, annexes=True)[1]:
                 if nxt is m:
                     found = True
                     break
@@ -507,22 +508,3 @@ class KernelCompiler(CpsCompiler):
         if name is not None:
             raise unsupported(f"a call of the C function `{name}` in a kernel (C functions run on the host)", loc)
         return False
-
-
-def _named_continuations(m: MutLam) -> list[MutLam]:
-    """The mutables m's body names (not looking into their own bodies)."""
-    if m.body is None:
-        return []
-    out: list[MutLam] = []
-    seen: set[int] = set()
-    stack: list[Def] = [m.body]
-    while stack:
-        d = stack.pop()
-        if d.gid in seen:
-            continue
-        seen.add(d.gid)
-        if isinstance(d, MutLam):
-            out.append(d)
-            continue
-        stack.extend(d.ops)
-    return out

@@ -26,7 +26,7 @@ import z3
 
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, Pack, Tuple
 from verimim.ir.world import World
-from verimim.phases.base import is_app_of
+from verimim.phases.base import is_app_of, walk
 from verimim.printer import show
 from verimim.smt import bv
 from verimim.smt.normalizer_proofs import violation
@@ -85,42 +85,16 @@ class _CutLeaves(_Leaves):
 
     def __init__(self, world: World, app: Def, res: Def) -> None:
         super().__init__(world)
-        self.cut = _shared_apps(app, res)
+        self.cut = _shared_apps(world, app, res)
 
     def __contains__(self, d: object) -> bool:
         return isinstance(d, Def) and (d.gid in self.cut or not self.structural(d))
 
 
-def _shared_apps(a: Def, b: Def) -> set[int]:
+def _shared_apps(world: World, a: Def, b: Def) -> set[int]:
     """The applications below both a and b (by gid), neither a nor b themselves."""
-    def below(root: Def) -> set[int]:
-        seen: set[int] = set()
-        stack = list(root.ops)
-        while stack:
-            d = stack.pop()
-            if d.gid in seen:
-                continue
-            seen.add(d.gid)
-            stack.extend(d.ops)
-        return seen
-
-    common = below(a) & (below(b) | {b.gid})
-    return {g for g in common if g not in (a.gid, b.gid)} & _apps(a)
-
-
-def _apps(root: Def) -> set[int]:
-    out: set[int] = set()
-    stack = [root]
-    seen: set[int] = set()
-    while stack:
-        d = stack.pop()
-        if d.gid in seen:
-            continue
-        seen.add(d.gid)
-        if isinstance(d, App):
-            out.add(d.gid)
-        stack.extend(d.ops)
-    return out
+    in_b = {d.gid for d in walk(world, [b])}
+    return {d.gid for d in walk(world, [a]) if isinstance(d, App) and d.gid in in_b and d.gid not in (a.gid, b.gid)}
 
 
 def _fold_holds(app: App, res: Def, env: _Leaves, ctx: SpecContext) -> tuple[z3.CheckSatResult, _Leaves]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from verimim.diagnostics import Loc, VerimimError
 from verimim.ir.defs import App, Axiom, Def, Lam, Lit, MutLam, Pack, Tuple
 from verimim.ir.world import World
+from verimim.plug.compile import plugin_loaded, string_literal
 
 MAX_FIXPOINT_ROUNDS = 8
 
@@ -118,7 +119,7 @@ def _steps(world: World, d: Def, what: str) -> list[Step]:
                 # no plugin to be missing: not a phase's name at all (it was elided silently)
                 raise VerimimError("E-NAME", f"{what}: `compile.named \"{name}\"` names no phase: a phase's "
                                    f"name is `plugin.phase`", d.loc)
-            loaded = any(a.startswith(plugin + ".") for a in world.annexes)
+            loaded = plugin_loaded(world, plugin)
             if world.find_annex(name) is not None or (loaded and _registered(name)):
                 return step_of_name(name)
             if loaded:
@@ -128,8 +129,7 @@ def _steps(world: World, d: Def, what: str) -> list[Step]:
             return []  # (upstream: a phase of a plugin the program does not load is left out)
         if head == "compile.cond":
             plugin = _string(args[-2], what)
-            loaded = any(a.startswith(plugin + ".") for a in world.annexes)
-            return _steps(world, args[-1], what) if loaded else []
+            return _steps(world, args[-1], what) if plugin_loaded(world, plugin) else []
         if _is_phase_type(world, world.type_of(d)):
             # A phase with arguments (`compile.eta_red_pass ff`, `mem.reshape_pass m`).
             return step_of_name(head)
@@ -149,9 +149,9 @@ def _elements(d: Def) -> tuple[Def, ...]:
 
 
 def _string(d: Def, what: str) -> str:
-    elems = _elements(d)
-    if all(isinstance(e, Lit) for e in elems):
-        return bytes(e.value for e in elems if isinstance(e, Lit)).decode(errors="replace").rstrip("\0")  # C strings
+    text = string_literal(d)
+    if text is not None:
+        return text
     raise VerimimError("E-TYPE", f"{what}: a phase name must be a string literal, found `{_show(d)}`", d.loc)
 
 

@@ -9,8 +9,8 @@ from verimim.ir.defs import App, Def, Lit, Pack, Tuple
 from verimim.ir.world import World
 
 
-def _name(d: Def) -> str | None:
-    """A string literal's text (its NUL, if written, dropped), else None."""
+def string_literal(d: Def) -> str | None:
+    """A string literal's text (its NUL, if written, dropped: C strings), else None."""
     elems = d.ops if isinstance(d, Tuple) else (d.body,) * d.shape.value \
         if isinstance(d, Pack) and isinstance(d.shape, Lit) and isinstance(d.shape.value, int) and not d.body.bvd \
         else (d,)
@@ -19,11 +19,14 @@ def _name(d: Def) -> str | None:
     return bytes(e.value for e in elems if isinstance(e, Lit)).decode(errors="replace").rstrip("\0")
 
 
+def plugin_loaded(world: World, plugin: str) -> bool:
+    """Whether the World holds annexes of `plugin` (it is loaded)."""
+    return any(a.startswith(plugin + ".") for a in world.annexes)
+
+
 def _is_loaded(w: World, app: App) -> Def | None:
-    name = _name(app.arg)
-    if name is None:
-        return None
-    return w.lit_bool(any(a.startswith(name + ".") for a in w.annexes))
+    name = string_literal(app.arg)
+    return None if name is None else w.lit_bool(plugin_loaded(w, name))
 
 
 def register(world: World) -> None:

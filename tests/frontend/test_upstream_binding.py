@@ -4,16 +4,7 @@ accepts: a later declaration shadowing an outer name, `where` blocks bound in re
 `as` alias on a lambda's parameters, tuples' η rule, commuted `core.nat` operands."""
 from __future__ import annotations
 
-from tests.frontend.test_upstream_constructs import MAIN
-from verimim.frontend.loader import load_text
-from verimim.interp.machine import Machine, find_main
-
-HEADER = "plugin core;\nplugin mem;\n"
-
-
-def run(body: str, *args: str) -> int:
-    w, _ = load_text(HEADER + body, "t.mim")
-    return Machine(w).run_main(find_main(w), ["prog", *args])
+from tests.frontend.test_upstream_constructs import MAIN, run  # (`%mem.…` loads mem)
 
 
 def test_a_use_before_a_local_declaration_means_the_outer_name() -> None:

@@ -785,7 +785,8 @@ class Elaborator:
     def infer_Extract(self, e: ast.Extract, scope: Scope) -> Def:
         w = self.world
         tup, tt = self.infer(e.tuple, scope)
-        declared = w.zonk(tt) in w.rec_defs or w.zonk(tt).gid in self.declared_sigmas
+        written = w.zonk(tt)
+        declared = written in w.rec_defs or written.gid in self.declared_sigmas
         tt = w.unfold(tt)  # (a value of a recursive type `rec A = [I32, Ptr0 A]`: its sigma's fields)
         # Upstream keeps field names only on a mutable sigma (a `rec`'s, or a dependent one): on
         # another a name is its variable, where one is bound (else verimim reads the field).

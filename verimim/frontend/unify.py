@@ -148,10 +148,9 @@ class Unifier:
             if self.unify(x1, x2) is None and self.unify(y1, y2) is None:
                 return (None,)
             self.undo(mark)
-            if op_a == "mul" or op_a == "add":
-                if self.unify(x1, y2) is None and self.unify(y1, x2) is None:
-                    return (None,)
-                self.undo(mark)
+            if self.unify(x1, y2) is None and self.unify(y1, x2) is None:  # (both commute)
+                return (None,)
+            self.undo(mark)
             return ((a, b),)
         double = [(x, y) for (op, (x, y)) in (pa, pb) if op == "add" and x is y]
         twice = [y for (op, (x, y)) in (pa, pb) if op == "mul" and isinstance(x, Lit) and x.value == 2]

@@ -13,7 +13,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -202,10 +201,11 @@ def _writable_dir(ctx: click.Context, param: click.Parameter, value: str | None)
         return None
     try:
         Path(value).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=value):
-            pass
     except OSError as e:
         raise click.BadParameter(f"cannot write into `{value}`: {e.strerror or e}", ctx, param) from None
+    why = driver.cannot_write_into(value)
+    if why is not None:
+        raise click.BadParameter(f"cannot write into `{value}`: {why}", ctx, param)
     return value
 
 

@@ -321,6 +321,17 @@ def _need_a_device(option: str) -> None:
         raise UsageError(f"{option}: no CUDA device (or no cuda-python) is available here")
 
 
+def cannot_write_into(directory: str | Path) -> str | None:
+    """Why no file can be written into `directory` (None: one can), found by making one and
+    dropping it: `os.access` says yes to root for /proc and /sys."""
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        return str(e.strerror or e)
+    return None
+
+
 def _check_outputs(out: str, *files: Path) -> None:
     """`-o OUT` names files verimim can write: a non-empty name (not a hidden `.ll` in the working
     directory) in a directory that exists, and no directory where a file goes."""
@@ -332,12 +343,9 @@ def _check_outputs(out: str, *files: Path) -> None:
         parent = f.parent if str(f.parent) else Path(".")
         if not parent.is_dir():
             raise UsageError(f"cannot write {f}: no directory {parent}")
-        try:
-            # (a file made and dropped: `os.access` says yes to root for /proc and /sys)
-            with tempfile.TemporaryFile(dir=parent):
-                pass
-        except OSError as e:
-            raise UsageError(f"cannot write {f}: the directory {parent} is not writable ({e.strerror or e})") from None
+        why = cannot_write_into(parent)
+        if why is not None:
+            raise UsageError(f"cannot write {f}: the directory {parent} is not writable ({why})")
 
 
 def diff(path: str, include: list[str], args: list[str], fuel: int | None = None,

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,14 +70,22 @@ class Cluster:
         (The dead worker's own log died with it; the nanny's outlives it.)"""
         if not self.nannies:
             return ""
-        try:
-            logs = self.client.get_worker_logs(n=50, nanny=True)
-        except Exception:  # noqa: BLE001 — a busy or restarting scheduler: the crash keeps its message
-            return ""
-        notes = sorted(msg for entries in logs.values() for _level, msg in entries
-                       if _DEATH.search(msg))
-        return notes[-1].split(" - ", 3)[-1].strip() if notes else ""  # the newest, without time and logger
+        # (the scheduler may report the lost task before the nanny has logged the death: on a
+        # loaded machine the note came a moment later, and the crash's record lacked it)
+        for _ in range(DEATH_NOTE_TRIES):
+            try:
+                logs = self.client.get_worker_logs(n=50, nanny=True)
+            except Exception:  # noqa: BLE001 — a busy or restarting scheduler: the crash keeps its message
+                return ""
+            notes = sorted(msg for entries in logs.values() for _level, msg in entries
+                           if _DEATH.search(msg))
+            if notes:
+                return notes[-1].split(" - ", 3)[-1].strip()  # the newest, without time and logger
+            time.sleep(0.25)
+        return ""
 
+
+DEATH_NOTE_TRIES = 8  # a quarter second apart
 
 _DEATH = re.compile(r"exited with status|killed by signal|memory budget|Worker process \d+ was killed")
 

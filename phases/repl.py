@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from verimim.diagnostics import Diagnostic
-from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple, Var, mentions
+from verimim.ir.defs import App, Arr, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple, Var, mentions
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, is_app_of, walk
 from verimim.phases.rewriter import Rewriter
@@ -148,6 +148,29 @@ _ORDERED = {"mem.load": 2, "mem.store": 2, "mem.slot": 2, "mem.mslot": 2, "mem.m
             "mem.alloc": 2, "gpu.sync_work_items": 1}
 
 
+def _hands_on_memory(world: World, d: Def) -> bool:
+    """Whether d applies something else to a memory token (a function called in direct style,
+    `direct.cps2ds_dep`, an immutable λ): what it does with the memory is not looked into here,
+    so it counts as an operation a barrier orders. (A function merely passed, whose type mentions
+    a memory, hands none on.)"""
+    if not isinstance(d, App):
+        return False
+    if d.bvd != 0:
+        # open, in an immutable λ's body, its type not at hand: any call, or an operation of a
+        # plugin other than the pure ones
+        head = d.head
+        return not (isinstance(head, Axiom) and (head.annex.startswith(("core.", "math.")) or head.annex == "mem.lea"))
+    return _holds_a_token(world.type_of(d.arg))
+
+
+def _holds_a_token(t: Def) -> bool:
+    if isinstance(t, Sigma):
+        return any(_holds_a_token(f) for f in t.ops)
+    if isinstance(t, Arr):
+        return _holds_a_token(t.body)
+    return isinstance(t, App) and isinstance(t.callee, Axiom) and t.callee.annex == "mem.M"
+
+
 class _RemoveDoubleSyncs(Rewriter):
     """A continuation's body runs its operations in the one schedule the interpreter, the kernel
     verifier and the code generator share (verimim.ir.schedule), then its jump. A sync `r` whose
@@ -177,7 +200,8 @@ class _RemoveDoubleSyncs(Rewriter):
                     continue
                 ordered = [n.gid for n in activation(m, scopes, lambda x: isinstance(x, (Lit, Axiom)),
                                                      lambda x: () if isinstance(x, MutLam) else x.ops)
-                           if any(full_app(n, annex, depth) for annex, depth in _ORDERED.items())]
+                           if any(full_app(n, annex, depth) for annex, depth in _ORDERED.items())
+                           or _hands_on_memory(self.old, n)]
                 for gid in ordered:
                     self._performed.setdefault(gid, []).append((m.gid, ordered))
         return self._performed.get(d.gid, [])

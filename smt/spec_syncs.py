@@ -144,7 +144,7 @@ def _blocks(world: World) -> Blocks:
     out: Blocks = {}
     for m in walk(world):
         if isinstance(m, MutLam) and m.body is not None:
-            evs = _events(m, scopes)
+            evs = _events(m, scopes, world)
             for e in evs:
                 out.setdefault(e.gid, []).append((m, evs))
     return out

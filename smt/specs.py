@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 import z3
 
 from verimim.ir.analysis import apps_with_head
-from verimim.ir.defs import App, Axiom, Bot, Def, Extract, Lit, MutLam, Sigma, Tuple, Var
+from verimim.ir.defs import App, Arr, Axiom, Bot, Def, Extract, Lit, MutLam, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes, activation
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, apps_of, walk
@@ -436,15 +436,51 @@ UNROLL = 32       # continuation visits per path
 MAX_PATHS = 256
 
 
-def _events(m: MutLam, scopes: Scopes) -> list[Def]:
+def _events(m: MutLam, scopes: Scopes, world: World) -> list[Def]:
     """The memory operations and barriers an activation of m performs itself (not those its
-    creator already did), in the order the interpreter runs them."""
+    creator already did), in the order the interpreter runs them. Any other application given
+    a memory token (a function called in direct style, `direct.cps2ds_dep`, `mem.remem`) may
+    touch any memory: it is an operation of its own, one a barrier may separate from others."""
     assert m.body is not None
     nodes = activation(m, scopes, lambda d: isinstance(d, (Lit, Axiom)),
                        lambda d: () if isinstance(d, MutLam) else d.ops)
-    return [d for d in nodes if isinstance(d, App) and isinstance(d.head, Axiom) and (
-        (d.head.annex in MEM_OPS and d.head.annex != "mem.lea" and d.depth == 2 and _shared_or_global(d))
-        or (d.head.annex == "gpu.sync_work_items" and d.depth == 1))]
+    out: list[Def] = []
+    for d in nodes:
+        if not isinstance(d, App):
+            continue
+        head = d.head
+        if isinstance(head, Axiom) and head.annex in MEM_OPS and d.depth == 2:
+            if head.annex != "mem.lea" and _shared_or_global(d):
+                out.append(d)
+        elif isinstance(head, Axiom) and head.annex == "gpu.sync_work_items" and d.depth == 1:
+            out.append(d)
+        elif d.bvd == 0 and _token_parts(world.type_of(d.arg)):
+            out.append(d)
+        elif d.bvd != 0 and not _pure_head(head):
+            out.append(d)  # (open, in an immutable λ's body: its type is not at hand)
+    return out
+
+
+def _pure_head(head: Def) -> bool:
+    """An operation that touches no memory whatever its arguments."""
+    if not isinstance(head, Axiom):
+        return False
+    plugin, _, _ = head.annex.partition(".")
+    return plugin in ("core", "math") or head.annex == "mem.lea"
+
+
+def _token_parts(t: Def) -> int:
+    """How many memory tokens a value of type t is made of (a function that takes some is none)."""
+    stack, n = [t], 0
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Sigma):
+            stack.extend(x.ops)
+        elif isinstance(x, Arr):
+            stack.append(x.body)
+        elif isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == "mem.M":
+            n += 1
+    return n
 
 
 def _shared_or_global(d: App) -> bool:
@@ -471,7 +507,7 @@ def _targets(body: Def) -> list[MutLam]:
 Frame = tuple[int, tuple[tuple[int, MutLam], ...]]
 
 
-def kernel_paths(kernel: MutLam) -> tuple[list[list[Def]], bool, str | None]:
+def kernel_paths(kernel: MutLam, world: World) -> tuple[list[list[Def]], bool, str | None]:
     """Event sequences of every path through the kernel (each continuation visited at most UNROLL
     times on a path); whether the bound cut a path short; why the paths are not all of the
     kernel's executions (None: they are). A path ends where the kernel returns. A call (a jump
@@ -494,7 +530,7 @@ def kernel_paths(kernel: MutLam) -> tuple[list[list[Def]], bool, str | None]:
             continue
         visits = dict(visits)
         visits[m.gid] = n + 1
-        evs = evs + _events(m, scopes)
+        evs = evs + _events(m, scopes, world)
         jumps = _jumps(m.body, kernel, frames)
         if isinstance(jumps, str):
             return paths, cut, f"`{m.name}` {jumps}"
@@ -546,8 +582,10 @@ def _resolve(d: Def, frames: tuple[Frame, ...]) -> tuple[MutLam | None, int]:
 
 
 def _key(d: Def) -> tuple[str, str]:
-    assert isinstance(d, App) and isinstance(d.head, Axiom)
-    return d.head.annex, str(d.loc)
+    """An operation of a path, as the phase must keep it: what it applies, and where."""
+    assert isinstance(d, App)
+    head = d.head
+    return (head.annex if isinstance(head, Axiom) else "a call"), str(d.loc)
 
 
 @spec("gpu.remove_double_syncs")
@@ -579,8 +617,8 @@ def separation_on_paths(res: PhaseResult, ctx: SpecContext) -> Outcome:
     checked = 0
     bounded = False
     for name in sorted(kernels_old):
-        p_old, cut1, partial1 = kernel_paths(kernels_old[name])
-        p_new, cut2, partial2 = kernel_paths(kernels_new[name])
+        p_old, cut1, partial1 = kernel_paths(kernels_old[name], old_w)
+        p_new, cut2, partial2 = kernel_paths(kernels_new[name], new_w)
         if partial1 is not None or partial2 is not None:
             return Outcome("unknown", f"kernel `{name}`: a removal the block argument does not show, and "
                            f"its paths are not all modelled: {partial1 or partial2}")

@@ -359,6 +359,27 @@ def test_a_barrier_after_a_call_is_on_the_spec_paths() -> None:
     assert status == "refuted" and isinstance(cex, dict) and cex["path"] == 0, detail
 
 
+def test_a_call_given_a_memory_token_between_barriers_keeps_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A function called in direct style on the shared token between two barriers may touch any
+    # memory: the phase keeps the second (the first, on the entry tokens before anything else,
+    # goes); dropping both (the phase looking at mem operations only, as it did) is refuted.
+    import verimim.phases.repl as repl
+
+    name = "barriers_around_a_direct_style_call.mim"
+    prog = program_before(VALID / name, "gpu.remove_double_syncs")
+    res = apply(RemoveDoubleSyncs(), prog, "device")
+    assert [old.loc.line for old, _ in res.claim(Rewrites).rewrites if old.loc] == [17]
+    got, detail, _ = verdict(res)
+    assert got == "proved" and "1 barrier(s) removed" in detail, detail
+    assert "E-DIFF" not in {d.code for d in driver.diff(str(VALID / name), [], [], use_gpu=False).diagnostics}
+    monkeypatch.setattr(repl, "_hands_on_memory", lambda world, d: False)
+    res = apply(RemoveDoubleSyncs(), prog, "device")
+    assert len(res.claim(Rewrites).rewrites) == 2
+    status, detail, cex = verdict(res)
+    assert status == "refuted" and "separated by a barrier before the phase and not after" in detail, detail
+    assert isinstance(cex, dict) and (cex["first"].split(":")[-2], cex["second"].split(":")[-2]) == ("18", "21"), cex
+
+
 class _ChangeAStoredValue(_RemoveDoubleSyncs):
     """Removes the double barriers as the phase does, and stores 2 where the kernel stores 1."""
 

@@ -65,18 +65,18 @@ class Thread:
     # continuation (by id: an activation holds its continuation alive).
     calls: list[Activation] = field(default_factory=list)
     returns: dict[int, int] = field(default_factory=dict)
-    # The continuation that ends this thread (main's `return`, a direct-style call's own): a
-    # jump to another one leaves the thread for the thread it ends (Escape).
-    halt: Halt | None = None
+    # The continuation that ends this thread (main's `return`, a work-item's, a direct-style
+    # call's own): a jump to another one leaves the thread for the thread it ends (Escape).
+    halt: Halt | KernelReturn | None = None
 
 
 class Escape(Exception):
     """A jump, from a direct-style call (`direct.cps2ds`, run on a thread of its own), to the
-    continuation that ends an enclosing thread (an outer function's `return`, main's): as
-    upstream cuts the caller at the call, the rest of the caller never runs and that thread
-    goes on with the jump. Raised through the nested runs to the thread the continuation ends."""
+    continuation that ends an enclosing thread (an outer function's `return`, main's, a
+    work-item's): as upstream cuts the caller at the call, the rest of the caller never runs and
+    that thread goes on with the jump. Raised through the nested runs to the thread the continuation ends."""
 
-    def __init__(self, halt: Halt, arg: Value, jump: Def | None) -> None:
+    def __init__(self, halt: Halt | KernelReturn, arg: Value, jump: Def | None) -> None:
         super().__init__("escape")
         self.halt, self.arg, self.jump = halt, arg, jump
 
@@ -302,7 +302,7 @@ class Machine:
             th.code, th.pc, th.env = code, 0, env
             th.frame = self._fresh_frame(code)
             return True
-        if isinstance(callee, Halt) and th.halt is not None and callee is not th.halt:
+        if isinstance(callee, (Halt, KernelReturn)) and th.halt is not None and callee is not th.halt:
             raise Escape(callee, arg, th.jump)
         if isinstance(callee, (Halt, KernelReturn)):
             th.result = arg

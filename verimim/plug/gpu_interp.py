@@ -342,7 +342,8 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
         threads = []
         for i in range(n_items):
             t = MThread(f"group {g} item {i}", device=True, group=g, item=i, launch=ls)
-            t.next = (kernel, (Token(1), Token(3), Token(4), Token(5), g, i, smem, kargs, KernelReturn()))
+            t.halt = KernelReturn()  # (a direct-style call in the kernel may jump to it: Escape)
+            t.next = (kernel, (Token(1), Token(3), Token(4), Token(5), g, i, smem, kargs, t.halt))
             threads.append(t)
         try:
             run_group(m, ls, g, threads)

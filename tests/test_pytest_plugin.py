@@ -154,6 +154,18 @@ def test_filecheck_against_plain_dump(pytester: pytest.Pytester) -> None:
                                  "*--- the dump ---*"])
 
 
+def test_check_lines_anywhere_are_filechecked(pytester: pytest.Pytester) -> None:
+    # FileCheck reads a directive anywhere on a line: after code, in a block comment (no
+    # filecheck item was made for them, so they checked nothing)
+    mim(pytester, "trailing.mim", "", ANSWER.replace("    return", "    return // CHECK: no_such_text\n   "))
+    mim(pytester, "block.mim", "/* CHECK: no_such_text\n*/\n", ANSWER)
+    mim(pytester, "xcheck.mim", "// we RECHECK: prose\n", ANSWER)
+    result = pytester.runpytest("trailing.mim", "block.mim", "xcheck.mim", "-v")
+    result.stdout.fnmatch_lines(["*trailing.mim::filecheck FAILED*"])
+    result.stdout.fnmatch_lines(["*block.mim::annotations FAILED*"])  # (`// CHECK:` asked for)
+    assert "xcheck.mim::filecheck" not in result.stdout.str() and "xcheck.mim::check PASSED" in result.stdout.str()
+
+
 def test_filecheck_after_a_phase(pytester: pytest.Pytester) -> None:
     mim(pytester, "before.mim", "// CHECK: mem.slot (I32, 0)\n// CHECK-NOT: mslot\n", SLOT)
     mim(pytester, "after.mim", "// CHECK-AFTER: mem.alloc2malloc_repl\n// CHECK: mem.mslot (I32, 0)\n", SLOT)
@@ -300,6 +312,27 @@ def test_unmarked(verimim_phase_name):
     pytester.runpytest("--markers").stdout.fnmatch_lines(["@pytest.mark.verimim_phase(name):*"])
 
 
+def test_a_test_marked_for_two_phases_tests_each(pytester: pytest.Pytester) -> None:
+    # (the second marker was dropped without a word: its phase never tested)
+    pytester.makepyfile(test_two='''
+import pytest
+
+@pytest.mark.verimim_phase("gpu.mem_checks")
+@pytest.mark.verimim_phase("compile.cleanup")
+def test_both(verimim_phase_name):
+    assert verimim_phase_name != "gpu.mem_checks"
+
+@pytest.mark.verimim_phase("gpu.mem_checks")
+@pytest.mark.verimim_phase("gpu.mem_chekcs")
+def test_misspelt_second():
+    pass
+''')
+    result = pytester.runpytest("-v")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*test_both?compile.cleanup? PASSED*", "*test_both?gpu.mem_checks? FAILED*",
+                                 "*unknown phase `gpu.mem_chekcs`*"])
+
+
 def test_phase_marker_and_world_fixture_in_a_hypothesis_property(pytester: pytest.Pytester) -> None:
     # Hypothesis refuses function-scoped fixtures in @given tests
     pytester.makepyfile(test_prop=f'''
@@ -435,6 +468,8 @@ def test_expect_loc_of_a_diagnostic_in_another_file_does_not_match(tmp_path: Pat
     ("/*\n// EXPECT: 41\n*/\n", "line 2: `// EXPECT: 41` stands in a `/* … */` comment"),
     ("/* a licence\n * EXPECT-LOC: 3:1\n */\n", "stands in a `/* … */` comment"),
     ("plugin core; // EXPECT: 41\n", "line 1: `// EXPECT: 41` follows code on its line"),
+    ("/* about */ // EXPECT: 41\n", "line 1: `// EXPECT: 41` follows a `/* … */` comment on its line"),
+    ("/* about\n   this */ // EXPECT: 41\n", "line 2: `// EXPECT: 41` follows a `/* … */` comment on its line"),
 ])
 def test_wrong_annotations_fail_the_file_instead_of_testing_something_else(
         pytester: pytest.Pytester, annotations: str, problem: str) -> None:

@@ -57,6 +57,9 @@ _OFF_FORM = re.compile(r"\s*(/{3,}|/\*+|//)\s*([A-Za-z][A-Za-z_-]*)(\s+:|:)")
 # `plugin core;` / `import foo;`: still the top of the file, where annotations may stand
 _DECLARATION = re.compile(r"(plugin|import)\s+[\w.]+\s*;\s*(//.*)?$")
 _CHECK_LINE = re.compile(r"\s*//\s*CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\d+))?:")
+# FileCheck reads a directive anywhere on a line (after code, in a `/* … */` comment), not
+# after a word character (`XCHECK:` is none)
+_CHECK_ANYWHERE = re.compile(r"(?<![A-Za-z0-9_-])CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\d+))?:")
 # A comment that starts with a word, then maybe a colon: a misspelt annotation is one of these.
 _KEYLIKE = re.compile(r"\s*//\s*([A-Za-z][A-Za-z-]*)(\s*:|\s+\S)")
 # A key on a line inside a `/* … */` comment: `EXPECT: 5`, ` * EXPECT: 5`, `// EXPECT: 5`
@@ -111,6 +114,8 @@ class Annotations:
             if _CHECK_LINE.match(line):
                 ann.has_checks = True
                 continue
+            if _CHECK_ANYWHERE.search(line):
+                ann.has_checks = True  # (FileCheck's, wherever it stands: the dump is matched against it)
             stripped = line.strip()
             opens = stripped.startswith("/*")
             header = header and (in_block or opens or not stripped or stripped.startswith("//")
@@ -118,6 +123,8 @@ class Annotations:
             inside = in_block  # a line within a block comment opened on an earlier line
             if opens or in_block:
                 in_block = "*/" not in stripped[2 if opens else 0:]
+                if not in_block:
+                    ann._after_block_comment(number, line)
             if inside:
                 ann._in_block_comment(number, line)
                 continue
@@ -154,6 +161,15 @@ class Annotations:
         if m is not None and _is_key_word(m.group(2)):
             self.problems.append(f"line {number}: `{line.strip()}` stands in a `/* … */` comment and is not "
                                  f"read; annotations are `// KEY: value` lines outside block comments")
+
+    def _after_block_comment(self, number: int, line: str) -> None:
+        """A key in a line comment after a `/* … */` comment closed on its line (`/* x */ // EXPECT: 5`,
+        `*/ // EXPECT: 5`): annotations are comment lines of their own."""
+        rest = line[line.rfind("*/") + 2:]
+        m = _KEYLIKE.match(rest)
+        if m is not None and m.group(2).strip() == ":" and _is_key_word(m.group(1)):
+            self.problems.append(f"line {number}: `{rest.strip()}` follows a `/* … */` comment on its line and "
+                                 f"is not read; write it on a line of its own at the top of the file")
 
     def _after_code(self, number: int, line: str) -> None:
         """A key in a comment after code (`plugin core; // EXPECT: 5`, `return (m, x); // EXPECT: 5`):
@@ -734,15 +750,21 @@ def _marked_phase(node: Any) -> str:
     """The phase of a test's `@pytest.mark.verimim_phase(NAME)`: NAME as the CLI reads it (an
     upstream alias or a name without its plugin resolved to the phase's annex name), which must
     be one of verimim's phases; a null phase or one verimim leaves unimplemented has no
-    behaviour a property could test."""
+    behaviour a property could test. (A test marked for several phases is parametrized by them:
+    pytest_generate_tests.)"""
+    names = _marker_names(node)
+    if not names:
+        pytest.fail("the fixture verimim_phase_name needs @pytest.mark.verimim_phase(NAME)", pytrace=False)
+    return _phase_named(node, names[0])
+
+
+def _phase_named(node: Any, name: object) -> str:
+    """The phase a `@pytest.mark.verimim_phase(NAME)` of the test names (see _marked_phase)."""
     from verimim.phases.pipeline import PHASES
     from verimim.phases.vocabulary import is_known, resolve, unknown_phase
 
     name_of_test = getattr(node, "originalname", None) or getattr(node, "name", None)  # without its parameters
     test = f"`{name_of_test}`: " if name_of_test else ""
-    if node.get_closest_marker("verimim_phase") is None:
-        pytest.fail("the fixture verimim_phase_name needs @pytest.mark.verimim_phase(NAME)", pytrace=False)
-    name = _marker_name(node)
     if not isinstance(name, str):
         pytest.fail(f"{test}@pytest.mark.verimim_phase takes the phase name as a string, not {name!r}",
                     pytrace=False)
@@ -755,12 +777,15 @@ def _marked_phase(node: Any) -> str:
     pytest.fail(f"{test}@pytest.mark.verimim_phase: {unknown_phase(name)}", pytrace=False)
 
 
-def _marker_name(node: Any) -> object:
-    """What a test's `@pytest.mark.verimim_phase(NAME)` says, as written (None: no marker)."""
-    marker = node.get_closest_marker("verimim_phase")
-    if marker is None:
-        return None
-    return marker.args[0] if marker.args else marker.kwargs.get("name")
+def _marker_names(node: Any) -> list[object]:
+    """What each of a test's `@pytest.mark.verimim_phase(NAME)` markers says, as written, once
+    each (a test marked for two phases is a test of each)."""
+    out: list[object] = []
+    for marker in node.iter_markers("verimim_phase"):
+        name = marker.args[0] if marker.args else marker.kwargs.get("name")
+        if name not in out:
+            out.append(name)
+    return out
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -769,22 +794,27 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     function-scoped fixtures. A marker that names no phase verimim runs is the marked test's
     error at setup (pytest_runtest_setup), not a collection error that would stop its
     neighbours in the module; its parameter is then the name as written."""
-    if metafunc.definition.get_closest_marker("verimim_phase") is None:
+    markers = _marker_names(metafunc.definition)
+    if not markers:
         return  # (the fixture says what is missing when an unmarked test asks for it)
     if "verimim_phase_name" not in metafunc.fixturenames:
         return
-    try:
-        name = _marked_phase(metafunc.definition)
-    except pytest.fail.Exception:  # (its setup says what is wrong)
-        name = str(_marker_name(metafunc.definition))
-    metafunc.parametrize("verimim_phase_name", [name], ids=[name], scope="session")
+    names: list[str] = []
+    for marked in markers:
+        try:
+            name = _phase_named(metafunc.definition, marked)
+        except pytest.fail.Exception:  # (its setup says what is wrong)
+            name = str(marked)
+        if name not in names:
+            names.append(name)
+    metafunc.parametrize("verimim_phase_name", names, ids=names, scope="session")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Every marked test's phase is checked before it runs (one that does not ask for the
+    """Every marked test's phases are checked before it runs (one that does not ask for the
     fixture too: a misspelt phase must not pass unseen)."""
-    if item.get_closest_marker("verimim_phase") is not None:
-        _marked_phase(item)
+    for name in _marker_names(item):
+        _phase_named(item, name)
 
 
 @pytest.fixture

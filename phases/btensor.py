@@ -30,7 +30,8 @@ interpreter with a warning.
 An operation is skipped with a `W-UNSUPPORTED` warning (it then keeps running on the host) when
 its ranks, shapes or positions are not literals, its combiner or epilogue is not a function the
 phase can see (a closed `fun` with a body), it is not pure in its memory token, an element type is
-not plain data, a shape is empty or too large, or it is not computed in exactly one continuation.
+not plain data, its output shape is empty (no work-item to launch) or a shape is too large, or it
+is not computed in exactly one continuation.
 The whole phase is skipped when the program already opens a GPU session itself (`gpu.init`, or an
 `auto_init` of an earlier lowering).
 """
@@ -218,8 +219,9 @@ def op_problem(world: World, mr: MapReduce, scopes: Scopes) -> str | None:
     for what, t in types:
         if not is_data(t):
             return f"{what} `{show(t)}` is not plain data"
-    if 0 in mr.sr or any(0 in op.shape for op in mr.ins + mr.posts):
-        return "a shape has an empty dimension"
+    if 0 in mr.so:
+        # no output cell: no work-item to launch (n_items = min(total, 1024) = 0 groups of none)
+        return "its output shape has an empty dimension"
     if mr.total > MAX_EXTENT or mr.points > MAX_EXTENT:
         return f"it has {mr.total} cells and {mr.points} reduction points (at most {MAX_EXTENT} each)"
     for role, fn in (("combiner", mr.f), ("epilogue", mr.post)):

@@ -148,7 +148,7 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
                                    # no dashboard, but the scheduler's HTTP routes still listen: on
                                    # a free port, not on 8787 with a warning when that one is taken
                                    scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                                   preload=list(preload) or None)
+                                   preload=[WORKER_SETUP, *preload] if processes else list(preload) or None)
         except Exception as e:  # noqa: BLE001 — a preload that raises stops its worker's start
             if not preload:
                 raise
@@ -166,6 +166,7 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
 
 
 JOIN_TIMEOUT_S = 10.0
+WORKER_SETUP = "verimim.fuzz.worker_setup"  # (the workers of our own cluster ignore Ctrl-C)
 
 
 def _join(client_type: Any, scheduler: str) -> Any:

@@ -386,6 +386,23 @@ def test_a_campaign_run_reports_its_kernel_verdicts_as_the_plain_run_does(tmp_pa
     assert again["programs"] == 1 and again["journal_programs"] == 7 and again["kernels"]["programs"] <= 1, again
 
 
+def test_ctrl_c_at_a_terminal_prints_no_worker_traceback(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C signals the whole process group, the workers too: each printed a
+    traceback of its own KeyboardInterrupt on the user's terminal."""
+    d = tmp_path / "c"
+    proc = subprocess.Popen([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "600", "--workers", "2",
+                             "--no-verify", "--seed", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,  # (its own group, as a terminal's foreground job)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 240
+    while len(_journaled(d)) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+
+
 def test_ctrl_c_ends_the_run_and_still_prints_its_summary(tmp_path: Path) -> None:
     """SIGINT (Ctrl-C) stops a campaign where it is: the run is ended in the journal, --json
     still prints one summary object (it counts what the journal kept of this run), the exit

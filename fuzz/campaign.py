@@ -85,6 +85,7 @@ class _Job:
     running: float | None = None  # when its worker was first seen processing it
     worker: str = ""
     attempt: int = 0
+    deaths: int = 0  # how often its worker went away while it waited there (never seen running)
     choices: tuple[Any, ...] = ()  # a reduction's program
     signature: Signature | None = None
 
@@ -207,6 +208,7 @@ def _run_opened(journal: Journal, cluster: Cluster, directory: str | Path, budge
         try:
             r = _Run(journal, settings, journal.start_run(budget_s, cluster.slots(), scheduler, command), cluster,
                      program_timeout, reduce_budget, seen=journal.fingerprints())
+            _report_unreported(r)
             start = time.monotonic()
             try:
                 _loop(r, start, budget_s, max_programs, progress)
@@ -347,20 +349,29 @@ def _submit(r: _Run, inflight: dict[Any, _Job], job: _Job, worker: str) -> None:
 
 def _check_placement(r: _Run, inflight: dict[Any, _Job], pending: list[_Job], view: _View, now: float) -> None:
     """Jobs whose worker went away, and jobs past their time limit (hangs)."""
+    jobs_on = Counter(j.worker for j in inflight.values())
     for fut, job in list(inflight.items()):
         if job.running is None and str(fut.key) in view.processing.get(job.worker, ()):
             job.running = now
         limit = r.program_timeout + (r.reduce_budget if job.kind == "reduce" else 0.0)
         if view.nthreads and job.worker not in view.nthreads and fut.status == "pending":
-            # Its worker is gone. While running it: a crash (KilledWorker usually says so first);
-            # before it started: it is placed again.
+            # Its worker is gone. While running it: a crash (KilledWorker usually says so first).
+            # Before it was seen running (a poll a second apart misses a program that kills its
+            # worker at once, and a joined scheduler retries it elsewhere before saying
+            # KilledWorker): placed again, unless its workers died under it twice as their only
+            # job, or three times (a job placed again under a new key forever kept a campaign
+            # on a joined cluster from recording the crash, and from ending).
             del inflight[fut]
             fut.cancel()
             if job.running is None:
-                pending.insert(0, job)
-            elif job.kind != "reduce":
-                _journal(r, lost(r.settings, job.index, "crash", _died(r, "its worker died while checking it"),
-                                 job.worker, now - job.started, job.kind))
+                job.deaths += 1
+                if job.deaths < (2 if jobs_on[job.worker] == 1 else 3):
+                    pending.insert(0, job)
+                    continue
+            why = ("its worker died while checking it" if job.running is not None
+                   else f"its workers died {job.deaths} times while it was placed there")
+            if job.kind != "reduce":
+                _journal(r, lost(r.settings, job.index, "crash", _died(r, why), job.worker, now - job.started, job.kind))
             else:
                 r.journal.reduced(job.key, *_sizes_of(r, job.key), now - job.started, "crash")
         elif job.running is None and now - job.submitted > limit and fut.status == "pending":
@@ -448,6 +459,18 @@ def _journal(r: _Run, c: Checked) -> None:
             _queue_reduction(r, r.pending, sig.key, c.index)
         else:
             r.journal.reduced(sig.key, *size(c.text), 0.0, f"not reduced ({sig.kind})")
+
+
+def _report_unreported(r: _Run) -> None:
+    """Failures a killed run found and never reported are this run's new ones: a nightly job
+    killed after it found a bug must not leave the next night green."""
+    for f in r.journal.unreported(r.run):
+        first = r.journal.program(f.first_idx)
+        r.failures[f.key] = {"kind": f.signature.kind, "file": str(r.journal.failure_dir(f.dir) / "original.mim"),
+                             "message": (first or {}).get("message") or "", "signature": f.signature.to_json(),
+                             "new": True, "count": 0, "index": f.first_idx,
+                             "found_by": f"run {f.first_run}, which ended before it reported it"}
+        r.new += 1
 
 
 def _write_failure(r: _Run, c: Checked, sig: Signature) -> str:

@@ -59,7 +59,8 @@ CREATE INDEX programs_sig ON programs(signature);
 """ + _V2
 
 
-# The columns the campaign and the report use (a version 1 journal has no fingerprint).
+# The columns the campaign and the report use, all of them (a version 1 journal has no
+# fingerprint and no duplicates).
 _COLUMNS = {
     "runs": {"id", "started", "ended", "budget", "workers", "scheduler", "command"},
     "programs": {"idx", "run", "seed", "choices", "defect", "features", "ops", "kernels", "launches", "size",
@@ -67,6 +68,7 @@ _COLUMNS = {
                  "fingerprint"},
     "failures": {"signature", "kind", "code", "phase", "site", "first_idx", "first_run", "dir", "size_before",
                  "size_after", "lines_before", "lines_after", "reduce_s", "reduce_status"},
+    "duplicates": {"idx", "run", "of_idx", "fingerprint", "finished"},
 }
 
 
@@ -77,9 +79,18 @@ _BAD_ROW = """
 SELECT what, id FROM (
   SELECT 'programs.' || CASE
       WHEN NOT json_valid(choices) OR json_type(choices) != 'array' THEN 'choices'
+      WHEN EXISTS (SELECT 1 FROM json_each(choices) WHERE type IN ('array', 'null')
+                   OR (type = 'object' AND json_type(value, '$.b') IS NOT 'text'
+                       AND json_type(value, '$.f') IS NOT 'text')) THEN 'choices'
       WHEN NOT json_valid(features) OR json_type(features) != 'array' THEN 'features'
+      WHEN EXISTS (SELECT 1 FROM json_each(features) WHERE type != 'text') THEN 'features'
       WHEN times IS NOT NULL AND (NOT json_valid(times) OR json_type(times) != 'object') THEN 'times'
+      WHEN times IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(times) WHERE type NOT IN ('integer', 'real'))
+        THEN 'times'
       WHEN phases IS NOT NULL AND (NOT json_valid(phases) OR json_type(phases) != 'array') THEN 'phases'
+      WHEN phases IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(phases) WHERE type != 'array'
+                   OR json_array_length(value) != 2 OR json_type(value, '$[0]') != 'text'
+                   OR json_type(value, '$[1]') != 'text') THEN 'phases'
       WHEN typeof(finished) NOT IN ('real', 'integer') THEN 'finished'
       WHEN seconds IS NOT NULL AND typeof(seconds) NOT IN ('real', 'integer') THEN 'seconds' END AS what,
     idx AS id FROM programs
@@ -112,6 +123,33 @@ def _connect_ro(path: Path) -> sqlite3.Connection:
     wal = path.with_name(path.name + "-wal")
     mode = "ro" if wal.exists() else "ro&immutable=1"
     return sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode={mode}", uri=True)
+
+
+# A journal being made by process PID (Journal._create): `journal.sqlite.new-PID`, with SQLite's
+# own `-journal` beside it.
+_NEW_PREFIX = f"{JOURNAL}.new-"
+
+
+def _is_leftover(p: Path) -> bool:
+    """A journal a killed process was making (its process is gone): no part of a campaign."""
+    if not p.name.startswith(_NEW_PREFIX):
+        return False
+    pid = p.name[len(_NEW_PREFIX):].removesuffix("-journal")
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # (alive, another user's)
+    return int(pid) == os.getpid()  # (this process's own, from an earlier attempt)
+
+
+def _remove_leftovers(d: Path) -> None:
+    for p in d.iterdir():
+        if _is_leftover(p):
+            p.unlink(missing_ok=True)
 
 
 def _writable(d: Path, path: Path | None = None) -> None:
@@ -176,16 +214,11 @@ class Journal:
         if not exists and not Journal.probe(d, create=settings is not None):
             assert settings is not None  # probe refuses a missing campaign without them
             _writable(d)
+            Journal._create(d, settings)
             try:
-                d.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(path, isolation_level=None)
-                conn.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
-                meta = {"format": FORMAT, "version": str(VERSION), "created": str(time.time()),
-                        "settings": json.dumps(settings.to_json())}
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-            except (OSError, sqlite3.Error) as e:
-                raise UsageError(f"cannot create the campaign journal `{path}`: {e}") from None
-            return Journal._ready(d, conn)
+                return Journal._ready(d, sqlite3.connect(path, isolation_level=None))
+            except sqlite3.Error as e:
+                raise UsageError(f"cannot write the campaign journal `{path}`: {e}") from None
         if read_only:
             return Journal(d, _connect_ro(path), read_only=True)
         _writable(d, path)
@@ -195,6 +228,36 @@ class Journal:
             return Journal._ready(d, conn)
         except sqlite3.Error as e:
             raise UsageError(f"cannot write the campaign journal `{path}`: {e}") from None
+
+    @staticmethod
+    def _create(d: Path, settings: Settings) -> None:
+        """A new journal, whole or not at all: made complete under a name of this process's own,
+        then linked to its name, which fails where another process made one meanwhile. (Made in
+        place, a campaign killed while it was made left a journal without its settings, which
+        neither resumed nor let a new campaign start there.)"""
+        path = d / JOURNAL
+        tmp = d / f"{_NEW_PREFIX}{os.getpid()}"
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            _remove_leftovers(d)
+            tmp.unlink(missing_ok=True)
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                meta = {"format": FORMAT, "version": str(VERSION), "created": str(time.time()),
+                        "settings": json.dumps(settings.to_json())}
+                conn.executescript("BEGIN;" + _SCHEMA)
+                conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            os.link(tmp, path)
+        except FileExistsError:
+            raise UsageError(f"the campaign in `{d}` is being started by another verimim process; wait "
+                             f"for it to start (or stop it), then resume") from None
+        except (OSError, sqlite3.Error) as e:
+            raise UsageError(f"cannot create the campaign journal `{path}`: {e}") from None
+        finally:
+            tmp.unlink(missing_ok=True)
 
     @staticmethod
     def lock(d: Path) -> int:
@@ -246,7 +309,7 @@ class Journal:
             raise UsageError(f"campaign directory `{d}` is a file, not a directory")
         if path.exists():
             return Journal._validate(path)
-        if d.exists() and any(d.iterdir()):
+        if d.exists() and any(not _is_leftover(p) for p in d.iterdir()):
             raise UsageError(f"`{d}` is not a fuzzing campaign: it is not empty and holds no {JOURNAL}")
         if not create:
             raise UsageError(f"`{d}` is not a fuzzing campaign: no {JOURNAL}")
@@ -286,12 +349,18 @@ class Journal:
         if damage != ["ok"]:
             raise UsageError(f"`{path}` is a damaged fuzzing journal (SQLite's integrity check: "
                              f"{'; '.join(damage).replace(chr(10), '; ')}); nothing was written to it")
+        v1 = rows.get("version") == "1"  # (no fingerprint column, no duplicates table)
         missing = [f"{t}.{c}" for t, cols in _COLUMNS.items() for c in sorted(cols - columns.get(t, set()))
-                   if not (c == "fingerprint" and rows.get("version") == "1")]
+                   if not (v1 and (c == "fingerprint" or t == "duplicates"))]
         if missing:
             more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
             raise UsageError(f"`{path}` claims to be a fuzzing journal but lacks the columns "
                              f"{', '.join(missing[:4])}{more}")
+        extra = [f"{t}.{c}" for t, cols in columns.items() for c in sorted(cols - _COLUMNS[t])]
+        if extra:
+            # (an insert of a row verimim writes would fail on it, after the campaign started)
+            raise UsageError(f"`{path}` claims to be a fuzzing journal but has columns verimim does not "
+                             f"write: {', '.join(extra[:4])}; nothing was written to it")
         try:
             settings = Settings(**json.loads(rows.get("settings", "")))
         except (ValueError, TypeError) as e:
@@ -453,6 +522,13 @@ class Journal:
             out.append(FailureRow(Signature(r[1], r[2], r[3], r[4]), r[0], r[5], r[6], r[7], r[8], r[9], r[10], r[11],
                                   r[12], r[13], int(counts.get(r[0], 0))))
         return out
+
+    def unreported(self, run: int) -> list[FailureRow]:
+        """The failures first found by a run that never ended (killed before it could report them),
+        and no run after it ended (which reported them) but `run`: new to `run`."""
+        ended = [r["id"] for r in self.runs() if r["ended"] is not None]
+        return [f for f in self.failures()
+                if f.first_run != run and not any(e >= f.first_run for e in ended)]
 
     def reduction_lost(self, key: str) -> None:
         """The failure's reduced program is gone (its directory was written again): reduce anew."""

@@ -80,3 +80,27 @@ def test_a_reduce_budget_of_0_reduces_nothing_now() -> None:
 def test_a_crash_signature_names_its_cause(message: str, cause: str) -> None:
     # Every crash had one signature (and every hang another): a second cause was never saved.
     assert crash_cause(message) == cause
+
+
+def test_a_failure_a_killed_run_found_is_new_to_the_next_run(tmp_path: Path) -> None:
+    # A nightly job killed after it journaled a new failure never reported it, and the resumed
+    # run counted it as known: exit 0, a bug never announced.
+    from verimim.fuzz.campaign import run
+    from verimim.fuzz.journal import Journal
+    from verimim.fuzz.signature import Signature
+    from verimim.fuzz.task import Checked, Settings
+
+    d = tmp_path / "c"
+    j = Journal.open(d, Settings(seed=3, verify=False))
+    killed = j.start_run(1.0, 1, None, "")  # (never ended)
+    sig = Signature("internal", "E-INTERNAL", "gpu.split_apply", "KeyError@verimim.phases.split:f")
+    row = Checked(10_000, 1, (1,), defect=None, features=(), ops=0, kernels=0, launches=0, size=13, verdict="internal",
+                  signature=sig, message="KeyError: 'x'", text="plugin core;\n")
+    assert j.record(killed, row, failure_dir=f"failures/{sig.key}")
+    j.close()
+    first = run(d, 600.0, workers=1, processes=False, max_programs=1, reduce_budget=0)
+    assert first.new_failures == 1, first.failures
+    (entry,) = [f for f in first.failures if f["signature"] == sig.to_json()]
+    assert entry["new"] and entry["message"] == "KeyError: 'x'" and "run 1" in entry["found_by"]
+    again = run(d, 600.0, workers=1, processes=False, max_programs=1, reduce_budget=0)
+    assert again.new_failures == 0 and not again.failures, "reported once, by the run after the killed one"

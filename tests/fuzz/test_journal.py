@@ -216,6 +216,12 @@ def test_failure_folders_are_found_from_any_working_directory(tmp_path: Path) ->
     ("UPDATE programs SET phases = '{\"a\": 1}'", "programs.phases of row 0"),
     ("UPDATE programs SET choices = 'garbage'", "programs.choices of row 0"),
     ("UPDATE runs SET started = 'x'", "runs.started of row 1"),
+    # JSON of the wrong shape: the report stopped with E-INTERNAL (unhashable list, unpacking)
+    ("UPDATE programs SET features = '[[1]]'", "programs.features of row 0"),
+    ("UPDATE programs SET phases = '[[\"a\", \"b\", \"c\"]]'", "programs.phases of row 0"),
+    ("UPDATE programs SET times = '{\"check\": \"x\"}'", "programs.times of row 0"),
+    ("UPDATE programs SET choices = '[[1], 2]'", "programs.choices of row 0"),
+    ("UPDATE programs SET choices = '[{\"x\": 1}]'", "programs.choices of row 0"),
     ("UPDATE meta SET value = '{\"seed\": \"abc\"}' WHERE key = 'settings'", "`seed` is 'abc'"),
 ])
 def test_a_row_verimim_never_writes_is_refused_untouched(tmp_path: Path, edit: str, what: str) -> None:
@@ -234,4 +240,67 @@ def test_a_row_verimim_never_writes_is_refused_untouched(tmp_path: Path, edit: s
         Journal.open(d, Settings(seed=1))
     with pytest.raises(UsageError, match="damaged|settings"):
         Journal.open(d, read_only=True)
+    assert (d / JOURNAL).read_bytes() == before
+
+
+def test_a_campaign_killed_while_its_journal_is_made_can_start_again(tmp_path: Path) -> None:
+    # Killed between the schema and its settings, a journal made in place read as "a fuzzing
+    # journal of version None": neither resumed nor replaced. Made under a name of its own and
+    # linked whole, a kill leaves that name, which the next start removes.
+    import subprocess
+    import sys
+
+    d = tmp_path / "c"
+    code = ("import os, sys; from verimim.fuzz.journal import Journal; from verimim.fuzz.task import Settings; "
+            "os.link = lambda *a, **k: os._exit(9); Journal.open(sys.argv[1], Settings(seed=1))")
+    killed = subprocess.run([sys.executable, "-c", code, str(d)], capture_output=True, text=True, timeout=120)
+    assert killed.returncode == 9, killed.stderr
+    left = [p.name for p in d.iterdir()]
+    assert not (d / JOURNAL).exists() and len(left) == 1 and left[0].startswith(f"{JOURNAL}.new-"), left
+    assert Journal.existing(d) is None  # a new campaign may start there
+    j = Journal.open(d, Settings(seed=2))
+    assert j.settings.seed == 2 and j.count() == 0
+    j.close()
+    assert sorted(p.name for p in d.iterdir() if not p.name.startswith(JOURNAL + "-")) == [JOURNAL]
+
+
+def test_a_journal_another_process_made_meanwhile_is_not_overwritten(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    d = tmp_path / "c"
+    d.mkdir()
+    other = Journal.open(tmp_path / "other", Settings(seed=5))
+    other.close()
+    real_link = os.link
+
+    def racing_link(src: str, dst: str) -> None:  # another process links its journal first
+        real_link(tmp_path / "other" / JOURNAL, dst)
+        real_link(src, dst)
+
+    monkeypatch.setattr(os, "link", racing_link)
+    with pytest.raises(UsageError, match="being started by another verimim process"):
+        Journal.open(d, Settings(seed=1))
+    monkeypatch.undo()
+    assert Journal.existing(d) == Settings(seed=5)
+
+
+@pytest.mark.parametrize("edit, what", [
+    # an insert of a row verimim writes failed on it after the campaign started (and wrote a run)
+    ("ALTER TABLE programs ADD COLUMN extra TEXT", "columns verimim does not write: programs.extra"),
+    # a later duplicate stopped the campaign with "no such table"
+    ("DROP TABLE duplicates", "lacks the columns duplicates.fingerprint"),
+])
+def test_a_journal_of_another_shape_is_refused_untouched(tmp_path: Path, edit: str, what: str) -> None:
+    d = tmp_path / "c"
+    j = Journal.open(d, Settings(seed=1))
+    j.record(j.start_run(1.0, 1, None, ""), _row(0))
+    j.close()
+    conn = sqlite3.connect(d / JOURNAL)
+    conn.execute(edit)
+    conn.commit()
+    conn.close()
+    before = (d / JOURNAL).read_bytes()
+    with pytest.raises(UsageError, match=what):
+        Journal.open(d, Settings(seed=1))
     assert (d / JOURNAL).read_bytes() == before

@@ -470,9 +470,14 @@ class KernelGen:
         ins, posts, out, init = argv[:nin], argv[nin:-2], argv[-2], argv[-1]
         o = decompose(b, cell, mr.so, list(reversed(range(mr.ro)))) if mr.ro else []
         work, (wm1,) = b.con("cell", [b.M1], self.loc, ("m1",))
+        finish = self.finish(o, posts, out)
+        if mr.points == 0:
+            # an empty reduction: the cell is its initial value (no point to decompose, no
+            # input element to address: an empty dimension's array has none)
+            work.body = w.app(finish, b.tup(wm1, init))
+            return work
         loop, (lm1, r, acc) = b.con("fold", [b.M1, b.I64, mr.to], self.loc, ("m1", "r", "acc"))
         body, (bm1, bacc) = b.con("step", [b.M1, mr.to], self.loc, ("m1", "acc"))
-        finish = self.finish(o, posts, out)
         work.body = w.app(loop, b.tup(wm1, b.i64(0), init))
         loop.body = b.branch(b.less(r, self.phase.loop_bound(mr.points)), finish, body, b.tup(lm1, acc))
         red = mr.red_shape

@@ -24,7 +24,8 @@ from verimim.smt.specs import check_spec
 VALID = PROGRAMS / "valid"
 PROGRAMS_BTENSOR = ["btensor_sum.mim", "btensor_row_sums.mim", "btensor_matmul.mim", "btensor_post.mim",
                     "btensor_many_groups.mim", "btensor_post_same_as_f.mim", "btensor_reduce_16_steps.mim",
-                    "btensor_rank_one_input_inferred.mim", "btensor_empty_reduction_dimension.mim"]
+                    "btensor_rank_one_input_inferred.mim", "btensor_empty_reduction_dimension.mim",
+                    "btensor_empty_last_reduction_dimension_of_rank_3.mim"]
 
 HEADER = """plugin core;
 plugin mem;

@@ -11,13 +11,19 @@
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 from verimim.diagnostics import Diagnostic
-from verimim.ir.defs import App, Arr, Axiom, Def, Extract, Lit, MutLam, Sigma, Tuple, Var, mentions
+from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var, mentions
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, is_app_of, walk
 from verimim.phases.rewriter import Rewriter
 from verimim.printer import show
 from verimim.phases.witness import Rewrites
+
+if TYPE_CHECKING:
+    from verimim.ir.schedule import Scopes
 
 
 def full_app(d: Def, annex: str, depth: int) -> bool:
@@ -148,27 +154,29 @@ _ORDERED = {"mem.load": 2, "mem.store": 2, "mem.slot": 2, "mem.mslot": 2, "mem.m
             "mem.alloc": 2, "gpu.sync_work_items": 1}
 
 
-def _hands_on_memory(world: World, d: Def) -> bool:
-    """Whether d applies something else to a memory token (a function called in direct style,
-    `direct.cps2ds_dep`, an immutable λ): what it does with the memory is not looked into here,
-    so it counts as an operation a barrier orders. (A function merely passed, whose type mentions
-    a memory, hands none on.)"""
+def _leaf(d: Def) -> bool:
+    return isinstance(d, (Lit, Axiom))
+
+
+def _operands(scopes: "Scopes", d: Def) -> Iterable[Def]:
+    """What the schedule computes before d: a mutable's captures, another node's operands."""
+    return scopes.avail(d, _leaf).values() if isinstance(d, MutLam) else d.ops
+
+
+def _may_touch_memory(world: World, d: Def) -> bool:
+    """Whether d, an application, may have a memory effect of its own: a call (of a function
+    in direct style, `direct.cps2ds_dep`, a λ: what the callee does — with a token it is given
+    or one it captured — is not looked into here), or an operation of a plugin other than the
+    pure ones. It counts as an operation a barrier orders. A partial application of an axiom
+    (a function value: `mem.load @(I32, 3)`) and a type compute nothing."""
     if not isinstance(d, App):
         return False
-    if d.bvd != 0:
-        # open, in an immutable λ's body, its type not at hand: any call, or an operation of a
-        # plugin other than the pure ones
-        head = d.head
-        return not (isinstance(head, Axiom) and (head.annex.startswith(("core.", "math.")) or head.annex == "mem.lea"))
-    return _holds_a_token(world.type_of(d.arg))
-
-
-def _holds_a_token(t: Def) -> bool:
-    if isinstance(t, Sigma):
-        return any(_holds_a_token(f) for f in t.ops)
-    if isinstance(t, Arr):
-        return _holds_a_token(t.body)
-    return isinstance(t, App) and isinstance(t.callee, Axiom) and t.callee.annex == "mem.M"
+    head = d.head
+    if not isinstance(head, Axiom):
+        return True
+    if head.annex.startswith(("core.", "math.")) or head.annex in ("mem.lea", "mem.M", "mem.Ptr"):
+        return False
+    return not (d.bvd == 0 and isinstance(world.type_of(d), Pi))  # (open: its type is not at hand)
 
 
 class _RemoveDoubleSyncs(Rewriter):
@@ -198,10 +206,12 @@ class _RemoveDoubleSyncs(Rewriter):
             for m in walk(self.old):
                 if not (isinstance(m, MutLam) and m.body is not None):
                     continue
-                ordered = [n.gid for n in activation(m, scopes, lambda x: isinstance(x, (Lit, Axiom)),
-                                                     lambda x: () if isinstance(x, MutLam) else x.ops)
+                # (a continuation or function made here comes after what its closure captures, as
+                # the interpreter makes it: a call of one that captured a barrier's token runs
+                # after that barrier)
+                ordered = [n.gid for n in activation(m, scopes, _leaf, lambda x: _operands(scopes, x))
                            if any(full_app(n, annex, depth) for annex, depth in _ORDERED.items())
-                           or _hands_on_memory(self.old, n)]
+                           or _may_touch_memory(self.old, n)]
                 for gid in ordered:
                     self._performed.setdefault(gid, []).append((m.gid, ordered))
         return self._performed.get(d.gid, [])

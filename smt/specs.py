@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 import z3
 
 from verimim.ir.analysis import apps_with_head
-from verimim.ir.defs import App, Arr, Axiom, Bot, Def, Extract, Lit, MutLam, Sigma, Tuple, Var
+from verimim.ir.defs import App, Axiom, Bot, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes, activation
 from verimim.ir.world import World
 from verimim.phases.base import PhaseResult, Program, apps_of, walk
@@ -438,12 +438,16 @@ MAX_PATHS = 256
 
 def _events(m: MutLam, scopes: Scopes, world: World) -> list[Def]:
     """The memory operations and barriers an activation of m performs itself (not those its
-    creator already did), in the order the interpreter runs them. Any other application given
-    a memory token (a function called in direct style, `direct.cps2ds_dep`, `mem.remem`) may
-    touch any memory: it is an operation of its own, one a barrier may separate from others."""
+    creator already did), in the order the interpreter runs them. Any other application that
+    may touch memory (a call, `direct.cps2ds_dep`, `mem.remem`: _effectful) is an operation of
+    its own, one a barrier may separate from others."""
     assert m.body is not None
-    nodes = activation(m, scopes, lambda d: isinstance(d, (Lit, Axiom)),
-                       lambda d: () if isinstance(d, MutLam) else d.ops)
+
+    def leaf(d: Def) -> bool:
+        return isinstance(d, (Lit, Axiom))
+
+    # a mutable made here is made after what its closure captures (the interpreter's schedule)
+    nodes = activation(m, scopes, leaf, lambda d: scopes.avail(d, leaf).values() if isinstance(d, MutLam) else d.ops)
     out: list[Def] = []
     for d in nodes:
         if not isinstance(d, App):
@@ -454,33 +458,23 @@ def _events(m: MutLam, scopes: Scopes, world: World) -> list[Def]:
                 out.append(d)
         elif isinstance(head, Axiom) and head.annex == "gpu.sync_work_items" and d.depth == 1:
             out.append(d)
-        elif d.bvd == 0 and _token_parts(world.type_of(d.arg)):
+        elif _effectful(world, d):
             out.append(d)
-        elif d.bvd != 0 and not _pure_head(head):
-            out.append(d)  # (open, in an immutable λ's body: its type is not at hand)
     return out
 
 
-def _pure_head(head: Def) -> bool:
-    """An operation that touches no memory whatever its arguments."""
+def _effectful(world: World, d: App) -> bool:
+    """Whether an application other than a memory operation or a barrier may touch memory: any
+    call (the callee may use a token it is given or one it captured), any operation but those
+    of the pure plugins and the type constructors, unless it is only an axiom's partial
+    application (a function value). An open one (in an immutable λ's body) has no type at hand."""
+    head = d.head
     if not isinstance(head, Axiom):
-        return False
+        return True
     plugin, _, _ = head.annex.partition(".")
-    return plugin in ("core", "math") or head.annex == "mem.lea"
-
-
-def _token_parts(t: Def) -> int:
-    """How many memory tokens a value of type t is made of (a function that takes some is none)."""
-    stack, n = [t], 0
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Sigma):
-            stack.extend(x.ops)
-        elif isinstance(x, Arr):
-            stack.append(x.body)
-        elif isinstance(x, App) and isinstance(x.head, Axiom) and x.head.annex == "mem.M":
-            n += 1
-    return n
+    if plugin in ("core", "math") or head.annex in ("mem.lea", "mem.M", "mem.Ptr"):
+        return False
+    return d.bvd != 0 or not isinstance(world.type_of(d), Pi)
 
 
 def _shared_or_global(d: App) -> bool:

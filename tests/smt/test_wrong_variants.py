@@ -11,6 +11,7 @@ from verimim import driver
 from verimim.driver import load, run_with_big_stack
 from verimim.frontend.loader import load_text
 from verimim.ir.defs import App, Def, Extract, Lit, MutLam, Tuple, Var
+from verimim.printer import show
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program
 from verimim.phases.checks import CheckAddrSpaces, MemChecks
@@ -372,12 +373,34 @@ def test_a_call_given_a_memory_token_between_barriers_keeps_them(monkeypatch: py
     got, detail, _ = verdict(res)
     assert got == "proved" and "1 barrier(s) removed" in detail, detail
     assert "E-DIFF" not in {d.code for d in driver.diff(str(VALID / name), [], [], use_gpu=False).diagnostics}
-    monkeypatch.setattr(repl, "_hands_on_memory", lambda world, d: False)
+    monkeypatch.setattr(repl, "_may_touch_memory", lambda world, d: False)
     res = apply(RemoveDoubleSyncs(), prog, "device")
     assert len(res.claim(Rewrites).rewrites) == 2
     status, detail, cex = verdict(res)
     assert status == "refuted" and "separated by a barrier before the phase and not after" in detail, detail
     assert isinstance(cex, dict) and (cex["first"].split(":")[-2], cex["second"].split(":")[-2]) == ("18", "21"), cex
+
+
+@pytest.mark.parametrize("name", ["barriers_around_a_call_that_captures_the_token.mim",
+                                  "barrier_after_a_call_that_reads_through_a_captured_token.mim"])
+def test_a_call_that_captures_a_token_between_barriers_keeps_them(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The callee uses a token it captured, not one it is given: the call is an operation whatever
+    # its argument. A phase that asks the argument's type (as it did) drops both barriers: refuted.
+    import verimim.phases.repl as repl
+
+    assert "E-DIFF" not in {d.code for d in driver.diff(str(VALID / name), [], [], use_gpu=False).diagnostics}
+    prog = program_before(VALID / name, "gpu.remove_double_syncs")
+    assert verdict(apply(RemoveDoubleSyncs(), prog, "device"))[0] == "proved"
+    takes_a_token = repl._may_touch_memory
+
+    def by_argument(world: World, d: Def) -> bool:
+        return isinstance(d, App) and d.bvd == 0 and "mem.M" in show(world.type_of(d.arg)) and takes_a_token(world, d)
+
+    monkeypatch.setattr(repl, "_may_touch_memory", by_argument)
+    res = apply(RemoveDoubleSyncs(), prog, "device")
+    assert res.claim(Rewrites).rewrites  # (the barrier after the call among them)
+    status, detail, _ = verdict(res)
+    assert status == "refuted" and "separated by a barrier before the phase and not after" in detail, detail
 
 
 class _ChangeAStoredValue(_RemoveDoubleSyncs):

@@ -160,7 +160,9 @@ def test_check_lines_anywhere_are_filechecked(pytester: pytest.Pytester) -> None
     mim(pytester, "trailing.mim", "", ANSWER.replace("    return", "    return // CHECK: no_such_text\n   "))
     mim(pytester, "block.mim", "/* CHECK: no_such_text\n*/\n", ANSWER)
     mim(pytester, "xcheck.mim", "// we RECHECK: prose\n", ANSWER)
-    result = pytester.runpytest("trailing.mim", "block.mim", "xcheck.mim", "-v")
+    mim(pytester, "com.mim", "// COM: CHECK: commented out, as FileCheck's COM: does\n", ANSWER)
+    result = pytester.runpytest("trailing.mim", "block.mim", "xcheck.mim", "com.mim", "-v")
+    assert "com.mim::filecheck" not in result.stdout.str() and "com.mim::check PASSED" in result.stdout.str()
     result.stdout.fnmatch_lines(["*trailing.mim::filecheck FAILED*"])
     result.stdout.fnmatch_lines(["*block.mim::annotations FAILED*"])  # (`// CHECK:` asked for)
     assert "xcheck.mim::filecheck" not in result.stdout.str() and "xcheck.mim::check PASSED" in result.stdout.str()
@@ -326,9 +328,18 @@ def test_both(verimim_phase_name):
 @pytest.mark.verimim_phase("gpu.mem_chekcs")
 def test_misspelt_second():
     pass
+
+@pytest.mark.verimim_phase("compile.cleanup")
+class TestOnClass:
+    @pytest.mark.verimim_phase("gpu.mem_checks")
+    def test_own(self, verimim_phase_name):  # (its own marker overrides its class's)
+        assert verimim_phase_name == "gpu.mem_checks"
+
+    def test_inherited(self, verimim_phase_name):
+        assert verimim_phase_name == "compile.cleanup"
 ''')
     result = pytester.runpytest("-v")
-    result.assert_outcomes(passed=1, failed=1, errors=1)
+    result.assert_outcomes(passed=3, failed=1, errors=1)
     result.stdout.fnmatch_lines(["*test_both?compile.cleanup? PASSED*", "*test_both?gpu.mem_checks? FAILED*",
                                  "*unknown phase `gpu.mem_chekcs`*"])
 

@@ -114,8 +114,11 @@ class Annotations:
             if _CHECK_LINE.match(line):
                 ann.has_checks = True
                 continue
-            if _CHECK_ANYWHERE.search(line):
-                ann.has_checks = True  # (FileCheck's, wherever it stands: the dump is matched against it)
+            found = _CHECK_ANYWHERE.search(line)
+            if found is not None and "COM:" not in line[:found.start()]:
+                # FileCheck's, wherever it stands (the dump is matched against it); not one its
+                # `COM:` comments out
+                ann.has_checks = True
             stripped = line.strip()
             opens = stripped.startswith("/*")
             header = header and (in_block or opens or not stripped or stripped.startswith("//")
@@ -779,9 +782,14 @@ def _phase_named(node: Any, name: object) -> str:
 
 def _marker_names(node: Any) -> list[object]:
     """What each of a test's `@pytest.mark.verimim_phase(NAME)` markers says, as written, once
-    each (a test marked for two phases is a test of each)."""
+    each (a test marked for two phases is a test of each). The closest level that has any
+    decides: a test's own markers override its class's and its module's."""
     out: list[object] = []
-    for marker in node.iter_markers("verimim_phase"):
+    owner: Any = None
+    for at, marker in node.iter_markers_with_node("verimim_phase"):
+        if owner is not None and at is not owner:
+            break
+        owner = at
         name = marker.args[0] if marker.args else marker.kwargs.get("name")
         if name not in out:
             out.append(name)

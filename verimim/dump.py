@@ -32,6 +32,7 @@ class Dumper:
         self.fv_cache: dict[int, frozenset[MutLam]] = {}
         self.mut_names: dict[int, str] = {}
         self.used_names: set[str] = set()
+        self._outer_return: dict[int, bool] = {}  # (_uses_an_outer_return, once per mutable)
         self.children: dict[int, list[MutLam]] = {}
         self.let_counter = 0
         self.printer = ExprPrinter(mut_name=self.mut_name, type_of=world.type_of)
@@ -116,7 +117,34 @@ class Dumper:
     def _fun_shape(self, m: MutLam) -> bool:
         dom = m.pi.dom
         return isinstance(dom, Sigma) and len(dom.ops) == 2 and not dom.dependent \
-            and self.world.is_cn(self.world.shift(dom.ops[1], -1))
+            and self.world.is_cn(self.world.shift(dom.ops[1], -1)) and not self._uses_an_outer_return(m)
+
+    def _uses_an_outer_return(self, m: MutLam) -> bool:
+        """Whether m's body (or a body nested in it) uses a continuation an enclosing declaration
+        printed as `return`: printed as a `fun`, m's own `return` would shadow it (a kernel's
+        `return` that a nested function jumps to became that function's own). Such an m is
+        printed as a `con` with its continuation named apart."""
+        hit = self._outer_return.get(m.gid)
+        if hit is not None:
+            return hit
+        outer = {g for g, n in self.named.items() if n == "return"}
+        found = False
+        if outer:
+            seen: set[int] = set()
+            stack: list[Def] = [m.body] if m.body is not None else []
+            while stack and not found:
+                d = stack.pop()
+                if d.gid in seen:
+                    continue
+                seen.add(d.gid)
+                if d.gid in outer:
+                    found = True
+                elif isinstance(d, MutLam):
+                    stack.extend([d.body] if d.body is not None else [])
+                else:
+                    stack.extend(d.ops)
+        self._outer_return[m.gid] = found
+        return found
 
     def _domain(self, value: Def, t: Def, hint: tuple[str | None, ...] | None) -> str:
         w = self.world
@@ -130,6 +158,9 @@ class Dumper:
                 nm = self.unique(base)
                 binder_names.append(nm)
                 self.named[w.extract_n(value, n, j).gid] = nm
+            # the whole parameter, where the body uses it as a whole (`k t` for `t: [A, B]`): the
+            # tuple of its fields (it had no name, and printed as `f_var#0_2`, unbound)
+            self.named.setdefault(value.gid, "(" + ", ".join(binder_names) + ")")
             # Field types may mention earlier fields (dependent sigma): print them with the
             # sigma's own binder named by those fields.
             from verimim.printer import _Binder

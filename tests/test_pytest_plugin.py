@@ -481,6 +481,9 @@ def test_expect_loc_of_a_diagnostic_in_another_file_does_not_match(tmp_path: Pat
     ("plugin core; // EXPECT: 41\n", "line 1: `// EXPECT: 41` follows code on its line"),
     ("/* about */ // EXPECT: 41\n", "line 1: `// EXPECT: 41` follows a `/* … */` comment on its line"),
     ("/* about\n   this */ // EXPECT: 41\n", "line 2: `// EXPECT: 41` follows a `/* … */` comment on its line"),
+    ("/* a note */ /* EXPECT: 41 */\n", "line 1: `/* EXPECT: 41 */` is not an annotation"),
+    ("/* a note */ /// EXPECT: 41\n", "line 1: `/// EXPECT: 41` is not an annotation"),
+    ("/* a note */ // RESULT: 41\n", "line 1: `// RESULT: 41` is not an annotation"),
 ])
 def test_wrong_annotations_fail_the_file_instead_of_testing_something_else(
         pytester: pytest.Pytester, annotations: str, problem: str) -> None:

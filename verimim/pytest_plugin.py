@@ -168,11 +168,13 @@ class Annotations:
     def _after_block_comment(self, number: int, line: str) -> None:
         """A key in a line comment after a `/* … */` comment closed on its line (`/* x */ // EXPECT: 5`,
         `*/ // EXPECT: 5`): annotations are comment lines of their own."""
-        rest = line[line.rfind("*/") + 2:]
+        rest = line[line.find("*/") + 2:]
         m = _KEYLIKE.match(rest)
         if m is not None and m.group(2).strip() == ":" and _is_key_word(m.group(1)):
             self.problems.append(f"line {number}: `{rest.strip()}` follows a `/* … */` comment on its line and "
                                  f"is not read; write it on a line of its own at the top of the file")
+        elif rest.strip():
+            self._misspelt(number, rest)  # (`/// EXPECT: 5`, `/* EXPECT: 5 */`, `// RESULT: 5` there)
 
     def _after_code(self, number: int, line: str) -> None:
         """A key in a comment after code (`plugin core; // EXPECT: 5`, `return (m, x); // EXPECT: 5`):

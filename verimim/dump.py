@@ -130,6 +130,15 @@ class Dumper:
         outer = {g for g, n in self.named.items() if n == "return"}
         found = False
         if outer:
+            # m's body and the bodies printed inside m's (its `where` blocks'): another mutable's
+            # body uses its own `return`, printed in its own scope
+            inside = {m.gid}
+            kids = list(self.children.get(m.gid, []))
+            while kids:
+                k = kids.pop()
+                if k.gid not in inside:
+                    inside.add(k.gid)
+                    kids.extend(self.children.get(k.gid, []))
             seen: set[int] = set()
             stack: list[Def] = [m.body] if m.body is not None else []
             while stack and not found:
@@ -140,7 +149,8 @@ class Dumper:
                 if d.gid in outer:
                     found = True
                 elif isinstance(d, MutLam):
-                    stack.extend([d.body] if d.body is not None else [])
+                    if d.gid in inside and d.body is not None:
+                        stack.append(d.body)
                 else:
                     stack.extend(d.ops)
         self._outer_return[m.gid] = found

@@ -369,7 +369,7 @@ def test_a_call_given_a_memory_token_between_barriers_keeps_them(monkeypatch: py
     name = "barriers_around_a_direct_style_call.mim"
     prog = program_before(VALID / name, "gpu.remove_double_syncs")
     res = apply(RemoveDoubleSyncs(), prog, "device")
-    assert [old.loc.line for old, _ in res.claim(Rewrites).rewrites if old.loc] == [17]
+    assert [old.loc.line for old, _ in res.claim(Rewrites).rewrites if old.loc] == [18]
     got, detail, _ = verdict(res)
     assert got == "proved" and "1 barrier(s) removed" in detail, detail
     assert "E-DIFF" not in {d.code for d in driver.diff(str(VALID / name), [], [], use_gpu=False).diagnostics}
@@ -378,7 +378,7 @@ def test_a_call_given_a_memory_token_between_barriers_keeps_them(monkeypatch: py
     assert len(res.claim(Rewrites).rewrites) == 2
     status, detail, cex = verdict(res)
     assert status == "refuted" and "separated by a barrier before the phase and not after" in detail, detail
-    assert isinstance(cex, dict) and (cex["first"].split(":")[-2], cex["second"].split(":")[-2]) == ("18", "21"), cex
+    assert isinstance(cex, dict) and (cex["first"].split(":")[-2], cex["second"].split(":")[-2]) == ("19", "22"), cex
 
 
 @pytest.mark.parametrize("name", ["barriers_around_a_call_that_captures_the_token.mim",

@@ -211,6 +211,18 @@ def test_failure_folders_are_found_from_any_working_directory(tmp_path: Path) ->
     j.close()
 
 
+def _journal_edited(d: Path, edit: str) -> Path:
+    """A campaign journal of one program, then edited by hand with the SQL `edit`."""
+    j = Journal.open(d, Settings(seed=1))
+    j.record(j.start_run(1.0, 1, None, ""), _row(0))
+    j.close()
+    conn = sqlite3.connect(d / JOURNAL)
+    conn.execute(edit)
+    conn.commit()
+    conn.close()
+    return d
+
+
 @pytest.mark.parametrize("edit, what", [
     ("UPDATE programs SET features = 'not json'", "programs.features of row 0"),
     ("UPDATE programs SET phases = '{\"a\": 1}'", "programs.phases of row 0"),
@@ -227,14 +239,7 @@ def test_failure_folders_are_found_from_any_working_directory(tmp_path: Path) ->
 def test_a_row_verimim_never_writes_is_refused_untouched(tmp_path: Path, edit: str, what: str) -> None:
     # SQLite's page check passes a value edited by hand: the report and a resume stopped with a
     # Python error (E-INTERNAL), a resume after writing a new run row
-    d = tmp_path / "c"
-    j = Journal.open(d, Settings(seed=1))
-    j.record(j.start_run(1.0, 1, None, ""), _row(0))
-    j.close()
-    conn = sqlite3.connect(d / JOURNAL)
-    conn.execute(edit)
-    conn.commit()
-    conn.close()
+    d = _journal_edited(tmp_path / "c", edit)
     before = (d / JOURNAL).read_bytes()
     with pytest.raises(UsageError, match=what.replace("(", r"\(")):
         Journal.open(d, Settings(seed=1))
@@ -292,14 +297,7 @@ def test_a_journal_another_process_made_meanwhile_is_not_overwritten(tmp_path: P
     ("DROP TABLE duplicates", "lacks the columns duplicates.fingerprint"),
 ])
 def test_a_journal_of_another_shape_is_refused_untouched(tmp_path: Path, edit: str, what: str) -> None:
-    d = tmp_path / "c"
-    j = Journal.open(d, Settings(seed=1))
-    j.record(j.start_run(1.0, 1, None, ""), _row(0))
-    j.close()
-    conn = sqlite3.connect(d / JOURNAL)
-    conn.execute(edit)
-    conn.commit()
-    conn.close()
+    d = _journal_edited(tmp_path / "c", edit)
     before = (d / JOURNAL).read_bytes()
     with pytest.raises(UsageError, match=what):
         Journal.open(d, Settings(seed=1))

@@ -147,13 +147,6 @@ class HostMalloc2GpuAlloc(RewritePhase):
         return _HostMalloc2GpuAlloc(world, res)
 
 
-# The operations whose place in a block a barrier orders (full applications, by annex): memory
-# effects and barriers. A barrier is dropped only where none of them runs between it and the one
-# it follows.
-_ORDERED = {"mem.load": 2, "mem.store": 2, "mem.slot": 2, "mem.mslot": 2, "mem.malloc": 2, "mem.free": 2,
-            "mem.alloc": 2, "gpu.sync_work_items": 1}
-
-
 def _leaf(d: Def) -> bool:
     return isinstance(d, (Lit, Axiom))
 
@@ -164,11 +157,12 @@ def _operands(scopes: "Scopes", d: Def) -> Iterable[Def]:
 
 
 def _may_touch_memory(world: World, d: Def) -> bool:
-    """Whether d, an application, may have a memory effect of its own: a call (of a function
-    in direct style, `direct.cps2ds_dep`, a λ: what the callee does — with a token it is given
-    or one it captured — is not looked into here), or an operation of a plugin other than the
-    pure ones. It counts as an operation a barrier orders. A partial application of an axiom
-    (a function value: `mem.load @(I32, 3)`) and a type compute nothing."""
+    """Whether d, an application, may have a memory effect of its own: a memory operation or a
+    barrier, a call (of a function in direct style, `direct.cps2ds_dep`, a λ: what the callee
+    does — with a token it is given or one it captured — is not looked into here), or any other
+    operation of a plugin but the pure ones. These are the operations a barrier orders; one is
+    dropped only where none of them runs between it and the one it follows. A partial
+    application of an axiom (a function value: `mem.load @(I32, 3)`) and a type compute nothing."""
     if not isinstance(d, App):
         return False
     head = d.head
@@ -210,8 +204,7 @@ class _RemoveDoubleSyncs(Rewriter):
                 # the interpreter makes it: a call of one that captured a barrier's token runs
                 # after that barrier)
                 ordered = [n.gid for n in activation(m, scopes, _leaf, lambda x: _operands(scopes, x))
-                           if any(full_app(n, annex, depth) for annex, depth in _ORDERED.items())
-                           or _may_touch_memory(self.old, n)]
+                           if _may_touch_memory(self.old, n)]
                 for gid in ordered:
                     self._performed.setdefault(gid, []).append((m.gid, ordered))
         return self._performed.get(d.gid, [])

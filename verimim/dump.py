@@ -33,6 +33,7 @@ class Dumper:
         self.mut_names: dict[int, str] = {}
         self.used_names: set[str] = set()
         self._outer_return: dict[int, bool] = {}  # (_uses_an_outer_return, once per mutable)
+        self._returns: set[int] = set()  # the continuations printed as `return`
         self.children: dict[int, list[MutLam]] = {}
         self.let_counter = 0
         self.printer = ExprPrinter(mut_name=self.mut_name, type_of=world.type_of)
@@ -110,7 +111,9 @@ class Dumper:
             assert isinstance(dom, Sigma)
             args_t = w.shift(dom.ops[0], -1)
             args = w.extract_n(var, 2, 0)
-            self.named[w.extract_n(var, 2, 1).gid] = "return"
+            ret = w.extract_n(var, 2, 1)
+            self.named[ret.gid] = "return"
+            self._returns.add(ret.gid)
             return self._domain(args, args_t, m.param_names)
         return self._domain(var, dom, m.param_names)
 
@@ -127,7 +130,7 @@ class Dumper:
         hit = self._outer_return.get(m.gid)
         if hit is not None:
             return hit
-        outer = {g for g, n in self.named.items() if n == "return"}
+        outer = self._returns
         found = False
         if outer:
             # m's body and the bodies printed inside m's (its `where` blocks'): another mutable's
@@ -167,7 +170,10 @@ class Dumper:
                 base = cast(str, names[j]) if j < len(names) and names[j] and names[j] != "_" else f"x{j}"
                 nm = self.unique(base)
                 binder_names.append(nm)
-                self.named[w.extract_n(value, n, j).gid] = nm
+                field = w.extract_n(value, n, j)
+                self.named[field.gid] = nm
+                if nm == "return":
+                    self._returns.add(field.gid)
             # the whole parameter, where the body uses it as a whole (`k t` for `t: [A, B]`): the
             # tuple of its fields (it had no name, and printed as `f_var#0_2`, unbound)
             self.named.setdefault(value.gid, "(" + ", ".join(binder_names) + ")")
@@ -184,6 +190,8 @@ class Dumper:
             return "(" + ", ".join(parts) + ")"
         nm = self.unique(hint[0] if hint and len(hint) == 1 and hint[0] and hint[0] != "_" else "x")
         self.named[value.gid] = nm
+        if nm == "return":
+            self._returns.add(value.gid)
         return f"({nm}: {self.printer.expr(t)})"
 
     def curried_chain(self, m: MutLam) -> list[MutLam]:

@@ -74,7 +74,8 @@ class Escape(Exception):
     """A jump, from a direct-style call (`direct.cps2ds`, run on a thread of its own), to the
     continuation that ends an enclosing thread (an outer function's `return`, main's, a
     work-item's): as upstream cuts the caller at the call, the rest of the caller never runs and
-    that thread goes on with the jump. Raised through the nested runs to the thread the continuation ends."""
+    that thread goes on with the jump. Raised through the nested runs to the thread the
+    continuation ends."""
 
     def __init__(self, halt: Halt | KernelReturn, arg: Value, jump: Def | None) -> None:
         super().__init__("escape")
@@ -302,9 +303,9 @@ class Machine:
             th.code, th.pc, th.env = code, 0, env
             th.frame = self._fresh_frame(code)
             return True
-        if isinstance(callee, (Halt, KernelReturn)) and th.halt is not None and callee is not th.halt:
-            raise Escape(callee, arg, th.jump)
         if isinstance(callee, (Halt, KernelReturn)):
+            if th.halt is not None and callee is not th.halt:
+                raise Escape(callee, arg, th.jump)
             th.result = arg
             th.done = True
             th.end = th.jump

@@ -56,10 +56,11 @@ _ANNOTATION = re.compile(r"\s*//\s*([A-Z][A-Z-]*):\s*(.*?)\s*$")
 _OFF_FORM = re.compile(r"\s*(/{3,}|/\*+|//)\s*([A-Za-z][A-Za-z_-]*)(\s+:|:)")
 # `plugin core;` / `import foo;`: still the top of the file, where annotations may stand
 _DECLARATION = re.compile(r"(plugin|import)\s+[\w.]+\s*;\s*(//.*)?$")
-_CHECK_LINE = re.compile(r"\s*//\s*CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\d+))?:")
+_CHECK_DIRECTIVE = r"CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\d+))?:"
+_CHECK_LINE = re.compile(r"\s*//\s*" + _CHECK_DIRECTIVE)
 # FileCheck reads a directive anywhere on a line (after code, in a `/* … */` comment), not
 # after a word character (`XCHECK:` is none)
-_CHECK_ANYWHERE = re.compile(r"(?<![A-Za-z0-9_-])CHECK(-(NEXT|SAME|NOT|DAG|LABEL|EMPTY|COUNT-\d+))?:")
+_CHECK_ANYWHERE = re.compile(r"(?<![A-Za-z0-9_-])" + _CHECK_DIRECTIVE)
 # A comment that starts with a word, then maybe a colon: a misspelt annotation is one of these.
 _KEYLIKE = re.compile(r"\s*//\s*([A-Za-z][A-Za-z-]*)(\s*:|\s+\S)")
 # A key on a line inside a `/* … */` comment: `EXPECT: 5`, ` * EXPECT: 5`, `// EXPECT: 5`

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from verimim.diagnostics import Diagnostic
-from verimim.ir.defs import App, Axiom, Def, MutLam
+from verimim.ir.defs import App, Axiom, Def, MutLam, Tuple
 from verimim.ir.world import World
 from verimim.phases.witness import Rewrites, Witness
 
@@ -168,6 +168,16 @@ def _walk(roots: list[Def], muts: list[tuple[MutLam, Def, Def | None]] | None) -
 def is_app_of(d: Def, annex: str) -> bool:
     """Whether d is a fully applied `annex` (its head is that axiom) — any curried depth."""
     return isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex == annex
+
+
+def type_and_space(world: World, pair: Def) -> tuple[Def, Def]:
+    """A mem operation's `(T, a)` (the explicit `[T, a]` of alloc/malloc/slot, the implicit
+    `{T, a}` of load/store/free): its elements, or of a pair given whole (`mem.store @X …`,
+    `mem.alloc X m` with `X: [*, Nat]`) its projections `X#0`, `X#1` (a pair's own operands are
+    no type and space)."""
+    if isinstance(pair, Tuple) and len(pair.ops) == 2:
+        return pair.ops[0], pair.ops[1]
+    return world.extract_n(pair, 2, 0), world.extract_n(pair, 2, 1)
 
 
 def apps_of(world: World, annex: str, depth: int) -> list[App]:

@@ -12,7 +12,7 @@ from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Def, Lit, MutLam, Pi, Sigma
 from verimim.ir.world import World
 from verimim.printer import show
-from verimim.phases.base import Phase, PhaseResult, Program, apps_of
+from verimim.phases.base import Phase, PhaseResult, Program, apps_of, type_and_space
 
 # (operation, forbidden address spaces, how upstream words it)
 ADDR_SPACE_RULES: list[tuple[str, frozenset[int], str]] = [
@@ -25,15 +25,8 @@ ADDR_SPACE_RULES: list[tuple[str, frozenset[int], str]] = [
 
 
 def address_space_of(app: App, world: World) -> Def:
-    """The address-space argument of a mem operation: the second element of its first argument
-    (`(T, a)` both for the explicit `[T, a]` of malloc/slot and the implicit `{T, a}` of store/free;
-    of a pair given whole, `mem.store @X …` with `X: [*, Nat]`, its projection `X#1`)."""
-    first = app.args()[0]
-    from verimim.ir.defs import Tuple
-
-    if isinstance(first, Tuple) and len(first.ops) == 2:
-        return first.ops[1]
-    return world.extract_n(first, 2, 1)
+    """The address-space argument of a mem operation: the `a` of its first argument `(T, a)`."""
+    return type_and_space(world, app.args()[0])[1]
 
 
 class CheckAddrSpaces(Phase):

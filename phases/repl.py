@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from verimim.diagnostics import Diagnostic
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var, mentions
 from verimim.ir.world import World
-from verimim.phases.base import Phase, PhaseResult, Program, is_app_of, walk
+from verimim.phases.base import Phase, PhaseResult, Program, is_app_of, type_and_space, walk
 from verimim.phases.rewriter import Rewriter
 from verimim.printer import show
 from verimim.phases.witness import Rewrites
@@ -46,12 +46,6 @@ class RewritePhase(Phase):
         return res
 
 
-def _element_type(w: World, ty_a: Def) -> Def:
-    """T of an operation's `(T, a)`: its first element, or of a pair given whole (`mem.alloc X m`
-    with `X: [*, Nat]`) its projection `X#0` (the pair's own first operand is no type)."""
-    return ty_a.ops[0] if isinstance(ty_a, Tuple) and len(ty_a.ops) == 2 else w.extract_n(ty_a, 2, 0)
-
-
 class _Alloc2Malloc(Rewriter):
     def __init__(self, old: World, res: PhaseResult) -> None:
         super().__init__(old)
@@ -61,7 +55,7 @@ class _Alloc2Malloc(Rewriter):
         w = self.new
         if full_app(old, "mem.alloc", 2):
             ty_a, m = ops[0].ops[1], ops[1]  # type: ignore[union-attr]
-            t = _element_type(w, ty_a)
+            t = type_and_space(w, ty_a)[0]
             size = w.app(self.annex("core.trait.size"), t)
             if self._too_large(old, "mem.alloc", t, size):
                 return None
@@ -70,7 +64,7 @@ class _Alloc2Malloc(Rewriter):
             return new
         if full_app(old, "mem.slot", 2):
             ty_a, arg = ops[0].ops[1], ops[1]  # type: ignore[union-attr]
-            t = _element_type(w, ty_a)
+            t = type_and_space(w, ty_a)[0]
             m, slot_id = w.extract_n(arg, 2, 0), w.extract_n(arg, 2, 1)
             size = w.app(self.annex("core.trait.size"), t)
             if self._too_large(old, "mem.slot", t, size):

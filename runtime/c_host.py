@@ -206,7 +206,7 @@ def emit_call(comp: Any, ax: Axiom, arg: Def, loc: Loc | None) -> None:
     args: list[Any] = []
     for j, (leaf, v) in enumerate(zip(decl.arg_leaves, leaves)):
         if leaf.kind == "int":
-            v = comp._fit_int(v, leaf.bits)  # (an `Idx ⊤:Nat` value passed for an I32: cut)
+            v = comp.fit_int(v, leaf.bits)  # (an `Idx ⊤:Nat` value passed for an I32: cut)
         want = decl.proto.params[j] if j < len(decl.proto.params) else None
         if want is None and leaf.kind == "int" and leaf.bits < 32:
             want = CInt(32, True)  # a variadic argument: C's default promotion to int

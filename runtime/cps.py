@@ -135,7 +135,7 @@ class CpsCompiler(BodyCompiler, DynamicClosures):
         if dynamic:
             self._dflatten(dom, av, dyn, loc)  # continuations as record pointers
         else:
-            self.ctx.flatten(dom, av, dyn, loc, static, self._fit_int)
+            self.ctx.flatten(dom, av, dyn, loc, static, self.fit_int)
             if any(isinstance(s, DynClo) for s in static):
                 if self.dynamic_closures:
                     raise NeedDynamic(m)

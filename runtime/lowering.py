@@ -834,7 +834,7 @@ class BodyCompiler:
         self._compute(t.shape)  # (a type's operands are not the call's: not scheduled before it)
         return self.builder.mul(self._val(t.shape), elem)
 
-    def _fit_int(self, x: Any, bits: int) -> Any:
+    def fit_int(self, x: Any, bits: int) -> Any:
         """x (an integer) in a container of `bits` bits (ModuleContext.scalar's: an `Idx ⊤:Nat`
         value where the type holds fewer is cut); anything else as it is."""
         if not isinstance(getattr(x, "type", None), self.ir.IntType) or x.type.width == bits:
@@ -1007,7 +1007,7 @@ class BodyCompiler:
                 # (an `Idx ⊤:Nat` value, held as its i64 Nat, where the type has fewer bits —
                 # `core.idx_unsafe l` stored into an I32 cell — is cut to them, as the
                 # interpreter stores it; it was stored whole, over the cells beside it)
-                v = self._fit_int(v, sc[1])
+                v = self.fit_int(v, sc[1])
             if sc[0] == "int" and sc[1] == 1:
                 b.store(b.zext(v, ctx.i8), q.v, align=1)
                 return

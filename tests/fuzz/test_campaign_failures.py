@@ -162,37 +162,20 @@ def test_a_deleted_failure_directory_is_written_again_on_resume(tmp_path: Path) 
         assert json.loads((fd / "failure.json").read_text())["message"]
 
 
-def test_a_crash_on_a_joined_cluster_is_journaled_and_the_campaign_ends(tmp_path: Path) -> None:
+def test_a_crash_on_a_joined_cluster_is_journaled_and_the_campaign_ends(tmp_path: Path, dask_scheduler: str) -> None:
     # A joined scheduler retries a task whose worker died (its own allowed-failures), and a poll a
     # second apart never saw the program running: it was placed again under a new key forever,
     # nothing journaled, and a campaign of --programs 3 never ended (with a budget: exit 0).
-    import socket
-    import time
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    address = f"tcp://127.0.0.1:{port}"
-    sched = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                              "--port", str(port), "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    worker = None
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", dask_scheduler, "--nthreads", "1",
+                               "--no-dashboard", "--preload", str(PRELOAD / "crash_first.py")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    d = tmp_path / "c"
     try:
-        deadline = time.monotonic() + 60
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert time.monotonic() < deadline, "the scheduler did not start"
-            time.sleep(0.3)
-        worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-                                   "--no-dashboard", "--preload", str(PRELOAD / "crash_first.py")],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        d = tmp_path / "c"
-        out = _fuzz("--campaign", str(d), "--scheduler", address, "--programs", "3", "--seed", "4", "--no-verify",
-                    "--reduce-budget", "0", "--program-timeout", "60", "--json", timeout=300)
+        out = _fuzz("--campaign", str(d), "--scheduler", dask_scheduler, "--programs", "3", "--seed", "4",
+                    "--no-verify", "--reduce-budget", "0", "--program-timeout", "60", "--json", timeout=300)
     finally:
-        for p in (worker, sched):
-            if p is not None:
-                p.terminate()
-                p.wait(30)
+        worker.terminate()
+        worker.wait(30)
     obj = json.loads(out.stdout)
     assert out.returncode == 3 and obj["programs"] == 3, (out.returncode, out.stderr[-2000:])
     rows = dict(_rows(d, "SELECT idx, verdict FROM programs"))

@@ -56,15 +56,21 @@ def _interrupted_sync_records(monkeypatch: pytest.MonkeyPatch) -> list[logging.L
     tornado_log.addHandler(handler)
     runner = du.LoopRunner(asynchronous=False)
     runner.start()
+    # The loop is held until the interrupt is in: under load it ran `work` to its end before
+    # `sync` waited at all, and nothing was interrupted (the test failed once in a full run).
+    gate = threading.Event()
+    runner.loop.add_callback(gate.wait, 30)
     try:
         monkeypatch.setattr(du.threading, "Event", InterruptedEvent)
         with pytest.raises(KeyboardInterrupt):
             du.sync(runner.loop, work)
         monkeypatch.undo()
+        gate.set()
         done = threading.Event()
         runner.loop.add_callback(done.set)  # (runs after the cancel callback, on the same loop)
         assert done.wait(5)
     finally:
+        gate.set()
         runner.stop()
         tornado_log.removeHandler(handler)
     return records

@@ -473,7 +473,11 @@ def _race_cex(kp: KernelPaths, launch: Launch, v: Verdict, site: LaunchSite, run
                f"the same value to {where}" + (f" (for example with {inputs})" if inputs else ""))
         sev = "warning"
     else:
-        sep = "in the same barrier interval" if a.epoch == b.epoch else "with no barrier across groups"
+        # a barrier orders the work-items of one group only: two groups' accesses are never
+        # "in one barrier interval", whatever their barrier counts
+        other_group = wis[0]["group"] != wis[1]["group"]
+        sep = ("(no barrier orders the work-items of different groups)" if other_group
+               else "in the same barrier interval" if a.epoch == b.epoch else "with no barrier between them")
         msg = (f"data race in kernel `{site.kernel}`: {who(0)} {what(acc[0])} {where}, which {who(1)} "
                f"{what(acc[1])} {sep}")
         sev = "error"

@@ -61,11 +61,18 @@ def test_without_the_barrier_it_races(tmp_path: Path) -> None:
 
 
 def test_cross_group_race_on_global_memory(tmp_path: Path) -> None:
-    entries, _ = verify(kp.write(tmp_path, "cg", kp.program(kp.CROSS_GROUP)))
+    entries, diags = verify(kp.write(tmp_path, "cg", kp.program(kp.CROSS_GROUP)))
     cex = entries[0]["counterexample"]
     assert entries[0]["races"] == "refuted"
     a, b = cex["work_items"]
     assert a["group"] != b["group"] and a["item"] == b["item"]
+    # two groups are never "in the same barrier interval": no barrier orders them at all
+    race = next(d for d in diags if d.code == "E-RACE")
+    assert "barrier interval" not in race.message
+    assert race.message.endswith("(no barrier orders the work-items of different groups)")
+    _, diags = verify(kp.write(tmp_path, "nobar", kp.program(
+        kp.SHARED_EXCHANGE.replace("    let (m1, m3) = gpu.sync_work_items (m1, m3);\n", ""))))
+    assert next(d for d in diags if d.code == "E-RACE").message.endswith("in the same barrier interval")
 
 
 def test_benign_write_write_race_is_a_warning(tmp_path: Path) -> None:

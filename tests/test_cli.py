@@ -253,6 +253,17 @@ def test_a_negative_number_is_a_program_argument_and_a_misspelt_option_is_not(co
     assert r.returncode == 2 and "--jsno" in r.stdout + r.stderr
     r = verimim(command, str(src), "--json", "--", "-7")
     assert r.returncode == 0 and json.loads(r.stdout)["result"] == -70
+    # what click reads as a group of short options: `-hello` printed the help (`-h`), exit 0, no
+    # JSON, nothing run; `-5I/tmp` was the argument -5 and the include directory /tmp
+    for arg in ("-hello", "-xh", "-5h", "-5I/tmp"):
+        r = verimim(command, str(src), arg, "--json")
+        assert r.returncode == 2, (arg, r.stdout)
+        assert f"No such option '{arg}'" in json.loads(r.stdout)["diagnostics"][0]["message"]
+    # a lone `-` (stdin to many C programs) is an argument; options keep their spellings
+    for args, result in ((("-",), 0), (("--fuel=100000", "-3"), -30), (("-I", str(tmp_path), "-2"), -20),
+                         ((f"-I{tmp_path}", "-1"), -10)):
+        r = verimim(command, str(src), *args, "--json")
+        assert r.returncode == 0 and json.loads(r.stdout)["result"] == result, (args, r.stdout)
 
 
 def test_compile_takes_the_pipeline_overrides_check_takes(tmp_path: Path) -> None:

@@ -256,18 +256,36 @@ def check(file: str | None, as_json: bool, debug: bool, include: tuple[str, ...]
 
 
 class ProgramCommand(click.Command):
-    """A command whose ARGS are the program's argv[1..]: a negative number (`-5`) is an argument,
-    as C programs take them; any other unknown `-x`/`--x` before a `--` is still a bad option
-    (exit 2), not a silent argument."""
+    """A command whose ARGS are the program's argv[1..]: a negative number (`-5`) and a lone `-`
+    are arguments, as C programs take them; any other `-x`/`--x` before a `--` that is no option
+    of the command is a bad option (exit 2), not a silent argument.
+
+    Checked before click parses: with unknown options ignored, click reads `-hello` as the group
+    `-h -e -l …` and printed the help (exit 0, no JSON) without running anything, and read
+    `-5I/tmp` as the argument `-5` and the include directory `/tmp`."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        explicit = args[args.index("--") + 1:] if "--" in args else []
-        rest = super().parse_args(ctx, args)
-        given = list(ctx.params.get("args", ()))
-        for a in given[:len(given) - len(explicit)]:
-            if a.startswith("-") and not re.fullmatch(r"-\d[\d.]*", a):
-                raise click.NoSuchOption(a, ctx=ctx)
-        return rest
+        options = [p for p in self.get_params(ctx) if isinstance(p, click.Option)]
+        names = {o for p in options for o in (*p.opts, *p.secondary_opts)}
+        valued = {o for p in options if not p.is_flag and not p.count for o in p.opts}
+        takes_value = False
+        for a in args:
+            if takes_value:
+                takes_value = False
+                continue
+            if a == "--":
+                break
+            if a in names:
+                takes_value = a in valued
+                continue
+            if not a.startswith("-") or a == "-" or re.fullmatch(r"-\d[\d.]*", a):
+                continue
+            if a.startswith("--") and a.split("=", 1)[0] in valued:
+                continue  # --fuel=5
+            if not a.startswith("--") and a[:2] in valued:
+                continue  # -I/usr/include
+            raise click.NoSuchOption(a, ctx=ctx)
+        return super().parse_args(ctx, args)
 
 
 @cli.command(cls=ProgramCommand, context_settings={"ignore_unknown_options": True})

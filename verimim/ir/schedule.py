@@ -289,6 +289,8 @@ class Scopes:
             if deps.isdisjoint(local) and x.bvd == 0 and not (look_into is not None and look_into(x)):
                 out.append(x)
                 continue
+            if isinstance(x, Var):
+                continue  # its operand is its binder, no closure m uses
             stack.extend(x.ops)
         return out
 
@@ -642,7 +644,12 @@ class Scopes:
 def holds_continuation(x: Def) -> bool:
     """Whether x is built from a mutable by tuples, extracts and packs: a continuation chosen
     (`(finish, return)#c`), not data. A code generator jumps through it; as a value, a choice
-    between continuations of different shapes is nothing it can compute."""
+    between continuations of different shapes is nothing it can compute. A parameter is a value
+    given at run time, whatever its type: its operand is its binder, not a continuation it holds
+    (the `c` of a curried `con join (c: I32) (…)` was looked into, and the record of a continuation
+    that used it captured `join` itself, which the GPU backend then took for a continuation)."""
+    if isinstance(x, Var):
+        return False
     stack, seen = [x], set()
     while stack:
         d = stack.pop()

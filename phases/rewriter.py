@@ -42,6 +42,10 @@ class Rewriter:
         self.new = new if new is not None else World()
         self.new.normalizers.update(old.normalizers)
         self.new.origin = old
+        if old.folds is not None and self.new.folds is None:
+            # what the normalizers fold while a phase builds its output (a β-reduction exposes
+            # `k - 3` with k now a literal) is proved with the phase, as the front end's folds are
+            self.new.folds = {}
         if self.new.import_annex is None:
             self.new.import_annex = self.annex
         self.memo: dict[int, Def] = {}

@@ -126,6 +126,46 @@ def _fingerprint(prog: Program) -> str:
     return "\n".join(dump_world(w, []) for w in prog.worlds())
 
 
+def _with_output_folds(run: PipelineRun, res: PhaseResult, entry: dict[str, Any]) -> None:
+    """A phase's verdict covers its output as built: the folds the normalizers made while the
+    phase built its World (`k - 3` once a β-reduction made k a literal) are proved as the front
+    end's are (`core.normalize`). A phase's own specification builds its reference with the same
+    normalizers, so a wrong fold there agreed with itself and was `proved`."""
+    from verimim.smt.spec_normalize import prove_folds
+
+    before = {id(w) for w in res.before.worlds()}
+    undecided: list[str] = []
+    for w in _built(res.after.worlds(), before):
+        out, at = prove_folds(w, run.ctx)
+        if out.status == "refuted":
+            cex = dict(out.counterexample or {})
+            if at is not None and at.loc is not None:
+                cex["location"] = f"{at.loc.file}:{at.loc.line}:{at.loc.col}"
+            entry.update(status="refuted", detail=f"a fold by the normalizers in its output: {out.detail}",
+                         counterexample=cex)
+            return
+        if out.status == "unknown":
+            undecided.append(out.detail)
+    if undecided and entry["status"] in ("proved", "bounded", "validated"):
+        entry.update(status="unknown", detail=f"{entry['detail']}; but of the folds by the normalizers in its "
+                     f"output, {'; '.join(undecided)}")
+
+
+def _built(outputs: list[World], inputs: set[int]) -> list[World]:
+    """The Worlds a phase built, with folds: its outputs and the Worlds between them and its
+    inputs (`origin`: an inlining round's World, whose folds the next round's copies as literals)."""
+    out: list[World] = []
+    seen: set[int] = set(inputs)
+    for w in outputs:
+        cur: World | None = w
+        while cur is not None and id(cur) not in seen:
+            seen.add(id(cur))
+            if cur.folds:
+                out.append(cur)
+            cur = cur.origin
+    return out
+
+
 def _report_skip(run: PipelineRun, step: Skip, side: str | None) -> None:
     entry: dict[str, Any] = {"name": step.name, "status": "skipped", "time_s": 0.0, "detail": step.reason,
                              "counterexample": None}
@@ -213,9 +253,11 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
         out = check_spec(res, run.ctx)
         entry.update(status=out.status, detail=out.detail, counterexample=out.counterexample,
                      z3_s=round(out.z3_s, 4))
-        if out.status == "refuted":
-            run.diagnostics.append(Diagnostic("E-SPEC", f"`{name}` violates its specification: {out.detail}",
-                                              spec_location(out.counterexample)))
+        if out.status != "refuted":
+            _with_output_folds(run, res, entry)
+        if entry["status"] == "refuted":
+            run.diagnostics.append(Diagnostic("E-SPEC", f"`{name}` violates its specification: {entry['detail']}",
+                                              spec_location(entry["counterexample"])))
     else:
         entry.update(status="skipped", detail="verification off")
     run.diagnostics.extend(d for d in res.diagnostics if d.severity != "error" and d not in run.diagnostics)

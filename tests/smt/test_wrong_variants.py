@@ -947,3 +947,43 @@ def test_beta_red_that_changes_a_value_only_argc_3_reaches_is_refuted() -> None:
     assert got == "proved"
     status, detail, cex = verdict(apply(BetaRedChangingALiteral(), prog))
     assert status == "refuted" and isinstance(cex, dict) and cex["argc"] == 3, detail
+
+
+SUB_AFTER_INLINING = """plugin core;
+plugin mem;
+fun inc (m: mem.M 0, x: I32): [mem.M 0, I32] = return (m, core.wrap.add 0 (x, 1I32));
+fun apply_sub (m: mem.M 0, f: Fn [mem.M 0, I32] -> [mem.M 0, I32], k: I32): [mem.M 0, I32] =
+    ret (m, y) = f $ (m, core.wrap.sub 1 (k, 3I32));
+    return (m, y);
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»») : [mem.M 0, I32] =
+    ret (m0, r) = apply_sub $ (m0, inc, 10I32);
+    return (m0, r);
+"""
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_wrong_fold_made_while_a_phase_builds_its_output_is_refuted(wrong: bool) -> None:
+    """`k - 3` folds only once compile.lam_spec has inlined k = 10 (in its first round's World, which
+    its second round copies as a literal). The phase's reference is built by the same normalizers,
+    so a wrong fold agreed with itself: `proved`, and the program gave 14 for 8."""
+    def go() -> tuple[list[dict[str, object]], list[str]]:
+        world, _ = load_text(SUB_AFTER_INLINING, "sub_after_inlining.mim")
+        if wrong:
+            arity, right = world.normalizers["core.wrap.sub"]
+
+            def wrong_sub(w: World, app: App) -> Def | None:
+                _s, _mode, (a, b) = app.args()[0], app.args()[1], app.args()[2].ops
+                if isinstance(a, Lit) and isinstance(b, Lit) and b.value == 3:
+                    return w.lit(w.type_of(app), a.value + 3)  # an addition
+                return right(w, app)
+            world.normalizers["core.wrap.sub"] = (arity, wrong_sub)
+        run = run_pipeline(world, verify=True)
+        return run.phases, [d.code for d in run.diagnostics]
+    phases, codes = run_with_big_stack(go)
+    lam_spec = next(p for p in phases if p["name"] == "compile.lam_spec")
+    if not wrong:
+        assert lam_spec["status"] == "proved" and "E-SPEC" not in codes, lam_spec
+        return
+    assert lam_spec["status"] == "refuted" and "E-SPEC" in codes, lam_spec
+    assert "core.wrap.sub" in str(lam_spec["detail"]) and "10I32, 3I32" in str(lam_spec["detail"])
+    assert next(p for p in phases if p["name"] == "core.normalize")["status"] != "refuted"  # the front end's are right

@@ -116,3 +116,32 @@ def test_an_integer_with_a_pointers_bits_is_a_number_and_the_shadow_follows_copi
     assert copy.pointers == {8}
     mem.write_bytes(Ptr(copy, 12), b"\x00", None)
     assert not copy.pointers
+
+
+FUNCTION_IN_A_HEAP_BLOCK = """
+plugin core;
+plugin mem;
+
+fun g (m: mem.M 0, x: I32): [mem.M 0, I32] = return (m, core.wrap.add 0 (x, 1I32));
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr («⊤:Nat; mem.Ptr («⊤:Nat; I8», 0)», 0)): [mem.M 0, I32] =
+    let (m0, q) = mem.malloc (I32, 0) (m0, 4);
+    let (m0, p) = mem.malloc (Fn [mem.M 0, I32] → [mem.M 0, I32], 0) (m0, 8);
+    let m0 = mem.store (m0, p, g);
+    let (m0, h) = mem.load (m0, p);
+    ret (m0, r) = h $ (m0, argc);
+    let m0 = mem.free (m0, q);
+    return (m0, r);
+"""
+
+
+def test_a_function_stored_in_a_heap_block_is_the_same_whatever_blocks_came_before() -> None:
+    """A function value is stored as an address into the code block; the heap compared the raw
+    word, whose block id depends on how many blocks the run made before (a phase that makes
+    another one, or none: `diff` said E-DIFF, "with other host memory", on upstream's clos/malloc)."""
+    a = observe(load_text(FUNCTION_IN_A_HEAP_BLOCK)[0], ["prog"])
+    later = FUNCTION_IN_A_HEAP_BLOCK.replace("    let (m0, q) = mem.malloc (I32, 0) (m0, 4);\n", "").replace(
+        "    let (m0, h) = mem.load", "    let (m0, q) = mem.malloc (I32, 0) (m0, 4);\n    let (m0, h) = mem.load")
+    b = observe(load_text(later)[0], ["prog"])
+    assert a.result == b.result == ("ok", 2)
+    assert differences(a, b) == []

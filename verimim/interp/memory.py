@@ -275,6 +275,9 @@ class Memory:
         if isinstance(t, Pi):
             n = self.target.pointer_size
             out[off:off + n] = self.code_address(v).to_bytes(n, "little")
+            # an address like a pointer's (into the code block): marked, so that what observes
+            # the heap names it, not the block id, which differs from run to run
+            pointers.append(off)
             return
         if isinstance(t, Sigma):
             offs = field_offsets(t, self.target)

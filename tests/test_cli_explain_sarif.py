@@ -50,6 +50,8 @@ def test_explain_without_code_lists_every_code() -> None:
 def test_explain_json() -> None:
     obj = json.loads(verimim("explain", "W-LEAK", "--json").stdout)
     assert obj["ok"] is True and obj["code"] == "W-LEAK" and obj["text"].startswith("## W-LEAK")
+    # the code as its page names it, whatever spacing and case it was asked with
+    assert json.loads(verimim("explain", " w-leak ", "--json").stdout)["code"] == "W-LEAK"
 
 
 def test_every_code_verimim_reports_has_a_page() -> None:

@@ -553,6 +553,7 @@ def explain_cmd(code: str | None, as_json: bool, debug: bool, include: tuple[str
     if code is None:
         text = explain.index()
     else:
+        code = code.strip().upper()  # the code as the page names it (` e-race` is E-RACE)
         page = explain.lookup(code)
         if page is None:
             near = explain.suggestions(code)
@@ -561,7 +562,7 @@ def explain_cmd(code: str | None, as_json: bool, debug: bool, include: tuple[str
             return
         text = page.text
     if as_json:
-        obj: dict[str, Any] = {"file": None, "ok": True, "diagnostics": [], "code": code.upper() if code else None,
+        obj: dict[str, Any] = {"file": None, "ok": True, "diagnostics": [], "code": code,
                                "text": text}
         click.echo(json.dumps(schemas.complete("explain", obj), ensure_ascii=False))
     else:

@@ -831,7 +831,7 @@ class Elaborator:
             raise TypeError_(f"index `{ix.value}` is not of Idx type but of type `Nat`{hint}", ix.loc)
         if isinstance(ix, ast.NumLit) and isinstance(arity, Lit) and ix.size is not None and ix.size != arity.value:
             raise TypeError_(f"index `{ix.value}_{ix.size}` is an `Idx {ix.size}`, but `{show(tt)}` has "
-                             f"{arity.value} elements (an `Idx {arity.value}` is expected)", ix.loc)
+                             f"{arity.value} element{'' if arity.value == 1 else 's'} (an `Idx {arity.value}` is expected)", ix.loc)
         return self.check(ix, w.index_type(arity), scope)
 
     def infer_Insert(self, e: ast.Insert, scope: Scope) -> Def:

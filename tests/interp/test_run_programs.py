@@ -231,3 +231,43 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
     (rel,) = d.related
     assert rel.message == "in `with_streams`, called here"
     assert rel.loc is not None and (rel.loc.file, rel.loc.line) == (str(path), 7)
+
+
+def test_a_block_a_plugin_function_leaks_is_reported_at_the_programs_call(tmp_path: Path) -> None:
+    """The seed's `gpu.with_streams` allocates its stream array and never frees it: W-LEAK, which
+    pointed into the shipped gpu.mim, where the user can do nothing. It points at the call in the
+    program, naming the function, with the plugin's allocation as a note."""
+    src = tmp_path / "streams.mim"
+    src.write_text("""plugin core;
+plugin mem;
+plugin gpu;
+
+con wr (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+        group_id: Idx 1, item_id: Idx 4, (), d: gpu.GlobalPtr «4; I32»,
+        return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    return (mem.store (m1, mem.lea (d, item_id), core.bitcast I32 item_id), m3, m4, m5);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m0, h) = mem.alloc («4; I32», 0) m0;
+    let (m1, d) = gpu.alloc.block «4; I32» m1;
+    ret (m0, m1) = gpu.with_streams (1, scope)
+    where
+        fun scope (m0: mem.M 0, m1: gpu.GlobalM, s: «1; gpu.Stream»): [mem.M 0, gpu.GlobalM] =
+            ret (m0, m1, m4) = gpu.launch (1, 4, s, ff, ()) wr d $ (m0, m1, m4);
+            return (gpu.stream_sync (m0, m1, s));
+    end
+    $ (m0, m1);
+    let (m0, m1) = gpu.copy_to_host.block (m0, m1, d, h);
+    let (m0, v) = mem.load (m0, mem.lea (h, 3_4));
+    let m1 = gpu.free.block (m1, d);
+    let m0 = mem.free (m0, h);
+    return (gpu.deinit (m0, m1, m4), v);
+""", encoding="utf-8")
+    rep = driver.run(str(src), [], [])
+    assert rep.ok and rep.data["result"] == 3, rep.diagnostics
+    (leak,) = [d for d in rep.diagnostics if d.code == "W-LEAK"]
+    assert leak.loc is not None and leak.loc.file == str(src) and leak.loc.line == 15, leak.loc
+    assert "`with_streams`" in leak.message
+    assert leak.related and leak.related[0].loc is not None and leak.related[0].loc.file.endswith("gpu.mim")

@@ -47,6 +47,11 @@ class Block:
     # where stored pointers start (a shadow, like `init`, that copies carry): an 8-byte integer
     # there is an address, elsewhere a number, whatever its bits (verimim.interp.observe)
     pointers: set[int] | None = None
+    # For a block a shipped plugin's own code makes (`gpu.with_streams`' stream array): the call
+    # in the program that made it, and the called function's name — where a note about the
+    # block can point the user, who cannot change the plugin's code.
+    site: Loc | None = None
+    via: str | None = None
 
     def __post_init__(self) -> None:
         self.data = bytearray(self.size)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from verimim.diagnostics import Loc
-from verimim.interp.memory import SPACE_NAMES, Ptr
+from verimim.diagnostics import Loc, Related
+from verimim.frontend.loader import in_program
+from verimim.interp.memory import SPACE_NAMES, Block, Ptr
 from verimim.interp.races import Access
 from verimim.interp.values import RuntimeFault, Value
 from verimim.ir.defs import App, Def, Pack, Tuple
@@ -113,6 +114,7 @@ def alloc(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     size = m.memory.layout(t, loc_of(node)).size
     _device_heap(m, th, _space(a, node), node, "allocates")
     block = m.memory.alloc(_space(a, node), size, "heap", loc_of(node), _label(node, "alloc"))
+    _note_site(th, block)
     return (mem, Ptr(block, 0))
 
 
@@ -120,7 +122,19 @@ def malloc(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
     (t, a), (mem, size) = args
     _device_heap(m, th, _space(a, node), node, "allocates")
     block = m.memory.alloc(_space(a, node), size, "heap", loc_of(node), _label(node, "malloc"))
+    _note_site(th, block)
     return (mem, Ptr(block, 0))
+
+
+def _note_site(th: Thread, block: Block) -> None:
+    """A heap block made by a shipped plugin's own code: the innermost call the program made
+    that it happened in (Block.site)."""
+    if block.loc is None or in_program(block.loc):
+        return
+    for act in reversed(th.calls):
+        if in_program(act.site):
+            block.site, block.via = act.site, act.name
+            return
 
 
 def _slot(m: Machine, th: Thread, t: Def, space: int, size: int, slot_id: int, node: App | None) -> Ptr:
@@ -252,7 +266,12 @@ def make_argv(m: Machine, args: list[str]) -> Ptr:
 
 def at_exit(m: Machine, main: object) -> None:
     for b in m.memory.live_heap():
-        m.warn("W-LEAK", f"the {b.describe()} is still allocated when main returns", b.loc)
+        if b.site is None:
+            m.warn("W-LEAK", f"the {b.describe()} is still allocated when main returns", b.loc)
+            continue
+        m.warn("W-LEAK", f"the {b.describe()} is still allocated when main returns: `{b.via}`, a shipped "
+               f"plugin's function called here, allocates it and does not free it", b.site,
+               (Related("allocated here, in the plugin's code", b.loc),))
 
 
 def register(m: Machine) -> None:

@@ -289,6 +289,10 @@ def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90", host_
     """Write OUT.ll (host LLVM IR) and OUT.ptx (device PTX; an empty module without kernels),
     compiled from what the program's plan produces."""
     report = Report(path)
+    for suffix in (".ll", ".ptx"):  # `-o prog.ll` names the pair prog.ll and prog.ptx, not prog.ll.ll
+        if out.endswith(suffix) and len(out) > len(suffix) and not out.endswith("/" + suffix):
+            out = out[:-len(suffix)]
+            break
     ll, ptx = Path(out + ".ll"), Path(out + ".ptx")
 
     def body() -> None:

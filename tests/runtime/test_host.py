@@ -145,6 +145,12 @@ def test_cli_compile_writes_host_ll_and_device_ptx(tmp_path: Path) -> None:
     ptx = Path(f"{out}.ptx").read_text()
     assert "define i32 @\"verimim_main\"" in ll and "cuLaunchKernel" in ll
     assert ".entry" in ptx and ".target sm_90" in ptx
+    # `-o NAME.ll` (or `.ptx`) names the pair: NAME.ll and NAME.ptx, not NAME.ll.ll
+    proc = subprocess.run([sys.executable, "-m", "verimim.cli", "compile", str(src), "-o", str(tmp_path / "b.ll"),
+                           "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["outputs"] == {
+        "host": str(tmp_path / "b.ll"), "device": str(tmp_path / "b.ptx")}, proc.stdout
+    assert not (tmp_path / "b.ll.ll").exists()
 
 
 def test_cli_compile_reports_unsupported_with_exit_1(tmp_path: Path) -> None:

@@ -271,3 +271,31 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
     assert leak.loc is not None and leak.loc.file == str(src) and leak.loc.line == 15, leak.loc
     assert "`with_streams`" in leak.message
     assert leak.related and leak.related[0].loc is not None and leak.related[0].loc.file.endswith("gpu.mim")
+
+
+def test_a_plugin_function_entered_by_a_tail_call_is_not_blamed_on_its_caller(tmp_path: Path) -> None:
+    """`work` jumps to gpu.with_streams with its own return continuation: no activation of its
+    own for with_streams, and the innermost call the program made is `work`'s, which is no
+    plugin function. The leak stays where the plugin allocates."""
+    src = tmp_path / "tail.mim"
+    src.write_text("""plugin core;
+plugin mem;
+plugin gpu;
+
+fun work (m0: mem.M 0, m1: gpu.GlobalM): [mem.M 0, gpu.GlobalM] =
+    gpu.with_streams (1, scope) ((m0, m1), return)
+    where
+        fun scope (m0: mem.M 0, m1: gpu.GlobalM, s: «1; gpu.Stream»): [mem.M 0, gpu.GlobalM] =
+            return (m0, m1);
+    end;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    ret (m0, m1) = work $ (m0, m1);
+    return (gpu.deinit (m0, m1, m4), argc);
+""", encoding="utf-8")
+    rep = driver.run(str(src), [], [])
+    assert rep.ok and rep.data["result"] == 1, rep.diagnostics
+    (leak,) = [d for d in rep.diagnostics if d.code == "W-LEAK"]
+    assert "`work`" not in leak.message and leak.loc is not None and leak.loc.file.endswith("gpu.mim"), leak

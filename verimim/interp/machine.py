@@ -86,13 +86,14 @@ class Activation:
     """A function's run from its call to the jump to its return continuation: the stack blocks
     (`mem.slot`) made meanwhile live until then (SEMANTICS.md)."""
 
-    __slots__ = ("ret", "name", "blocks", "site")
+    __slots__ = ("ret", "name", "blocks", "site", "defined")
 
-    def __init__(self, ret: Value, name: str, site: Loc | None = None) -> None:
+    def __init__(self, ret: Value, name: str, site: Loc | None = None, defined: Loc | None = None) -> None:
         self.ret = ret
         self.name = name
         self.blocks: list[Any] = []
         self.site = site  # the call
+        self.defined = defined  # where the called function is written
 
 
 def _scopes_of(world: World) -> Scopes:
@@ -338,7 +339,7 @@ class Machine:
         calls = th.calls
         if calls and calls[-1].ret is ret:
             return
-        calls.append(Activation(ret, mut.name or "λ", getattr(th.jump, "loc", None)))
+        calls.append(Activation(ret, mut.name or "λ", getattr(th.jump, "loc", None), mut.loc))
         th.returns[id(ret)] = th.returns.get(id(ret), 0) + 1
 
     def _return_to(self, th: Thread, ret: Value) -> None:

@@ -127,12 +127,14 @@ def malloc(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
 
 
 def _note_site(th: Thread, block: Block) -> None:
-    """A heap block made by a shipped plugin's own code: the innermost call the program made
-    that it happened in (Block.site)."""
+    """A heap block made by a shipped plugin's own code: the program's call of the plugin's
+    function it happened in (Block.site), the innermost such. None where the function was
+    entered by a tail call, which keeps its caller's activation: that caller is the program's
+    own function, not the one that allocates."""
     if block.loc is None or in_program(block.loc):
         return
     for act in reversed(th.calls):
-        if in_program(act.site):
+        if in_program(act.site) and act.defined is not None and not in_program(act.defined):
             block.site, block.via = act.site, act.name
             return
 

@@ -133,6 +133,7 @@ def prove_folds(world: World, ctx: SpecContext) -> tuple[Outcome, Def | None]:
     unknown: list[str] = []
     literal = 0  # core.idx_unsafe folds, checked to be their literal
     layouts = 0  # core.trait folds, checked against LLVM's data layout
+    same = 0  # bitcasts of a type to itself, checked to be their operand
     for app, res in checked:
         if app.head.annex.startswith("core.trait."):  # type: ignore[union-attr]
             try:
@@ -154,6 +155,17 @@ def prove_folds(world: World, ctx: SpecContext) -> tuple[Outcome, Def | None]:
                 continue
             return Outcome("refuted", f"`{show(app)}` folded to `{show(res)}`, not the literal {show(arg)}",
                            {"before": show(app), "after": show(res)}, time_s=time.perf_counter() - t0), app
+        if app.head.annex == "core.bitcast":  # type: ignore[union-attr]
+            # `bitcast S S x ↦ x` holds for values of any type, not only the integers smt.bv
+            # encodes (a pointer, once a generic's type argument is substituted): the fold must
+            # be the operand itself
+            src, dst, x = app.args()
+            if src is dst:
+                if res is x:
+                    same += 1
+                    continue
+                return Outcome("refuted", f"`{show(app)}` folded to `{show(res)}`, not its operand `{show(x)}`",
+                               {"before": show(app), "after": show(res)}, time_s=time.perf_counter() - t0), app
         env: _Leaves = _CutLeaves(world, app, res)
         try:
             r, env = _fold_holds(app, res, env, ctx)
@@ -183,8 +195,10 @@ def prove_folds(world: World, ctx: SpecContext) -> tuple[Outcome, Def | None]:
                        time_s=time.perf_counter() - t0), None
     # Z3 proves the folds of integer operations for all inputs; the other two kinds are closed
     # facts without inputs, each compared exactly with what it must be — said apart.
-    parts = [f"{len(checked) - literal - layouts} proved by Z3 for every value of their operands with smt.bv's "
-             f"semantics"]
+    parts = [f"{len(checked) - literal - layouts - same} proved by Z3 for every value of their operands with "
+             f"smt.bv's semantics"]
+    if same:
+        parts.append(f"{same} `core.bitcast` of a type to itself, each its operand")
     if literal:
         parts.append(f"{literal} `core.idx_unsafe`, each compared with its literal")
     if layouts:

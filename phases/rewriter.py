@@ -137,7 +137,10 @@ class Rewriter:
         ops = tuple([memo[op.gid] for op in x.ops])
         res = self.rewrite_imm(x, ops)
         if res is None:
+            w, site = self.new, self.new.site
+            w.site = x.loc or site  # a fold the rebuild makes is placed where x was written
             res = self.default(x, ops)
+            w.site = site
         elif x.loc is not None:
             _locate(res, x.loc)
         if res.loc is None:

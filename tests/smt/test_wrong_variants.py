@@ -978,6 +978,9 @@ def test_a_wrong_fold_made_while_a_phase_builds_its_output_is_refuted(wrong: boo
                 return right(w, app)
             world.normalizers["core.wrap.sub"] = (arity, wrong_sub)
         run = run_pipeline(world, verify=True)
+        spec = [d for d in run.diagnostics if d.code == "E-SPEC"]
+        if spec:  # placed where the folded subtraction is written (apply_sub's `core.wrap.sub 1 (k, 3I32)`)
+            assert spec[0].loc is not None and (spec[0].loc.line, spec[0].loc.col) == (5, 26), spec[0].loc
         return run.phases, [d.code for d in run.diagnostics]
     phases, codes = run_with_big_stack(go)
     lam_spec = next(p for p in phases if p["name"] == "compile.lam_spec")

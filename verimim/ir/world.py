@@ -93,6 +93,9 @@ class World:
         # application gid → (the application as written, what it was normalized to). `check`
         # proves each of them (smt/spec_normalize.py).
         self.folds: dict[int, tuple[App, Def]] | None = None
+        # Where the node being built comes from (a Rewriter sets it to the old node's place): a
+        # folded application, which nothing else places, is reported there.
+        self.site: Loc | None = None
         # The program's own pipeline definitions (`_compile`, …), by name (verimim.phases.program_pipeline).
         self.pipeline_defs: dict[str, Def] = {}
         self.pipeline_locs: dict[str, Loc] = {}  # … and where each is declared
@@ -377,6 +380,8 @@ class World:
                 res = entry[1](self, node)
                 if res is not None:
                     if self.folds is not None and res is not node:
+                        if node.loc is None:
+                            node.loc = self.site
                         self.folds.setdefault(node.gid, (node, res))
                     return res
         return node

@@ -280,8 +280,8 @@ class ProgramCommand(click.Command):
                 continue
             if not a.startswith("-") or a == "-" or re.fullmatch(r"-\d[\d.]*", a):
                 continue
-            if a.startswith("--") and a.split("=", 1)[0] in valued:
-                continue  # --fuel=5
+            if a.startswith("--") and a.split("=", 1)[0] in names:
+                continue  # --fuel=5 (and `--json=1`: click says the flag takes no value)
             if not a.startswith("--") and a[:2] in valued:
                 continue  # -I/usr/include
             raise click.NoSuchOption(a, ctx=ctx)

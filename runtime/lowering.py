@@ -106,6 +106,17 @@ class P:
     space: int
 
 
+def _pointee_align(t: Def) -> int:
+    """The alignment a pointer to t has: t's, or, for an array of a length known only at run
+    time (`argv`'s «⊤:Nat; Ptr0 …»), its element's (an array is aligned as its elements)."""
+    lay = layout_of(t, NVPTX64)
+    if lay is not None:
+        return lay.align
+    if isinstance(t, Arr) and not t.body.bvd:
+        return _pointee_align(t.body)
+    return 1
+
+
 def _lowbit(x: int) -> int:
     return x & -x if x else 1 << 30
 
@@ -238,8 +249,7 @@ class ModuleContext:
                 return ("mem", 0, 0)
             if t.head.annex == "mem.Ptr":
                 pointee, space = _ptr_parts(t)
-                lay = layout_of(pointee, NVPTX64)
-                return ("ptr", space, lay.align if lay else 1)
+                return ("ptr", space, _pointee_align(pointee))
         if isinstance(t, (Sigma, Arr)):
             return None
         if isinstance(t, Pi):
@@ -959,7 +969,7 @@ class BodyCompiler:
             if sc[0] == "int" and sc[1] == 1:
                 return b.trunc(b.load(q.v, typ=ctx.i8, align=1), ctx.i1)
             lay = layout_of(t, NVPTX64)
-            v = b.load(q.v, typ=ctx.llty(sc), align=max(lay.align if lay else 1, min(q.align, 16)))
+            v = b.load(q.v, typ=ctx.llty(sc), align=self._access_align(lay, q))
             return P(v, sc[2], sc[1]) if sc[0] == "ptr" else v
         if isinstance(t, Arr):
             elems = ctx.field_types(t)
@@ -980,6 +990,14 @@ class BodyCompiler:
         if offs is None:
             raise unsupported(f"loading a `{show_short(t)}`", loc)
         return tuple(self._load(f, p, off + o, loc) for f, o in zip(ctx.field_types(t), offs))
+
+    @staticmethod
+    def _access_align(lay: Any, q: P) -> int:
+        """The alignment a scalar load or store promises LLVM: what is known of the pointer,
+        never more. The type's own (SEMANTICS.md: memory is bytes) only where nothing is known:
+        a pointer cast from a byte array's element (`bitcast (Ptr0 I64) (lea (buf, i))`) may
+        be anywhere, and a promised `align 8` let LLVM fold its address's low bits to 0."""
+        return min(q.align, 16) if q.align else (lay.align if lay else 1)
 
     def _vector_plan(self, elem: Def, n: int, p: P, off: int) -> tuple[int, int] | None:
         """(elements per vector, element bytes) when an array of n integer elements can be moved
@@ -1012,7 +1030,7 @@ class BodyCompiler:
                 b.store(b.zext(v, ctx.i8), q.v, align=1)
                 return
             lay = layout_of(t, NVPTX64)
-            b.store(v, q.v, align=max(lay.align if lay else 1, min(q.align, 16)))
+            b.store(v, q.v, align=self._access_align(lay, q))
             return
         if not isinstance(v, tuple):
             raise unsupported(f"storing a `{show_short(t)}` from a value of another shape", loc)

@@ -463,3 +463,24 @@ def test_bitwise_operations_on_idx_1_give_its_one_value() -> None:
     world, prog = _compile_text(src)
     for argv in (["p"], ["p", "x"]):
         assert run_jitted(jit(prog), argv) == _interp(world, argv) == 0
+
+
+def test_a_load_through_a_pointer_cast_from_a_byte_promises_no_alignment() -> None:
+    """An I64 loaded at byte argc of a byte array: memory is bytes (SEMANTICS.md), the interpreter
+    loads it anywhere. The load promised LLVM the I64's `align 8`, and LLVM folded the address's
+    low bits (`bitcast I64 p & 7`) to 0: 0 natively, argc in the interpreter."""
+    world, prog = _compile_text("""
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
+    let (m0, buf) = mem.malloc («16; I8», 0) (m0, 16);
+    let m0 = mem.store (m0, buf, ‹16; 0I8›);
+    let p = core.bitcast (mem.Ptr0 I64) (mem.lea (buf, core.conv.u 16 argc));
+    let (m0, v) = mem.load (m0, p);
+    let m0 = mem.store (m0, p, core.wrap.add 0 (v, 1I64));
+    let (m0, w) = mem.load (m0, p);
+    let low = core.bit2.and_ 0 (core.bitcast I64 p, 7I64);
+    let m0 = mem.free (m0, buf);
+    return (m0, core.conv.u 4294967296 (core.wrap.add 0 (low, w)));
+""")
+    jitted = jit(prog)
+    for argv in (["p"], ["p", "a", "b"], ["p"] * 8):
+        assert run_jitted(jitted, argv) == _interp(world, argv) == (len(argv) % 8) + 1, argv

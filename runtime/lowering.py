@@ -662,13 +662,14 @@ class BodyCompiler:
     def _wide(self, x: Any) -> Any:
         return x if x.type.width == 64 else self.builder.zext(x, self.ctx.i64)
 
-    def _signed64(self, x: Any, s: int, native: bool) -> Any:
+    def _signed64(self, x: Any, s: int, native: bool, loc: Loc | None = None) -> Any:
         """The signed value of an `Idx s` as an i64."""
         b, ir, i64 = self.builder, self.ir, self.ctx.i64
         if native:
             return x if x.type.width == 64 else b.sext(x, i64)
-        if s > 2**32:
-            raise unsupported(f"signed arithmetic modulo {s}", None)
+        if s > 2**63:
+            raise unsupported(f"signed arithmetic modulo {s}", loc)
+        # (up to 2^63 the negative value w - s of an upper-half w is an i64)
         w = b.zext(x, i64)
         neg = b.icmp_unsigned(">=", w, ir.Constant(i64, (s + 1) // 2))
         return b.select(neg, b.sub(w, ir.Constant(i64, s)), w)
@@ -696,7 +697,7 @@ class BodyCompiler:
             if op.startswith("s"):
                 if native:
                     return b.icmp_signed(rel, x, y)
-                return b.icmp_signed(rel, self._signed64(x, s, False), self._signed64(y, s, False))
+                return b.icmp_signed(rel, self._signed64(x, s, False, loc), self._signed64(y, s, False, loc))
             return b.icmp_unsigned(rel, x, y)
         if annex.startswith("core.wrap."):
             s, bits, native = self._mod(args[0], loc)
@@ -708,7 +709,9 @@ class BodyCompiler:
                     flags = []
                 fn = {"add": b.add, "sub": b.sub, "mul": b.mul, "shl": b.shl}[op]
                 return fn(x, y, flags=flags)
-            if s > 2**32:
+            if s > 2**32 and s & (s - 1):
+                # (a product of two such operands overflows an i64; below 2^32 it does not, and a
+                # power of two divides 2^64: the i64 result wraps to the same residue)
                 raise unsupported(f"`{annex}` modulo {s}", loc)
             wx, wy = self._wide(x), self._wide(y)
             if op == "add":
@@ -727,7 +730,7 @@ class BodyCompiler:
                 return (None, (b.udiv if op == "udiv" else b.urem)(x, y))
             if native:
                 return (None, (b.sdiv if op == "sdiv" else b.srem)(x, y))
-            sx, sy = self._signed64(x, s, False), self._signed64(y, s, False)
+            sx, sy = self._signed64(x, s, False, loc), self._signed64(y, s, False, loc)
             r = (b.sdiv if op == "sdiv" else b.srem)(sx, sy)
             return (None, self._reduce64(r, s, bits, signed_in=True))
         if annex.startswith("core.bit2."):
@@ -768,13 +771,13 @@ class BodyCompiler:
                 return b.lshr(x, y)
             if native:
                 return b.ashr(x, y)
-            r = b.ashr(self._signed64(x, s, False), self._wide(y))
+            r = b.ashr(self._signed64(x, s, False, loc), self._wide(y))
             return self._reduce64(r, s, bits, signed_in=True)
         if annex.startswith("core.extrema."):
             s, bits, native = self._mod(args[0], loc)
             x, y = self._val(args[1])
             if op.startswith("s"):
-                sx, sy = (x, y) if native else (self._signed64(x, s, False), self._signed64(y, s, False))
+                sx, sy = (x, y) if native else (self._signed64(x, s, False, loc), self._signed64(y, s, False, loc))
                 lt = b.icmp_signed("<", sx, sy)
             else:
                 lt = b.icmp_unsigned("<", x, y)
@@ -816,7 +819,7 @@ class BodyCompiler:
                 if dbits > sbits:
                     return b.sext(x, ir.IntType(dbits))
                 return self._resize(x, dbits)
-            sx = self._signed64(x, ss, snat)
+            sx = self._signed64(x, ss, snat, loc)
             if dnat:
                 return self._resize(sx, dbits)
             return self._reduce64(sx, ds, dbits, signed_in=True)

@@ -484,3 +484,26 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
     jitted = jit(prog)
     for argv in (["p"], ["p", "a", "b"], ["p"] * 8):
         assert run_jitted(jitted, argv) == _interp(world, argv) == (len(argv) % 8) + 1, argv
+
+
+def test_wrap_arithmetic_modulo_a_power_of_two_past_2_32_and_signed_arithmetic_up_to_2_63() -> None:
+    """`Idx 2^33` is held in an i64: its wrap operations wrap there (2^33 divides 2^64) and are
+    masked; signed operations read an upper-half value v of `Idx s` as v - s, an i64 up to
+    s = 2^63. Both were E-UNSUPPORTED past 2^32."""
+    world, prog = _compile_text("""
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
+    let x = core.conv.u 8589934592 argc;
+    let a = core.wrap.add 0 (x, 8589934591:(Idx 8589934592));
+    let b = core.wrap.mul 0 (a, 4294967297:(Idx 8589934592));
+    let c = core.wrap.sub 0 (3:(Idx 8589934592), b);
+    let d = core.wrap.shl 0 (c, core.conv.u 8589934592 argc);
+    let n = core.conv.s 1099511627779 (core.wrap.sub 0 (1I32, argc));
+    let q = core.div.sdiv @1099511627779 (m0, (n, 7:(Idx 1099511627779)));
+    let lt = core.icmp.sl @1099511627779 (n, 5:(Idx 1099511627779));
+    let r = core.wrap.add 0 (core.conv.u 4294967296 d, core.conv.u 4294967296 (core.shr.a @1099511627779 (n, 1:(Idx 1099511627779))));
+    let r = core.wrap.add 0 (r, core.wrap.add 0 (core.conv.u 4294967296 q#1_2, core.conv.u 4294967296 lt));
+    return (q#0_2, r);
+""")
+    jitted = jit(prog)
+    for argv in (["p"], ["p", "a"], ["p"] * 9, ["p"] * 20):
+        assert run_jitted(jitted, argv) == _interp(world, argv), argv

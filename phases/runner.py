@@ -146,7 +146,8 @@ def _with_output_folds(run: PipelineRun, res: PhaseResult, entry: dict[str, Any]
             return
         if out.status == "unknown":
             undecided.append(out.detail)
-    if undecided and entry["status"] in ("proved", "bounded", "validated"):
+    # (a `validated` phase was shown by running its output, folds included: it stays so)
+    if undecided and entry["status"] in ("proved", "bounded"):
         entry.update(status="unknown", detail=f"{entry['detail']}; but of the folds by the normalizers in its "
                      f"output, {'; '.join(undecided)}")
 

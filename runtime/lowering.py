@@ -117,6 +117,14 @@ def _pointee_align(t: Def) -> int:
     return 1
 
 
+def _access_align(q: P) -> int:
+    """The alignment a scalar load or store promises LLVM: what is known of the pointer, never
+    its type's (memory is bytes, SEMANTICS.md): a pointer cast from a byte array's element
+    (`bitcast (Ptr0 I64) (lea (buf, i))`) may be anywhere, and a promised `align 8` let LLVM fold
+    its address's low bits to 0."""
+    return min(q.align, 16)
+
+
 def _lowbit(x: int) -> int:
     return x & -x if x else 1 << 30
 
@@ -662,7 +670,7 @@ class BodyCompiler:
     def _wide(self, x: Any) -> Any:
         return x if x.type.width == 64 else self.builder.zext(x, self.ctx.i64)
 
-    def _signed64(self, x: Any, s: int, native: bool, loc: Loc | None = None) -> Any:
+    def _signed64(self, x: Any, s: int, native: bool, loc: Loc | None) -> Any:
         """The signed value of an `Idx s` as an i64."""
         b, ir, i64 = self.builder, self.ir, self.ctx.i64
         if native:
@@ -971,8 +979,7 @@ class BodyCompiler:
             q = self._offset(p, off)
             if sc[0] == "int" and sc[1] == 1:
                 return b.trunc(b.load(q.v, typ=ctx.i8, align=1), ctx.i1)
-            lay = layout_of(t, NVPTX64)
-            v = b.load(q.v, typ=ctx.llty(sc), align=self._access_align(lay, q))
+            v = b.load(q.v, typ=ctx.llty(sc), align=_access_align(q))
             return P(v, sc[2], sc[1]) if sc[0] == "ptr" else v
         if isinstance(t, Arr):
             elems = ctx.field_types(t)
@@ -993,14 +1000,6 @@ class BodyCompiler:
         if offs is None:
             raise unsupported(f"loading a `{show_short(t)}`", loc)
         return tuple(self._load(f, p, off + o, loc) for f, o in zip(ctx.field_types(t), offs))
-
-    @staticmethod
-    def _access_align(lay: Any, q: P) -> int:
-        """The alignment a scalar load or store promises LLVM: what is known of the pointer,
-        never more. The type's own (SEMANTICS.md: memory is bytes) only where nothing is known:
-        a pointer cast from a byte array's element (`bitcast (Ptr0 I64) (lea (buf, i))`) may
-        be anywhere, and a promised `align 8` let LLVM fold its address's low bits to 0."""
-        return min(q.align, 16) if q.align else (lay.align if lay else 1)
 
     def _vector_plan(self, elem: Def, n: int, p: P, off: int) -> tuple[int, int] | None:
         """(elements per vector, element bytes) when an array of n integer elements can be moved
@@ -1032,8 +1031,7 @@ class BodyCompiler:
             if sc[0] == "int" and sc[1] == 1:
                 b.store(b.zext(v, ctx.i8), q.v, align=1)
                 return
-            lay = layout_of(t, NVPTX64)
-            b.store(v, q.v, align=self._access_align(lay, q))
+            b.store(v, q.v, align=_access_align(q))
             return
         if not isinstance(v, tuple):
             raise unsupported(f"storing a `{show_short(t)}` from a value of another shape", loc)

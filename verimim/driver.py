@@ -289,10 +289,8 @@ def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90", host_
     """Write OUT.ll (host LLVM IR) and OUT.ptx (device PTX; an empty module without kernels),
     compiled from what the program's plan produces."""
     report = Report(path)
-    for suffix in (".ll", ".ptx"):  # `-o prog.ll` names the pair prog.ll and prog.ptx, not prog.ll.ll
-        if out.endswith(suffix) and len(out) > len(suffix) and not out.endswith("/" + suffix):
-            out = out[:-len(suffix)]
-            break
+    if Path(out).suffix in (".ll", ".ptx"):  # `-o prog.ll` names prog.ll and prog.ptx, not prog.ll.ll
+        out = out[:-len(Path(out).suffix)]  # (a name that is only `.ll` has no suffix: a hidden file)
     ll, ptx = Path(out + ".ll"), Path(out + ".ptx")
 
     def body() -> None:

@@ -30,7 +30,14 @@ PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plug"
 def in_program(loc: Loc | None) -> bool:
     """Whether a place is in the user's program: known, and not in a shipped plugin's own file
     (a diagnostic about the program should point there, not at a declaration in core.mim)."""
-    return loc is not None and bool(loc.line) and Path(loc.file).parent != PLUGIN_DIR
+    return loc is not None and bool(loc.line) and not _in_plugin_dir(str(loc.file))
+
+
+@functools.lru_cache(maxsize=256)
+def _in_plugin_dir(file: str) -> bool:
+    # (asked for every heap block the interpreter makes: a path parsed once per file)
+    return Path(file).parent == PLUGIN_DIR
+
 _IDENT = re.compile(r"[_a-zA-Z][_0-9a-zA-Z]*\Z")
 
 # The shipped plugins a program may name with `%` without a `plugin` line, as upstream, whose

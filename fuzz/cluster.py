@@ -25,6 +25,11 @@ from verimim.diagnostics import UsageError
 LOCAL_CONFIG = {
     "distributed.scheduler.allowed-failures": 0,
     "distributed.admin.tick.limit": "60s",  # a long Z3 query is no reason to warn every tick
+    # A LocalCluster closes a worker's nanny when, this long after the worker was removed, no
+    # worker of its name is connected. A hang's restart 15 s (the default) after a crash had
+    # the worker down at that moment: the nanny was closed and never started another. Our
+    # nannies restart their workers themselves; the campaign gives up on a cluster without one.
+    "distributed.deploy.lost-worker-timeout": "1000d",
 }
 
 
@@ -139,28 +144,34 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
         return Cluster(client, f"scheduler {scheduler}", client.close)
     _check_preload(preload)
     n = workers if workers is not None else (len(gpus) or os.cpu_count() or 1)
-    with dask.config.set(LOCAL_CONFIG):
-        try:
-            # dashboard_address=None (no dashboard) is documented; its type is inferred from the default ":8787"
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
-                                   dashboard_address=None,  # pyright: ignore[reportArgumentType]
-                                   silence_logs=logging.CRITICAL if preload else logging.ERROR,
-                                   # no dashboard, but the scheduler's HTTP routes still listen: on
-                                   # a free port, not on 8787 with a warning when that one is taken
-                                   scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                                   preload=[WORKER_SETUP, *preload] if processes else list(preload) or None)
-        except Exception as e:  # noqa: BLE001 — a preload that raises stops its worker's start
-            if not preload:
-                raise
-            raise UsageError(f"--preload: the workers could not start with {', '.join(preload)} "
-                             f"({type(e).__name__}: {e}); a preload module must import without error") from None
-        client = Client(cluster)
+    # In effect for the cluster's life, not only its start: the lost-worker timeout is read when
+    # a worker is removed. (Undone by close(), or at once when the cluster does not start.)
+    config = dask.config.set(LOCAL_CONFIG)
+    try:
+        # dashboard_address=None (no dashboard) is documented; its type is inferred from the default ":8787"
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                               dashboard_address=None,  # pyright: ignore[reportArgumentType]
+                               silence_logs=logging.CRITICAL if preload else logging.ERROR,
+                               # no dashboard, but the scheduler's HTTP routes still listen: on
+                               # a free port, not on 8787 with a warning when that one is taken
+                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                               preload=[WORKER_SETUP, *preload] if processes else list(preload) or None)
+    except Exception as e:  # noqa: BLE001 — a preload that raises stops its worker's start
+        config.__exit__(None, None, None)
+        if not preload:
+            raise
+        raise UsageError(f"--preload: the workers could not start with {', '.join(preload)} "
+                         f"({type(e).__name__}: {e}); a preload module must import without error") from None
+    client = Client(cluster)
     if gpus and processes:
         client.register_plugin(_one_gpu_plugin(gpus))
 
     def close() -> None:
-        client.close()
-        cluster.close()
+        try:
+            client.close()
+            cluster.close()
+        finally:
+            config.__exit__(None, None, None)
 
     return Cluster(client, f"LocalCluster of {n} worker{'s' if n != 1 else ''}", close, nannies=processes)
 

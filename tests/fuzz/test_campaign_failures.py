@@ -126,6 +126,18 @@ def test_crash_and_hang_are_journaled_and_the_campaign_goes_on(tmp_path: Path) -
     assert status == "not reduced (hang)"
 
 
+def test_a_hang_soon_after_a_crash_on_one_worker_does_not_stall_the_campaign(tmp_path: Path) -> None:
+    # The crash's removal of the worker started Dask's lost-worker timer (15 s); it fired while
+    # the hang's restart had the worker down, and the cluster closed the nanny: no worker ever
+    # again, and a `--programs` run waited with nothing to run on.
+    d = tmp_path / "c"
+    out = _fuzz("--campaign", str(d), "--programs", "4", "--workers", "1", "--seed", "4", "--no-verify",
+                "--preload", str(PRELOAD / "hang_crash.py"), "--program-timeout", "10", "--json", timeout=200)
+    assert out.returncode == 3, out.stderr[-3000:]
+    verdicts = dict(_rows(d, "SELECT idx, verdict FROM programs"))
+    assert verdicts.get(0) == "crash" and verdicts.get(1) == "hang" and len(verdicts) == 4, verdicts
+
+
 def test_a_hang_holding_the_interpreter_lock_is_charged_to_its_program_only(tmp_path: Path) -> None:
     # The hung program's worker is restarted; the next program was given to it meanwhile and
     # the restart killed it: a `crash` of a program that never crashes, and a second failure.

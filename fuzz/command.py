@@ -7,9 +7,12 @@ line turns into exit 2 with the message (nothing in the directory is written bef
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -25,9 +28,10 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
     """Run or resume the campaign; print the run's summary; return the exit code."""
     from verimim.fuzz.campaign import run
 
-    summary = run(directory, budget, seed=seed, verify=verify, gpu=gpu, workers=workers, scheduler=scheduler,
-                  preload=preload, program_timeout=program_timeout, reduce_budget=reduce_budget,
-                  command=" ".join(sys.argv), progress=progress, max_programs=max_programs)
+    with _terminate_as_interrupt():
+        summary = run(directory, budget, seed=seed, verify=verify, gpu=gpu, workers=workers, scheduler=scheduler,
+                      preload=preload, program_timeout=program_timeout, reduce_budget=reduce_budget,
+                      command=" ".join(sys.argv), progress=progress, max_programs=max_programs)
     if summary.interrupted and not summary.new_failures:
         code = EXIT_INTERRUPTED
     else:
@@ -57,6 +61,26 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
         click.echo(f"interrupted: the journal keeps the {summary.programs} programs this run checked; resume with "
                    f"{shell_command(['verimim', 'fuzz', '--campaign', directory])}", err=True)
     return code
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`kill`, `timeout`, systemd stopping the service) ends a run as Ctrl-C does: the
+    run is ended in the journal and its summary printed, exit 130. By default it killed the
+    process as `kill -9` does: nothing journaled was lost, but the run had no end and no summary.
+    (Only the main thread may set a handler: a campaign run from another keeps the default.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def report(directory: str, as_json: bool, complete: Callable[[dict[str, Any]], dict[str, Any]]) -> int:

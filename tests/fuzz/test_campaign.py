@@ -387,10 +387,12 @@ def test_ctrl_c_at_a_terminal_prints_no_worker_traceback(tmp_path: Path) -> None
     assert "interrupted" in err and "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
 
 
-def test_ctrl_c_ends_the_run_and_still_prints_its_summary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_ends_the_run_and_still_prints_its_summary(tmp_path: Path, sig: int) -> None:
     """SIGINT (Ctrl-C) stops a campaign where it is: the run is ended in the journal, --json
     still prints one summary object (it counts what the journal kept of this run), the exit
-    code is 130, and the campaign resumes."""
+    code is 130, and the campaign resumes. SIGTERM (`timeout`, systemd's stop) does the same:
+    it ended the process with no summary and the run never ended in the journal."""
     d = tmp_path / "c"
     proc = subprocess.Popen([*VERIMIM, "fuzz", "--campaign", str(d), "--budget", "600", "--workers", "1",
                              "--no-verify", "--seed", "5", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -399,7 +401,7 @@ def test_ctrl_c_ends_the_run_and_still_prints_its_summary(tmp_path: Path) -> Non
     deadline = time.monotonic() + 240
     while len(_journaled(d)) < 3 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     obj = json.loads(out)

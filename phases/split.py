@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from verimim.diagnostics import Diagnostic
-from verimim.ir.defs import App, Def, MutLam
+from verimim.ir.defs import App, Def, Lit, MutLam
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
@@ -107,6 +107,11 @@ class SplitApply(Phase):
         for annex, depth in HOST_OPERATIONS.items():
             for app in apps_of(dev.new, annex, depth):
                 res.diagnostics.append(Diagnostic("E-UNSUPPORTED", in_kernel_message(annex), app.loc))
+        for app, annex in host_memory_operations(dev.new):
+            # SEMANTICS.md: device code may not dereference address space 0 (`run` stops there)
+            res.diagnostics.append(Diagnostic(
+                "E-ADDR-SPACE", f"kernel code {_HOST_MEMORY_VERBS[annex]} host memory (address space 0): a "
+                f"kernel's memory is the device's (address spaces 1, 3, 4, 5)", app.loc))
         for d in walk(dev.new):
             # a C function is host code (libc): `run` and the GPU backend refuse it in a kernel
             if isinstance(d, App) and (name := c_name(d.head)) is not None:
@@ -152,3 +157,20 @@ def device_names(world: World, kernels: list[MutLam]) -> dict[int, str]:
         taken.add(name)
         out[k.gid] = name
     return out
+
+
+# The `mem` operations whose `(T, a)` names the memory they use, and what they do with it.
+_HOST_MEMORY_VERBS = {"mem.load": "reads", "mem.store": "writes", "mem.free": "frees", "mem.alloc": "allocates",
+                      "mem.malloc": "allocates", "mem.slot": "allocates", "mem.mslot": "allocates"}
+
+
+def host_memory_operations(world: World) -> list[tuple[App, str]]:
+    """The `mem` operations of `world` on address space 0 (a literal), with their annex, in
+    source order. (Not named in the message: `mem.slot` is `mem.mslot` by now.)"""
+    out: list[tuple[App, str]] = []
+    for annex in _HOST_MEMORY_VERBS:
+        for app in apps_of(world, annex, 2):
+            space = world.extract_n(app.args()[0], 2, 1)  # `(T, a)`, written out or passed whole
+            if isinstance(space, Lit) and space.value == 0:
+                out.append((app, annex))
+    return sorted(out, key=lambda x: (x[0].loc.line, x[0].loc.col) if x[0].loc else (0, 0))

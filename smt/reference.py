@@ -61,10 +61,30 @@ def abi_layout(t: Def, target: str = "nvptx64") -> tuple[int, int] | None:
         return None
 
     lt = ty(t)
-    if lt is None:
+    if lt is None or _may_reach_2p64(lt):
         return None
     td = _target_data(target)
-    return lt.get_abi_size(td), lt.get_abi_alignment(td)
+    # (llvmlite reads LLVM's unsigned 64-bit size as signed: one of 2^63 bytes or more is negative)
+    return lt.get_abi_size(td) % 2 ** 64, lt.get_abi_alignment(td)
+
+
+def _may_reach_2p64(lt: Any) -> bool:
+    """Whether an LLVM type may be 2^64 bytes or more: LLVM's sizes are 64-bit, so its answer
+    for such a type wraps, and an array of 2^64 elements is no LLVM type at all. An upper bound
+    of the size, without a layout: a scalar is its bytes, and a field's padding (and a
+    struct's tail) is less than its alignment, at most 8 here."""
+    from llvmlite import ir
+
+    def bound(x: Any) -> int:
+        if isinstance(x, ir.ArrayType):
+            return x.count * bound(x.element)
+        if isinstance(x, ir.LiteralStructType):
+            return sum(bound(f) + 8 for f in x.elements) + 8
+        if isinstance(x, ir.IntType):
+            return (x.width + 7) // 8
+        return 8  # a pointer
+
+    return bound(lt) >= 2 ** 64
 
 
 def size_term(t: Def, namer: Namer, target: str = "x86_64") -> z3.ArithRef:

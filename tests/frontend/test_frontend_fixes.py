@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.frontend.test_upstream_constructs import HEADER, MAIN, at, fails
+from tests.frontend.test_upstream_constructs import load as load_upstream
 from verimim import driver
 from verimim.frontend.loader import load_text
 from verimim.interp.machine import Machine, find_main
@@ -307,3 +308,20 @@ def test_a_number_without_suffix_where_an_index_is_expected_says_how_the_literal
     assert [r.message for r in e.related] == ["a number without suffix is a `Nat`; the `I32` literal 7 is written `7I32`"]
     e = fails("lam g (x: Bool): Bool = x;\nlet y = g 1;\n")
     assert [r.message for r in e.related] == ["a number without suffix is a `Nat`; the `Bool` literal 1 is written `tt` or `1_2`"]
+
+
+@pytest.mark.parametrize("decl", ["let %core.nat.add = lm (a: Nat, b: Nat): Nat = 7;",
+                                  "axm %core.wrap.add: Nat;",
+                                  "lam %core.trait.size (T: *): Nat = 3;",
+                                  "axm %foo.op: Nat;\naxm %foo.op: Nat;"])
+def test_a_program_cannot_declare_an_annex_again(decl: str) -> None:
+    # A program's `let %core.nat.add = …` replaced the plugin's operation for every use after
+    # it: `check` said ok and `run` computed 1 + 1 = 7 (upstream asserts an annex is new).
+    e = fails(decl + "\n")
+    assert e.code == "E-NAME" and "redeclaration of `%" in e.message, e.message
+    assert e.loc is not None and e.loc.line == (HEADER + decl).count("\n") + 1, e.loc
+
+
+def test_a_program_may_declare_a_new_annex() -> None:
+    w, v = load_upstream("let %foo.k = 4;\nlet x = core.nat.add (%foo.k, 1);\n")
+    assert show(v["x"]) == "5"

@@ -1387,6 +1387,7 @@ class Elaborator:
         lazy = Lazy(d.name, d.loc, make)
         scope.bind(d.name, lazy)
         if annex:
+            self.claim_annex(annex, d.loc)
             self.annexes.pending[annex] = lazy
         self._remember(d, lazy)
 
@@ -1538,6 +1539,17 @@ class Elaborator:
             for lazy in self.decl_lazies.get(id(d), ()):
                 self.statement(lambda lazy=lazy: lazy.force())
 
+    def claim_annex(self, annex: str, loc: Loc) -> None:
+        """An annex is declared once: a program's `let %core.nat.add = …` silently replaced the
+        plugin's operation for every use after it (upstream's World::register_annex asserts the
+        name is new)."""
+        first: Def | Lazy | None = self.annexes.world.annexes.get(annex) or self.annexes.pending.get(annex)
+        if first is None:
+            return
+        at = first.loc
+        raise NameError_(f"redeclaration of `%{annex}`, an annex already declared", loc,
+                         (Related(f"`%{annex}` is first declared here", at),) if at is not None and at.line else ())
+
     def _remember(self, d: ast.Decl, lazy: Lazy) -> None:
         """The lazies a declaration registered, forced when its block is done (the syntax tree
         is immutable: this map lives here, keyed by the declaration)."""
@@ -1558,6 +1570,7 @@ class Elaborator:
         lazy = Lazy(d.name, d.loc, make)
         scope.bind(d.name, lazy)
         if annex:
+            self.claim_annex(annex, d.loc)
             self.annexes.pending[annex] = lazy
         self._remember(d, lazy)
 
@@ -1628,9 +1641,9 @@ class Elaborator:
                 return ax
 
             lazy = Lazy(full, d.loc, make)
-            self.annexes.pending[full] = lazy
-            for alias in also:
-                self.annexes.pending[alias] = lazy
+            for name in (full, *also):
+                self.claim_annex(name, d.loc)
+                self.annexes.pending[name] = lazy
             if not d.percent and not d.tags and len(d.name) == 1:
                 scope.bind(d.name[0], lazy)
             self._remember(d, lazy)
@@ -1682,6 +1695,7 @@ class Elaborator:
             lazy = Lazy(nm, d.loc, make)
             scope.bind(nm, lazy)
             if annex:
+                self.claim_annex(annex, d.loc)
                 self.annexes.pending[annex] = lazy
             self._remember(d, lazy)
 

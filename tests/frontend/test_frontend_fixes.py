@@ -325,3 +325,14 @@ def test_a_program_cannot_declare_an_annex_again(decl: str) -> None:
 def test_a_program_may_declare_a_new_annex() -> None:
     w, v = load_upstream("let %foo.k = 4;\nlet x = core.nat.add (%foo.k, 1);\n")
     assert show(v["x"]) == "5"
+
+
+def test_an_operation_on_an_index_of_unknown_width_names_it() -> None:
+    # `core.idx_unsafe 7` is an `Idx ⊤:Nat`: the message said "not known: None"
+    from verimim.diagnostics import VerimimError
+
+    body = MAIN + "    return (mem, core.bitcast I32 (core.conv.u 4294967296 (core.idx_unsafe 7)));\n"
+    with pytest.raises(VerimimError) as info:
+        run(body)
+    assert info.value.code == "E-UNSUPPORTED" and "None" not in info.value.message, info.value.message
+    assert "`core.conv.u` on an `Idx ⊤:Nat`" in info.value.message, info.value.message

@@ -31,7 +31,10 @@ def _size(s: Value, node: App | None) -> int:
                   f"`Idx 2^64`)", node)
     if isinstance(size, int):
         return size
-    raise RuntimeFault("E-UNSUPPORTED", f"an integer width that is not known: {s!r}", node.loc if node else None)
+    name = node.head.annex if node is not None and isinstance(node.head, Axiom) else "an operation"
+    shown = show(s) if isinstance(s, Def) else "⊤:Nat"  # (a value the interpreter has not got: `Idx ⊤:Nat`)
+    raise RuntimeFault("E-UNSUPPORTED", f"`{name}` on an `Idx {shown}`, an integer whose width is not known "
+                       f"(`core.idx_unsafe` gives `Idx ⊤:Nat`)", node.loc if node else None)
 
 
 def _ub(message: str, node: App | None) -> RuntimeFault:

@@ -299,3 +299,10 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
     assert rep.ok and rep.data["result"] == 1, rep.diagnostics
     (leak,) = [d for d in rep.diagnostics if d.code == "W-LEAK"]
     assert "`work`" not in leak.message and leak.loc is not None and leak.loc.file.endswith("gpu.mim"), leak
+
+
+def test_a_stream_race_names_the_stream_as_the_program_made_it() -> None:
+    # "still pending on stream 1" read as the program's `ss#1`, the second stream it made
+    report = run(PROGRAMS / "runtime_errors" / "race_async_host_access.mim")
+    (race,) = [d for d in report.diagnostics if d.code == "E-RACE"]
+    assert "pending on the stream of the 1st `gpu.stream_init`" in race.message, race.message

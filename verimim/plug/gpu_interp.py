@@ -96,8 +96,21 @@ def conflict(m: Machine, block: Block, lo: int, hi: int, write: bool, stream: in
             continue
         for p in ops:
             if _overlap(p, block, lo, hi, write):
-                raise RuntimeFault("E-RACE", f"{who} conflicts with {p.what} still pending on stream "
-                                   f"{s} (no `gpu.stream_sync` in between)", loc, (Related(p.what, p.loc),))
+                raise RuntimeFault("E-RACE", f"{who} conflicts with {p.what} still pending on {stream_name(s)} "
+                                   f"(no `gpu.stream_sync` in between)", loc, (Related(p.what, p.loc),))
+
+
+def stream_name(h: int) -> str:
+    """A stream as a program knows it: by the `gpu.stream_init` that made it (the handle counts
+    them from 1; "stream 1" read as the program's `ss#1`, which is the second)."""
+    if h == DEFAULT_STREAM:
+        return "the default stream"
+    return f"the stream of the {_ordinal(h)} `gpu.stream_init`"
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def record(m: Machine, stream: int, block: Block, lo: int, hi: int, write: bool, loc: Loc | None, what: str) -> None:

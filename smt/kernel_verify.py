@@ -235,7 +235,7 @@ def _verify_launch(kp: KernelPaths, summary: KernelPaths | None, site: LaunchSit
     elif benign is not None:
         _, diag = _race_cex(kp, launch, benign, site, None, "W-BENIGN-RACE")
         diags.append(diag)
-        notes.append("a benign write-write race (every work-item stores the same value)")
+        notes.append("a benign write-write race (the work-items that write the same bytes store the same value)")
     entry["detail"] = "; ".join(notes)
     entry["counterexample"] = cex
 

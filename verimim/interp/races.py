@@ -113,7 +113,7 @@ class RaceTracker:
 
     def _benign(self, where: str, loc: Loc | None, other: Loc | None) -> None:
         if self.benign is None:
-            self.benign = (f"benign write-write race on {where}: every work-item stores the same value",
+            self.benign = (f"benign write-write race on {where}: the work-items that write it store the same value",
                            loc, (Related(_other("write", loc, other), other),))
 
 

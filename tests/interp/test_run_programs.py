@@ -306,3 +306,31 @@ def test_a_stream_race_names_the_stream_as_the_program_made_it() -> None:
     report = run(PROGRAMS / "runtime_errors" / "race_async_host_access.mim")
     (race,) = [d for d in report.diagnostics if d.code == "E-RACE"]
     assert "pending on the stream of the 1st `gpu.stream_init`" in race.message, race.message
+
+
+def test_a_work_items_fault_says_which_work_item(tmp_path: Path) -> None:
+    # an out-of-bounds index of one work-item of the 9 named none of them
+    p = tmp_path / "oob.mim"
+    p.write_text("""plugin core;
+plugin mem;
+plugin gpu;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 3, item_id: Idx 3, (), out: gpu.GlobalPtr «8; I32»,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let i = core.nat.add (core.nat.mul (core.bitcast Nat group_id, 3), core.bitcast Nat item_id);
+    let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 8) i), 1I32);
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = gpu.alloc.block «8; I32» m1;
+    ret (m0, m1, m4) = gpu.launch (3, 3, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, argc);
+""", encoding="utf-8")
+    report = driver.run(str(p), [], [])
+    (oob,) = [d for d in report.diagnostics if d.code == "E-OOB"]
+    assert oob.message.endswith("(in work-item 2 of group 2)") and oob.loc is not None and oob.loc.line == 9, oob

@@ -393,7 +393,11 @@ def run_group(m: Machine, ls: LaunchState, g: int, threads: list[Thread]) -> Non
         waiting: list[Thread] = []
         finished: list[Thread] = []
         for t in order:
-            (waiting if m.run_thread(t) == "barrier" else finished).append(t)
+            try:
+                stopped = m.run_thread(t)
+            except RuntimeFault as e:
+                raise _in_work_item(e, t.item, g) from None
+            (waiting if stopped == "barrier" else finished).append(t)
         if not waiting:
             return
         w = min(waiting, key=lambda t: t.item)
@@ -413,6 +417,16 @@ def run_group(m: Machine, ls: LaunchState, g: int, threads: list[Thread]) -> Non
                                         other.barrier_node.loc if other.barrier_node else None),))
         ls.epochs[g] += 1
         live = waiting
+
+
+def _in_work_item(e: RuntimeFault, item: int, group: int) -> RuntimeFault:
+    """A work-item's fault, saying which one (an out-of-bounds index of one work-item of many
+    named none); a message that names work-items already is kept."""
+    if "work-item" in e.message:
+        return e
+    e.message = f"{e.message} (in work-item {item} of group {group})"
+    e.args = (e.message,)
+    return e
 
 
 def sync_work_items(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:

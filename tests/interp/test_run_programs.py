@@ -334,3 +334,31 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
     report = driver.run(str(p), [], [])
     (oob,) = [d for d in report.diagnostics if d.code == "E-OOB"]
     assert oob.message.endswith("(in work-item 2 of group 2)") and oob.loc is not None and oob.loc.line == 9, oob
+
+
+def test_an_uninitialised_read_in_a_kernel_says_which_work_item(tmp_path: Path) -> None:
+    # a kernel's uninitialised read is held until the launch ends (a later write would make it
+    # a race): it was reported without its work-item
+    p = tmp_path / "uninit.mim"
+    p.write_text("""plugin core;
+plugin mem;
+plugin gpu;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 2, item_id: Idx 2, (), buf: gpu.GlobalPtr «4; I32»,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let i = core.bitcast (Idx 4) (core.nat.add (core.nat.mul (core.bitcast Nat group_id, 2), core.bitcast Nat item_id));
+    let (m1, x) = mem.load (m1, mem.lea (buf, i));
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = gpu.alloc.block «4; I32» m1;
+    ret (m0, m1, m4) = gpu.launch (2, 2, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, argc);
+""", encoding="utf-8")
+    (uninit,) = [d for d in driver.run(str(p), [], []).diagnostics if d.code == "E-UNINIT"]
+    assert uninit.message.endswith("(in work-item 0 of group 0)"), uninit.message

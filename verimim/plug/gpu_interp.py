@@ -292,9 +292,9 @@ class LaunchState:
         self.access_name = (f"an access of the kernel launched at {at.line}:{at.col}" if at is not None and at.line
                             else "a kernel access")
 
-    def defer(self, fault: RuntimeFault) -> None:
+    def defer(self, fault: RuntimeFault, item: int, group: int) -> None:
         if self.deferred is None:
-            self.deferred = fault
+            self.deferred = _in_work_item(fault, item, group)
 
     def touch(self, block: Block, off: int, size: int, write: bool, loc: Loc | None) -> None:
         """A global-memory access of a work-item: check it against other streams' pending work and
@@ -421,8 +421,9 @@ def run_group(m: Machine, ls: LaunchState, g: int, threads: list[Thread]) -> Non
 
 def _in_work_item(e: RuntimeFault, item: int, group: int) -> RuntimeFault:
     """A work-item's fault, saying which one (an out-of-bounds index of one work-item of many
-    named none); a message that names work-items already is kept."""
-    if "work-item" in e.message:
+    named none); a message that names work-items already is kept, and so is E-FUEL (the whole
+    run's budget: the work-item that used its last step is no more at fault than any other)."""
+    if "work-item" in e.message or e.code == "E-FUEL":
         return e
     e.message = f"{e.message} (in work-item {item} of group {group})"
     e.args = (e.message,)

@@ -90,7 +90,7 @@ def load(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
             raise
         # In a kernel, reading bytes that another work-item writes only later is a race, which
         # the other item's write will report; the read is an error only if no race shows up.
-        th.launch.defer(e)
+        th.launch.defer(e, th.item, th.group)
         raw = bytes(p.block.data[p.offset:p.offset + size])
     return (mem, m.memory.decode(t, raw, loc_of(node)))
 

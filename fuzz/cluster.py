@@ -144,36 +144,59 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
         return Cluster(client, f"scheduler {scheduler}", client.close)
     _check_preload(preload)
     n = workers if workers is not None else (len(gpus) or os.cpu_count() or 1)
-    # In effect for the cluster's life, not only its start: the lost-worker timeout is read when
-    # a worker is removed. (Undone by close(), or at once when the cluster does not start.)
-    config = dask.config.set(LOCAL_CONFIG)
+    _local_config(+1)  # in effect for the cluster's life: the lost-worker timeout is read when a worker goes
+    cluster: Any = None
     try:
-        # dashboard_address=None (no dashboard) is documented; its type is inferred from the default ":8787"
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
-                               dashboard_address=None,  # pyright: ignore[reportArgumentType]
-                               silence_logs=logging.CRITICAL if preload else logging.ERROR,
-                               # no dashboard, but the scheduler's HTTP routes still listen: on
-                               # a free port, not on 8787 with a warning when that one is taken
-                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                               preload=[WORKER_SETUP, *preload] if processes else list(preload) or None)
-    except Exception as e:  # noqa: BLE001 — a preload that raises stops its worker's start
-        config.__exit__(None, None, None)
-        if not preload:
-            raise
-        raise UsageError(f"--preload: the workers could not start with {', '.join(preload)} "
-                         f"({type(e).__name__}: {e}); a preload module must import without error") from None
-    client = Client(cluster)
-    if gpus and processes:
-        client.register_plugin(_one_gpu_plugin(gpus))
+        try:
+            # dashboard_address=None (no dashboard) is documented; its type is inferred from the default ":8787"
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                                   dashboard_address=None,  # pyright: ignore[reportArgumentType]
+                                   silence_logs=logging.CRITICAL if preload else logging.ERROR,
+                                   # no dashboard, but the scheduler's HTTP routes still listen: on
+                                   # a free port, not on 8787 with a warning when that one is taken
+                                   scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                                   preload=[WORKER_SETUP, *preload] if processes else list(preload) or None)
+        except Exception as e:  # noqa: BLE001 — a preload that raises stops its worker's start
+            if not preload:
+                raise
+            raise UsageError(f"--preload: the workers could not start with {', '.join(preload)} "
+                             f"({type(e).__name__}: {e}); a preload module must import without error") from None
+        client = Client(cluster)
+        if gpus and processes:
+            client.register_plugin(_one_gpu_plugin(gpus))
+    except BaseException:
+        if cluster is not None:
+            cluster.close()
+        _local_config(-1)
+        raise
 
     def close() -> None:
         try:
             client.close()
             cluster.close()
         finally:
-            config.__exit__(None, None, None)
+            _local_config(-1)
 
     return Cluster(client, f"LocalCluster of {n} worker{'s' if n != 1 else ''}", close, nannies=processes)
+
+
+_CONFIG_LOCK = threading.Lock()
+_config_users: list[Any] = []  # one entry per open local cluster; the first holds the undo
+
+
+def _local_config(change: int) -> None:
+    """LOCAL_CONFIG set while any cluster of ours is open (a count: two campaigns of one process
+    may close in any order; dask.config.set's undo restores what it found, so undone by the
+    first cluster to close it took the setting from the second, still running)."""
+    import dask.config
+
+    with _CONFIG_LOCK:
+        if change > 0:
+            _config_users.append(dask.config.set(LOCAL_CONFIG) if not _config_users else None)
+            return
+        undo = _config_users.pop()
+        if undo is not None:  # the last one out: only the first entry holds the undo
+            undo.__exit__(None, None, None)
 
 
 JOIN_TIMEOUT_S = 10.0

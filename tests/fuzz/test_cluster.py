@@ -88,3 +88,29 @@ def test_ctrl_c_during_a_dask_call_prints_no_traceback(monkeypatch: pytest.Monke
     other = logging.LogRecord("tornado.application", logging.ERROR, __file__, 1, "boom", None,
                               (NameError, NameError("x"), None))
     assert cluster_module._SYNC_CANCEL_RACE.filter(other)
+
+
+def test_the_local_config_holds_while_any_cluster_is_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    # dask.config.set's undo restores what it found: two clusters closed in the order they
+    # opened took the lost-worker timeout from the second while it ran (the stall after a
+    # crash and a hang), and left the setting behind for good; a connect that failed after the
+    # cluster started left it set (and the cluster running)
+    import dask.config
+    import distributed
+
+    key = "distributed.deploy.lost-worker-timeout"
+    before = dask.config.get(key)
+    a = connect(workers=1, processes=False)
+    b = connect(workers=1, processes=False)
+    a.close()
+    assert dask.config.get(key) == "1000d", "b is still open"
+    b.close()
+    assert dask.config.get(key) == before
+
+    def no_client(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no client")
+
+    monkeypatch.setattr(distributed, "Client", no_client)
+    with pytest.raises(RuntimeError, match="no client"):
+        connect(workers=1, processes=False)
+    assert dask.config.get(key) == before

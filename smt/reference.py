@@ -30,9 +30,12 @@ DATA_LAYOUTS = {
 KERNEL_TOKENS = (1, 3, 4, 5)  # GlobalM, SharedM, ConstM, LocalM: the address spaces of mem.M
 
 
-def abi_layout(t: Def, target: str = "nvptx64") -> tuple[int, int] | None:
+def abi_layout(t: Def, target: str = "nvptx64") -> tuple[int | None, int] | None:
     """(ABI size, ABI alignment) in bytes of t's LLVM type under the target's data layout, or
-    None for a type with no fixed LLVM type (a symbolic size, a dependent sigma)."""
+    None for a type with no fixed LLVM type (a symbolic size, a dependent sigma). The size is
+    None for a type of 2^64 bytes or more: LLVM's sizes are 64-bit, so its answer wraps (and
+    llvmlite reads one of 2^63 bytes or more as negative), and an array of 2^64 elements or
+    more is no LLVM type at all; its alignment is still LLVM's."""
     from llvmlite import ir
 
     def ty(d: Def) -> ir.Type | None:
@@ -61,37 +64,62 @@ def abi_layout(t: Def, target: str = "nvptx64") -> tuple[int, int] | None:
         return None
 
     lt = ty(t)
-    if lt is None or _may_reach_2p64(lt):
+    if lt is None:
         return None
-    td = _target_data(target)
-    # (llvmlite reads LLVM's unsigned 64-bit size as signed: one of 2^63 bytes or more is negative)
-    return lt.get_abi_size(td) % 2 ** 64, lt.get_abi_alignment(td)
+    key = (str(lt), target)  # (LLVM parses a type for every question: the specs ask often)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        td = _target_data(target)
+        align = _fewest(lt).get_abi_alignment(td)
+        size = None if _size_at_least_2p64(lt, td) else lt.get_abi_size(td) % 2 ** 64
+        hit = _LAYOUTS[key] = (size, align)
+        if len(_LAYOUTS) > 4096:
+            _LAYOUTS.pop(next(iter(_LAYOUTS)))
+    return hit
 
 
-def _may_reach_2p64(lt: Any) -> bool:
-    """Whether an LLVM type may be 2^64 bytes or more: LLVM's sizes are 64-bit, so its answer
-    for such a type wraps, and an array of 2^64 elements is no LLVM type at all. An upper bound
-    of the size, without a layout: a scalar is its bytes, and a field's padding (and a
-    struct's tail) is less than its alignment, at most 8 here."""
+_LAYOUTS: dict[tuple[str, str], tuple[int | None, int]] = {}
+
+
+def _fewest(lt: Any) -> Any:
+    """lt with every array of one element at most: the same alignment (an array is aligned as
+    its element), and a type LLVM can parse whatever the counts."""
     from llvmlite import ir
 
-    def bound(x: Any) -> int:
-        if isinstance(x, ir.ArrayType):
-            return x.count * bound(x.element)
-        if isinstance(x, ir.LiteralStructType):
-            return sum(bound(f) + 8 for f in x.elements) + 8
-        if isinstance(x, ir.IntType):
-            return (x.width + 7) // 8
-        return 8  # a pointer
+    if isinstance(lt, ir.ArrayType):
+        return ir.ArrayType(_fewest(lt.element), min(lt.count, 1))
+    if isinstance(lt, ir.LiteralStructType):
+        return ir.LiteralStructType([_fewest(f) for f in lt.elements])
+    return lt
 
-    return bound(lt) >= 2 ** 64
+
+def _size_at_least_2p64(lt: Any, td: Any) -> bool:
+    """Whether lt is 2^64 bytes or more, computed with Python's integers from LLVM's sizes of
+    its scalars and LLVM's alignments (C's struct layout, arrays packed by the element's
+    padded size), so that LLVM is asked for a size only where its 64 bits hold it."""
+    from llvmlite import ir
+
+    def up(n: int, a: int) -> int:
+        return -(-n // a) * a
+
+    def size(x: Any) -> int:
+        if isinstance(x, ir.ArrayType):
+            return x.count * up(size(x.element), _fewest(x.element).get_abi_alignment(td))
+        if isinstance(x, ir.LiteralStructType):
+            off = 0
+            for f in x.elements:
+                off = up(off, _fewest(f).get_abi_alignment(td)) + size(f)
+            return up(off, _fewest(x).get_abi_alignment(td)) if x.elements else 0
+        return int(x.get_abi_size(td))  # an integer or a pointer
+
+    return size(lt) >= 2 ** 64
 
 
 def size_term(t: Def, namer: Namer, target: str = "x86_64") -> z3.ArithRef:
     """A type's size as a Z3 term: LLVM's value for a laid-out type; else an unknown named by
     the type's structure (the same in both Worlds, whatever the printer shows)."""
     lay = abi_layout(t, target)
-    return z3.IntVal(lay[0]) if lay else z3.Int(f"size_of[{namer.key(t)}]")
+    return z3.IntVal(lay[0]) if lay and lay[0] is not None else z3.Int(f"size_of[{namer.key(t)}]")
 
 
 @functools.lru_cache(maxsize=4)

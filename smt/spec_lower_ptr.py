@@ -783,7 +783,7 @@ class Terms:
     def array_size(self, t: Def) -> z3.ArithRef:
         """Arrays are packed: `size «n; E» = n · size E`."""
         lay = reference.abi_layout(t, "x86_64")
-        if lay is not None:
+        if lay is not None and lay[0] is not None:
             return z3.IntVal(lay[0])
         if isinstance(t, Arr) and t.body.bvd == 0:
             return cast(z3.ArithRef, self.new(t.shape) * self.array_size(t.body))

@@ -121,9 +121,10 @@ def _check_layout(app: App, res: Def) -> str | None:
     which = app.head.annex.rsplit(".", 1)[1]  # type: ignore[union-attr]
     lay = abi_layout(app.arg, "nvptx64")
     if lay is None:
-        raise bv.NoSemantics(f"LLVM's layout has no size for `{show(app.arg)}` (no LLVM type, or one of 2^64 "
-                             f"bytes or more)")
+        raise bv.NoSemantics(f"no LLVM type for `{show(app.arg)}`")
     want = lay[0] if which == "size" else lay[1]
+    if want is None:
+        raise bv.NoSemantics(f"LLVM's layout has no size for `{show(app.arg)}` (2^64 bytes or more)")
     if isinstance(res, Lit) and res.value == want:
         return None
     return f"`{show(app)}` folded to `{show(res)}`; LLVM's NVPTX64 data layout gives {want}"

@@ -121,7 +121,9 @@ def test_layout_folds_of_types_near_2p64_bytes_are_llvms_or_undecided() -> None:
     def arr(n: int, t):  # type: ignore[no-untyped-def]
         return world.arr(world.lit_nat(n), t)
 
+    pair = world.sigma([world.idx(world.lit_nat(2)), i8])  # [Bool, I8]: 2 bytes, no padding
     for t, size, status in ((arr(2 ** 63, i8), 2 ** 63, "proved"), (arr(2 ** 64 - 1, i8), 2 ** 64 - 1, "proved"),
+                            (arr(2 ** 61, pair), 2 ** 62, "proved"), (arr(2 ** 63, pair), 2 ** 64, "unknown"),
                             (arr(2 ** 64, i8), 2 ** 64, "unknown"),
                             (arr(2 ** 32, arr(2 ** 32, i8)), 2 ** 64, "unknown")):
         _one_fold(world, raw_app(world, head, t), world.lit_nat(size))
@@ -129,6 +131,10 @@ def test_layout_folds_of_types_near_2p64_bytes_are_llvms_or_undecided() -> None:
         assert out.status == status, (size, out.detail)
     _one_fold(world, raw_app(world, head, arr(2 ** 63, i8)), world.lit_nat(2 ** 63 + 1))
     assert prove_folds(world, SpecContext())[0].status == "refuted"
+    # an alignment is LLVM's whatever the size: an array is aligned as its element
+    align = world.annexes["core.trait.align"]
+    _one_fold(world, raw_app(world, align, arr(2 ** 64, arr(3, world.idx(world.lit_nat(2 ** 16))))), world.lit_nat(2))
+    assert prove_folds(world, SpecContext())[0].status == "proved"
 
 
 DIVIDING = """plugin core;

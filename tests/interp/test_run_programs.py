@@ -305,7 +305,7 @@ def test_a_stream_race_names_the_stream_as_the_program_made_it() -> None:
     # "still pending on stream 1" read as the program's `ss#1`, the second stream it made
     report = run(PROGRAMS / "runtime_errors" / "race_async_host_access.mim")
     (race,) = [d for d in report.diagnostics if d.code == "E-RACE"]
-    assert "pending on the stream of the 1st `gpu.stream_init`" in race.message, race.message
+    assert "pending on the stream made by the 1st `gpu.stream_init` to run" in race.message, race.message
 
 
 def test_a_work_items_fault_says_which_work_item(tmp_path: Path) -> None:

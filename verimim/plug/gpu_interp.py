@@ -101,11 +101,12 @@ def conflict(m: Machine, block: Block, lo: int, hi: int, write: bool, stream: in
 
 
 def stream_name(h: int) -> str:
-    """A stream as a program knows it: by the `gpu.stream_init` that made it (the handle counts
-    them from 1; "stream 1" read as the program's `ss#1`, which is the second)."""
+    """A stream as a program knows it: by the `gpu.stream_init` that made it, counted as they ran
+    (the handle counts them from 1; "stream 1" read as the program's `ss#1`, the second; and
+    `gpu.with_streams` makes its streams with a `gpu.stream_init` the program does not show)."""
     if h == DEFAULT_STREAM:
         return "the default stream"
-    return f"the stream of the {_ordinal(h)} `gpu.stream_init`"
+    return f"the stream made by the {_ordinal(h)} `gpu.stream_init` to run (`gpu.with_streams` makes its streams so)"
 
 
 def _ordinal(n: int) -> str:

@@ -28,7 +28,7 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
     """Run or resume the campaign; print the run's summary; return the exit code."""
     from verimim.fuzz.campaign import run
 
-    with _terminate_as_interrupt():
+    with terminate_as_interrupt():
         summary = run(directory, budget, seed=seed, verify=verify, gpu=gpu, workers=workers, scheduler=scheduler,
                       preload=preload, program_timeout=program_timeout, reduce_budget=reduce_budget,
                       command=" ".join(sys.argv), progress=progress, max_programs=max_programs)
@@ -64,7 +64,7 @@ def campaign(directory: str, budget: float, *, seed: int | None, verify: bool, g
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM (`kill`, `timeout`, systemd stopping the service) ends a run as Ctrl-C does: the
     run is ended in the journal and its summary printed, exit 130. By default it killed the
     process as `kill -9` does: nothing journaled was lost, but the run had no end and no summary.

@@ -471,7 +471,9 @@ def fuzz(ctx: click.Context, budget: float | None, seed: int | None, max_program
     # --oracle kernels: the same oracle on a mix for the kernel verifier — half the programs
     # race-free, the others with an injected race or barrier divergence.
     mix: dict[str, Any] = {"defect_kinds": ("race", "divergence"), "defect_ratio": 0.5} if oracle == "kernels" else {}
-    with progress("fuzzing", budget) as update:
+    from verimim.fuzz.command import terminate_as_interrupt
+
+    with terminate_as_interrupt(), progress("fuzzing", budget) as update:  # (SIGTERM: as Ctrl-C, exit 130)
         res = run_campaign(budget, seed=seed, out_dir=out_dir, verify=not no_verify, gpu=gpu, progress=update,
                            max_programs=max_programs, **mix)
     kernels = kernel_summary(res.kernels, res.kernel_programs, res.false_alarms)

@@ -414,3 +414,13 @@ def test_ctrl_c_ends_the_run_and_still_prints_its_summary(tmp_path: Path, sig: i
     assert [(r["programs"], r["ended"] is not None) for r in rep["runs"]] == [(len(kept), True)], rep["runs"]
     more = _fuzz("--campaign", str(d), "--programs", "2", "--workers", "1", "--json")
     assert more.returncode == 0 and json.loads(more.stdout)["journal_programs"] == len(kept) + 2, more.stderr[-2000:]
+
+
+def test_sigterm_ends_a_plain_fuzz_run_as_ctrl_c_does() -> None:
+    # it was killed by the signal (exit 143, no "interrupted")
+    proc = subprocess.Popen([*VERIMIM, "fuzz", "--budget", "300", "--no-verify", "--seed", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, (proc.returncode, err[-2000:])

@@ -44,6 +44,9 @@ class PhaseResult:
     # Skipped by the pipeline, not by the phase (no device World; a phase that has no place on
     # that side): a fact of the program's shape, not a claim of the phase to check.
     by_pipeline: bool = False
+    # Of a result narrowed to one side (smt.sides.side_view): the whole program's, which a
+    # differential run executes (one side alone is no program: no main, or no kernels).
+    whole: "PhaseResult | None" = None
 
     @property
     def rejected(self) -> bool:

@@ -18,7 +18,11 @@ from verimim.phases.base import PhaseResult, Program
 from verimim.smt.solver import Outcome
 
 DIFF_FUEL = 2_000_000  # steps of each differential run
-ARGVS: tuple[list[str], ...] = (["prog"], ["prog", "1"])  # argc = 1 and argc = 2
+# argc = 1, 2 and 3: a wrong phase whose program agreed on 1 and 2 only passed (mutation tests:
+# a capture passed in the wrong order, two of them equal for argc 1 and 2)
+ARGVS: tuple[list[str], ...] = (["prog"], ["prog", "1"], ["prog", "1", "2"])
+# Faults that say the interpreter could not run the program at all, not what it does.
+CANNOT_RUN = frozenset({"E-UNSUPPORTED", "E-NAME", "E-INTERNAL"})
 
 
 def run(prog: Program, argv: list[str], effects: bool) -> Observation:
@@ -41,15 +45,20 @@ def compare(res: PhaseResult, argvs: Sequence[list[str]] = ARGVS, effects: bool 
     """A refutation (or `unknown` where the input cannot be run) when the program after the
     phase is observably different from before, for some argv; else None and what was seen."""
     seen = []
+    # A phase of a sub-pipeline is judged on its side (smt.sides), but one side alone is no
+    # program to run (the host's kernels are declarations, the device has no main): both runs
+    # stopped alike, and any change of the side passed as "the same execution". The whole
+    # program runs, the other side as it was (smt.sides.other_side_changed checks that).
+    whole = res.whole or res
     for argv in argvs:
-        a, b = run(res.before, argv, effects), run(res.after, argv, effects)
+        a, b = run(whole.before, argv, effects), run(whole.after, argv, effects)
         where = f"with argc = {len(argv)}"
         diff = differences(a, b)
-        if a.result == ("fault", "E-UNSUPPORTED") and diff:
-            # (also where both stop so, at different places: their heaps differ, and neither run
-            # says what the program does)
+        if a.result[0] == "fault" and a.result[1] in CANNOT_RUN:
+            # (also where both stop so, alike or at different places: neither run says what the
+            # program does, so their agreement is no evidence)
             return Outcome("unknown", f"differential execution {where} is inconclusive: the interpreter "
-                           f"cannot run the input (E-UNSUPPORTED); after the phase: {b.result}"), ""
+                           f"cannot run the input ({a.result[1]}); after the phase: {b.result}"), ""
         if diff:
             return _refuted(diff[0], a, b, where, len(argv)), ""
         what = a.result[1] if a.ok else f"fault {a.result[1]}"

@@ -37,5 +37,5 @@ def side_view(res: PhaseResult) -> PhaseResult:
         return res
     assert res.before.device is not None and res.after.device is not None
     if res.side == "host":
-        return replace(res, before=Program(res.before.host), after=Program(res.after.host))
-    return replace(res, before=Program(res.before.device), after=Program(res.after.device))
+        return replace(res, before=Program(res.before.host), after=Program(res.after.host), whole=res)
+    return replace(res, before=Program(res.before.device), after=Program(res.after.device), whole=res)

@@ -990,3 +990,71 @@ def test_a_wrong_fold_made_while_a_phase_builds_its_output_is_refuted(wrong: boo
     assert lam_spec["status"] == "refuted" and "E-SPEC" in codes, lam_spec
     assert "core.wrap.sub" in str(lam_spec["detail"]) and "10I32, 3I32" in str(lam_spec["detail"])
     assert next(p for p in phases if p["name"] == "core.normalize")["status"] != "refuted"  # the front end's are right
+
+
+def _folds_every_computed_bool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong inliner: every computed `Idx 2` in an inlined copy becomes 0 (a branch that
+    always takes its first target)."""
+    from verimim.ir.defs import IdxT
+    import verimim.phases.inline as inline
+
+    right = inline.Inliner.default
+
+    def wrong(self: inline.Inliner, x: Def, ops: tuple[Def, ...]) -> Def:
+        res = right(self, x, ops)
+        if self.owner is None or isinstance(res, Lit) or res.bvd != 0:
+            return res
+        try:
+            t = self.new.type_of(res)
+        except Exception:  # noqa: BLE001 — not typeable here
+            return res
+        if isinstance(t, IdxT) and isinstance(t.size, Lit) and t.size.value == 2:
+            return self.new.lit_idx(2, 0)
+        return res
+
+    monkeypatch.setattr(inline.Inliner, "default", wrong)
+
+
+def test_a_wrong_inliner_on_one_side_of_a_split_is_refuted_by_running_the_whole_program(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # (mutation test) Judged on its side, the host's lam_spec ran the host World alone (its
+    # kernels are declarations: E-UNSUPPORTED) and the device's the device World (no main:
+    # E-NAME): the same fault before and after passed as the same execution, `validated`, and
+    # an inliner that turned a loop's exit test into "always go on" passed too.
+    path = VALID / "pipeline_inliners_judged_on_their_own_side.mim"
+    _folds_every_computed_bool(monkeypatch)
+    world, _ = run_with_big_stack(lambda: load(str(path), []))
+    run = run_with_big_stack(lambda: run_pipeline(world, verify=True, timeout_ms=10_000))
+    lam_spec = [e for e in run.phases if e["name"] == "compile.lam_spec"]
+    assert lam_spec and lam_spec[0]["status"] == "refuted", lam_spec
+    assert "differential execution" in lam_spec[0]["detail"], lam_spec[0]["detail"]
+
+
+PICK_AT_ARGC_3 = """plugin core;
+plugin mem;
+fun pick (n: I32): I32 =
+    let c = core.icmp.ne (core.wrap.mul 0 (core.wrap.sub 0 (n, 1I32), core.wrap.sub 0 (n, 2I32)), 0I32);
+    return (10I32, 20I32)#c;
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»): [mem.M 0, I32] =
+    ret v = pick $ argc;
+    return (m0, v);
+"""
+
+
+def test_a_wrong_inliner_whose_program_differs_from_argc_3_on_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (mutation test) no literal the program compares with is near 3: the runs were argc 1 and 2
+    _folds_every_computed_bool(monkeypatch)
+    world, _ = run_with_big_stack(lambda: load_text(PICK_AT_ARGC_3, "<pick3>"))
+    run = run_with_big_stack(lambda: run_pipeline(world, verify=True, timeout_ms=10_000))
+    lam_spec = [e for e in run.phases if e["name"] == "compile.lam_spec"]
+    assert lam_spec and lam_spec[0]["status"] == "refuted" and "argc = 3" in lam_spec[0]["detail"], lam_spec
+
+
+def test_split_apply_passing_captures_in_the_wrong_order_agreeing_on_argc_1_and_2_is_refuted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import verimim.phases.split as split
+
+    prog = program_before(VALID / "curried_kernel_captures_equal_for_argc_1_and_2.mim", "gpu.split_apply")
+    monkeypatch.setattr(split, "LiftedKernel", _SwappedCaptures)
+    status, detail, cex = verdict(apply(SplitApply(), prog))
+    assert status == "refuted" and isinstance(cex, dict) and cex["argc"] == 3, detail

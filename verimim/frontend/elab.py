@@ -1543,7 +1543,9 @@ class Elaborator:
         """An annex is declared once: a program's `let %core.nat.add = …` silently replaced the
         plugin's operation for every use after it (upstream's World::register_annex asserts the
         name is new)."""
-        first: Def | Lazy | None = self.annexes.world.annexes.get(annex) or self.annexes.pending.get(annex)
+        first: Def | Lazy | None = self.annexes.world.annexes.get(annex)
+        if first is None:
+            first = self.annexes.pending.get(annex)
         if first is None:
             return
         at = first.loc

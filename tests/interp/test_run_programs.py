@@ -308,57 +308,38 @@ def test_a_stream_race_names_the_stream_as_the_program_made_it() -> None:
     assert "pending on the stream made by the 1st `gpu.stream_init` to run" in race.message, race.message
 
 
-def test_a_work_items_fault_says_which_work_item(tmp_path: Path) -> None:
+_ONE_KERNEL = """plugin core;
+plugin mem;
+plugin gpu;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx {n}, item_id: Idx {n}, (), buf: gpu.GlobalPtr «{cells}; I32»,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let i = core.nat.add (core.nat.mul (core.bitcast Nat group_id, {n}), core.bitcast Nat item_id);
+    {statement}
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m1, d) = gpu.alloc.block «{cells}; I32» m1;
+    ret (m0, m1, m4) = gpu.launch ({n}, {n}, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+    let m1 = gpu.free.block (m1, d);
+    let m0 = gpu.deinit (m0, m1, m4);
+    return (m0, argc);
+"""
+
+
+@pytest.mark.parametrize("n, cells, statement, code, who", [
     # an out-of-bounds index of one work-item of the 9 named none of them
-    p = tmp_path / "oob.mim"
-    p.write_text("""plugin core;
-plugin mem;
-plugin gpu;
-
-con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
-            group_id: Idx 3, item_id: Idx 3, (), out: gpu.GlobalPtr «8; I32»,
-            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let i = core.nat.add (core.nat.mul (core.bitcast Nat group_id, 3), core.bitcast Nat item_id);
-    let m1 = mem.store (m1, mem.lea (out, core.bitcast (Idx 8) i), 1I32);
-    return (m1, m3, m4, m5);
-
-fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
-              : [mem.M 0, I32] =
-    let (m0, m1, m4) = gpu.init m0;
-    let (m1, d) = gpu.alloc.block «8; I32» m1;
-    ret (m0, m1, m4) = gpu.launch (3, 3, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
-    let m1 = gpu.free.block (m1, d);
-    let m0 = gpu.deinit (m0, m1, m4);
-    return (m0, argc);
-""", encoding="utf-8")
-    report = driver.run(str(p), [], [])
-    (oob,) = [d for d in report.diagnostics if d.code == "E-OOB"]
-    assert oob.message.endswith("(in work-item 2 of group 2)") and oob.loc is not None and oob.loc.line == 9, oob
-
-
-def test_an_uninitialised_read_in_a_kernel_says_which_work_item(tmp_path: Path) -> None:
-    # a kernel's uninitialised read is held until the launch ends (a later write would make it
-    # a race): it was reported without its work-item
-    p = tmp_path / "uninit.mim"
-    p.write_text("""plugin core;
-plugin mem;
-plugin gpu;
-
-con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
-            group_id: Idx 2, item_id: Idx 2, (), buf: gpu.GlobalPtr «4; I32»,
-            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let i = core.bitcast (Idx 4) (core.nat.add (core.nat.mul (core.bitcast Nat group_id, 2), core.bitcast Nat item_id));
-    let (m1, x) = mem.load (m1, mem.lea (buf, i));
-    return (m1, m3, m4, m5);
-
-fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
-              : [mem.M 0, I32] =
-    let (m0, m1, m4) = gpu.init m0;
-    let (m1, d) = gpu.alloc.block «4; I32» m1;
-    ret (m0, m1, m4) = gpu.launch (2, 2, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
-    let m1 = gpu.free.block (m1, d);
-    let m0 = gpu.deinit (m0, m1, m4);
-    return (m0, argc);
-""", encoding="utf-8")
-    (uninit,) = [d for d in driver.run(str(p), [], []).diagnostics if d.code == "E-UNINIT"]
-    assert uninit.message.endswith("(in work-item 0 of group 0)"), uninit.message
+    (3, 8, "let m1 = mem.store (m1, mem.lea (buf, core.bitcast (Idx 8) i), 1I32);", "E-OOB", "work-item 2 of group 2"),
+    # a kernel's uninitialised read is held until the launch ends (a later write would make it a
+    # race): it was reported without its work-item
+    (2, 4, "let (m1, x) = mem.load (m1, mem.lea (buf, core.bitcast (Idx 4) i));", "E-UNINIT", "work-item 0 of group 0"),
+], ids=["oob", "uninit"])
+def test_a_work_items_fault_says_which_work_item(tmp_path: Path, n: int, cells: int, statement: str, code: str,
+                                                  who: str) -> None:
+    p = tmp_path / "kernel.mim"
+    p.write_text(_ONE_KERNEL.format(n=n, cells=cells, statement=statement), encoding="utf-8")
+    (fault,) = [d for d in driver.run(str(p), [], []).diagnostics if d.code == code]
+    assert fault.message.endswith(f"(in {who})") and fault.loc is not None and fault.loc.line == 9, fault

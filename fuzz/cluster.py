@@ -133,7 +133,6 @@ def connect(workers: int | None = None, scheduler: str | None = None, preload: t
     of `gpus`, each worker seeing only its own) or of `scheduler`."""
     logging.getLogger("tornado.application").addFilter(_SYNC_CANCEL_RACE)  # (adding it again is a no-op)
     try:
-        import dask.config  # (a submodule that dask's own __init__ imports, but does not export)
         from distributed import Client, LocalCluster
     except ImportError as e:  # a declared dependency; say so instead of a traceback
         raise UsageError(f"fuzzing campaigns need dask.distributed ({e}); pip install 'dask[distributed]'") from None
@@ -188,7 +187,7 @@ def _local_config(change: int) -> None:
     """LOCAL_CONFIG set while any cluster of ours is open (a count: two campaigns of one process
     may close in any order; dask.config.set's undo restores what it found, so undone by the
     first cluster to close it took the setting from the second, still running)."""
-    import dask.config
+    import dask.config  # (a submodule that dask's own __init__ imports, but does not export)
 
     with _CONFIG_LOCK:
         if change > 0:

@@ -6,7 +6,9 @@ it inlined, which applications it left and why), by the textbook definition of s
 the nodes of f's body that depend on f's parameter — by free variables, computed here, through
 the bodies of the mutables they refer to — are copied afresh for each application; every other
 node means the same at the site and is shared. Rebuilding goes through the World's normalizing
-constructors, whose rules are proved once for all (smt.normalizer_proofs); MimIR's normal form
+constructors, whose rules are checked once for all: the core normalizers proved over bit-vectors
+(smt.normalizer_proofs), the structural folds of tuples, packs, extracts and inserts against a
+reference semantics of terms (tests/ir/test_structural_folds.py); MimIR's normal form
 also makes a computed value of `Idx 1` the literal 0 (its only value). Like the phase, rounds
 repeat while applications of inlined mutables remain (a curried `lam` takes one per argument).
 

@@ -271,15 +271,21 @@ class Verdict:
     witness: Any = None  # the Conflict or the (p, q) pair found
 
 
-MAX_ARGC_FOR_RUN = 64  # a reproducing command line with at most this many arguments
+MAX_ARGC_FOR_RUN = 64  # an argc whose fault check itself confirms by a run; its arguments written out
 PREFERRED_ARGC = 16  # a counterexample's argc is this or less where one such shows the fault
+MAX_ARGC_FOR_COMMAND = 1 << 20  # a larger argc is given by the shell (`yes a | head`), up to this
 
 
 def run_command(file: str, argc: int | None) -> str | None:
-    """The `verimim run` line that gives main this argc (schedule 0), where one can be given."""
-    if argc is None or not 1 <= argc <= MAX_ARGC_FOR_RUN:
+    """The `verimim run` line that gives main this argc (schedule 0), where one can be given: the
+    arguments written out up to MAX_ARGC_FOR_RUN, made by the shell beyond (a race only for
+    argc = 300 is shown by a run with 299 arguments)."""
+    if argc is None or not 1 <= argc <= MAX_ARGC_FOR_COMMAND:
         return None
-    return " ".join(shlex.quote(w) for w in ["verimim", "run", file, *["a"] * (argc - 1), "--schedule", "0"])
+    head = " ".join(shlex.quote(w) for w in ["verimim", "run", file])
+    if argc > MAX_ARGC_FOR_RUN:
+        return f"{head} $(yes a | head -n {argc - 1}) --schedule 0"
+    return " ".join([head, *["a"] * (argc - 1), "--schedule", "0"])
 
 
 def small_argc(argc: z3.BitVecRef | None) -> list[list[z3.BoolRef]]:

@@ -703,6 +703,53 @@ def test_a_stream_race_whatever_argc_is_has_a_run_command() -> None:
     assert [d.code for d in driver.run(str(path), [], args).diagnostics] == ["E-RACE"]
 
 
+
+RACE_ONLY_FOR_ARGC_300 = """plugin core;
+plugin mem;
+plugin gpu;
+
+con kernel (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+            group_id: Idx 1, item_id: Idx 4, (), out: gpu.GlobalPtr «4; I32»,
+            return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let m1 = mem.store (m1, mem.lea (out, 0_4), core.bitcast I32 item_id);
+    return (m1, m3, m4, m5);
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
+              : [mem.M 0, I32] =
+    let (m0, m1, m4) = gpu.init m0;
+    let (m0, h) = mem.alloc («4; I32», 0) m0;
+    let m0 = mem.store (m0, h, ‹4; 0I32›);
+    let (m0, m1, d) = gpu.alloc_copy.block (m0, m1, h);
+    (skip, go)#(core.icmp.e (argc, 300I32)) (m0, m1)
+    where
+        con go (m0: mem.M 0, m1: gpu.GlobalM) =
+            ret (m0, m1, m4) = gpu.launch (1, 4, gpu.default_stream, ff, ()) kernel d $ (m0, m1, m4);
+            skip (m0, m1);
+        con skip (m0: mem.M 0, m1: gpu.GlobalM) =
+            let (m0, m1) = gpu.copy_to_host.block (m0, m1, d, h);
+            let (m0, v) = mem.load (m0, mem.lea (h, 0_4));
+            let m1 = gpu.free.block (m1, d);
+            let m0 = mem.free (m0, h);
+            let m0 = gpu.deinit (m0, m1, m4);
+            return (m0, v);
+    end;
+"""
+
+
+def test_a_race_only_for_a_large_argc_has_a_run_command_the_shell_expands(tmp_path: Path) -> None:
+    # The race needs argc = 300: too many arguments to write out, but a command all the same.
+    path = kp.write(tmp_path, "argc_300", RACE_ONLY_FOR_ARGC_300)
+    entries, diags = verify(path)
+    assert "E-RACE" in codes(diags) and entries[0]["races"] == "refuted"
+    cex = entries[0]["counterexample"]
+    assert cex["main_inputs"]["argc"] == 300
+    assert cex["run"] == f"verimim run {path} $(yes a | head -n 299) --schedule 0"
+    counted = subprocess.run(["bash", "-c", "verimim() { echo $#; }; " + cex["run"]],
+                             capture_output=True, text=True, check=True).stdout
+    assert counted.split() == ["303"]  # run, the file, 299 arguments, --schedule 0
+    assert [d.code for d in driver.run(path, [], ["a"] * 299).diagnostics] == ["E-RACE"]
+
+
 # Two manual streams; {STEPS} is what happens on s1 (and s2) before s2's sync.
 TWO_STREAMS = """plugin core;
 plugin mem;

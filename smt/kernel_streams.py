@@ -681,12 +681,12 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
         cex = {"streams": [_op_json(op) for op in (c.new, c.pending)],
                "main_inputs": {"argc": argc},
                "run": run_command(file, argc)}
-        for op in (c.new, c.pending):
-            hit = entry_of(op) if isinstance(op, LaunchOp) else None
-            if hit is not None:
-                hit["races"] = "refuted"
-                hit["counterexample"] = hit["counterexample"] or cex
-                hit["detail"] += f"; streams: {msg}"
+        hits = [entry_of(op) for op in (c.new, c.pending) if isinstance(op, LaunchOp)]
+        # Two launches of one kernel on two streams are one entry: its detail says it once.
+        for hit in {id(h): h for h in hits if h is not None}.values():
+            hit["races"] = "refuted"
+            hit["counterexample"] = hit["counterexample"] or cex
+            hit["detail"] += f"; streams: {msg}"
 
     for path in run.paths:
         for c in path.candidates:

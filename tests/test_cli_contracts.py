@@ -520,3 +520,23 @@ def test_a_file_without_end_is_refused_not_read_for_ever() -> None:
         pytest.skip("no /dev/zero here")
     p = verimim("check", "/dev/zero")
     assert p.returncode == 2 and "larger than 64 MiB" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("args", [["--json", "--format", "sarif"], ["--format=text", "--json"]])
+def test_json_and_another_format_together_are_a_usage_error(args: list[str]) -> None:
+    """Two outputs asked for one stdout: `--json` used to win silently."""
+    p = verimim("check", *args, DEMO)
+    assert p.returncode == 2, p.stderr
+    obj = json.loads(p.stdout)
+    assert obj["diagnostics"][0]["code"] == "E-USAGE" and "ask for two outputs" in obj["diagnostics"][0]["message"]
+    same = verimim("check", "--json", "--format", "json", DEMO)
+    assert same.returncode == 0 and json.loads(same.stdout)["ok"]
+
+
+def test_python_dash_m_verimim_is_the_command() -> None:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "verimim", "run", DEMO, "--json"], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0 and json.loads(p.stdout)["ok"], p.stderr

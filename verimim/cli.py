@@ -77,6 +77,21 @@ def _format_of(args: list[str]) -> str:
     return "text"
 
 
+def _other_format(args: list[str]) -> str | None:
+    """The format `--format` asks for where `--json` asks for JSON too and the two differ
+    (`--json --format sarif`: two outputs for one stdout), else None."""
+    if "--" in args:
+        args = args[:args.index("--")]
+    if "--json" not in args:
+        return None
+    for i, a in enumerate(args):
+        value = a.split("=", 1)[1] if a.startswith("--format=") else \
+            args[i + 1] if a == "--format" and i + 1 < len(args) else None
+        if value is not None and value != "json":
+            return value
+    return None
+
+
 def render_diagnostics(diags: list[Diagnostic]) -> None:
     """Every diagnostic in the source-snippet layout of verimim.render, on stderr."""
     if not diags:
@@ -621,6 +636,9 @@ def main(argv: list[str] | None = None) -> None:
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     try:
+        other = _other_format(args)
+        if other is not None:
+            raise click.UsageError(f"`--json` and `--format {other}` ask for two outputs on stdout; give one of them")
         cli.main(args=args, prog_name="verimim", standalone_mode=False)
     except click.UsageError as e:
         _usage_error(e.format_message(), as_json, _command_of(args))

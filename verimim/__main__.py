@@ -1,0 +1,4 @@
+"""`python -m verimim …`: the same command line as the `verimim` script."""
+from verimim.cli import main
+
+main()

@@ -61,13 +61,15 @@ class PipelineSpec:
     source: dict[str, str] = field(default_factory=dict)  # which definition each came from
 
 
-def steps_of(world: World, d: Def, what: str, at: Loc | None = None) -> list[Step]:
+def steps_of(world: World, d: Def, what: str, at: Loc | None = None, program: World | None = None) -> list[Step]:
     """The steps a `compile.Phase`-valued definition denotes (a `[] → Phase` is applied). An
     error points at the definition where the node at fault has no place of its own in the same
     file (a literal is one node wherever it is written: its place is its first occurrence's,
-    perhaps in a plugin; an application made here has none)."""
+    perhaps in a plugin; an application made here has none). `program`: the World the pipeline
+    is for, where it is not `world` (a --pipeline file): its plugins decide `compile.named` and
+    `compile.cond`, as the program's own pipeline would be decided."""
     try:
-        return _steps_of(world, d, what)
+        return _steps_of(world, d, what, program or world)
     except VerimimError as e:
         here = at or d.loc
         if here is None or (e.loc is not None and e.loc.file == here.file):
@@ -75,14 +77,14 @@ def steps_of(world: World, d: Def, what: str, at: Loc | None = None) -> list[Ste
         raise dataclasses.replace(e, loc=here) from None
 
 
-def _steps_of(world: World, d: Def, what: str) -> list[Step]:
+def _steps_of(world: World, d: Def, what: str, program: World) -> list[Step]:
     if isinstance(d, MutLam) and d.body is not None and not world.is_cn(d.pi):
         # `lam _compile (): Phase = …` (extern or not): its value is its body; the parameter is
         # the unit, which the body cannot inspect.
         d = d.body
     elif isinstance(d, (Lam, MutLam)) and not isinstance(d, Axiom):
         d = world.app(d, world.unit())
-    return _steps(world, d, what)
+    return _steps(world, d, what, program)
 
 
 def step_of_name(annex: str) -> list[Step]:
@@ -97,19 +99,19 @@ def step_of_name(annex: str) -> list[Step]:
     return [Skip(annex, not_implemented(annex) or unknown_phase_reason(annex))]
 
 
-def _steps(world: World, d: Def, what: str) -> list[Step]:
+def _steps(world: World, d: Def, what: str, program: World) -> list[Step]:
     if isinstance(d, Axiom) and _is_phase_type(world, world.type_of(d)):
         return step_of_name(d.annex)
     if isinstance(d, App) and isinstance(d.head, Axiom):
         head, args = d.head.annex, d.args()
         if head == "compile.phases":
             fix, elems = args[-2], args[-1]
-            inner = [s for e in _elements(elems) for s in _steps(world, e, what)]
+            inner = [s for e in _elements(elems) for s in _steps(world, e, what, program)]
             if isinstance(fix, Lit) and fix.value:
                 return [Fixpoint(tuple(inner))]
             return inner
         if head in ("compile.passes", "compile.repls", "compile.pass2phase", "compile.repl2phase"):
-            return [s for e in _elements(args[-1]) for s in _steps(world, e, what)]
+            return [s for e in _elements(args[-1]) for s in _steps(world, e, what, program)]
         if head == "compile.prefix_cleanup_phase":
             return [PrefixCleanup(_string(args[-1], what))]
         if head == "compile.named":
@@ -119,8 +121,8 @@ def _steps(world: World, d: Def, what: str) -> list[Step]:
                 # no plugin to be missing: not a phase's name at all (it was elided silently)
                 raise VerimimError("E-NAME", f"{what}: `compile.named \"{name}\"` names no phase: a phase's "
                                    f"name is `plugin.phase`", d.loc)
-            loaded = plugin_loaded(world, plugin)
-            if world.find_annex(name) is not None or (loaded and _registered(name)):
+            loaded = plugin_loaded(program, plugin)
+            if program.find_annex(name) is not None or (loaded and _registered(name)):
                 return step_of_name(name)
             if loaded:
                 # elided only when its plugin is not loaded: a name the loaded plugin lacks is a typo
@@ -129,7 +131,7 @@ def _steps(world: World, d: Def, what: str) -> list[Step]:
             return []  # (upstream: a phase of a plugin the program does not load is left out)
         if head == "compile.cond":
             plugin = _string(args[-2], what)
-            return _steps(world, args[-1], what) if plugin_loaded(world, plugin) else []
+            return _steps(world, args[-1], what, program) if plugin_loaded(program, plugin) else []
         if _is_phase_type(world, world.type_of(d)):
             # A phase with arguments (`compile.eta_red_pass ff`, `mem.reshape_pass m`).
             return step_of_name(head)
@@ -167,10 +169,11 @@ def _show(d: Def) -> str:
     return show(d)
 
 
-def spec_from_definitions(world: World, defs: dict[str, Def], origin: str) -> PipelineSpec:
+def spec_from_definitions(world: World, defs: dict[str, Def], origin: str,
+                          program: World | None = None) -> PipelineSpec:
     spec = PipelineSpec()
     for name, d in defs.items():
-        steps = steps_of(world, d, f"`{name}` in {origin}", world.pipeline_locs.get(name))
+        steps = steps_of(world, d, f"`{name}` in {origin}", world.pipeline_locs.get(name), program)
         attr = {"_compile": "main", "host_specific_phases": "host", "device_specific_phases": "device"}[name]
         setattr(spec, attr, steps)
         spec.source[attr] = f"`{name}` in {origin}"
@@ -201,9 +204,10 @@ def flat_names(steps: list[Step]) -> list[str]:
     return out
 
 
-def load_pipeline_file(path: str, include: list[str] | None = None) -> PipelineSpec:
-    """The pipeline definitions of a Mim file (`--pipeline FILE.mim`)."""
+def load_pipeline_file(path: str, include: list[str] | None = None, program: World | None = None) -> PipelineSpec:
+    """The pipeline definitions of a Mim file (`--pipeline FILE.mim`) for `program`, whose
+    plugins decide what `compile.named` and `compile.cond` keep."""
     from verimim.source import load_source  # as the program itself: a bad byte at its line:col
 
     world, _unit = load_source(path, include or [])
-    return spec_from_definitions(world, world.pipeline_defs, path)
+    return spec_from_definitions(world, world.pipeline_defs, path, program)

@@ -111,12 +111,12 @@ def load(path: str, include: list[str]) -> tuple[World, Unit]:
     return load_source(path, include)
 
 
-def _pipeline_file(pipeline: str | None, include: list[str]) -> Any:
+def _pipeline_file(pipeline: str | None, include: list[str], program: World) -> Any:
     if pipeline is None:
         return None
     from verimim.phases.program_pipeline import load_pipeline_file
 
-    return load_pipeline_file(pipeline, include)
+    return load_pipeline_file(pipeline, include, program)
 
 
 def plan_for(world: World, include: list[str], host_phases: list[str] | None = None,
@@ -124,7 +124,7 @@ def plan_for(world: World, include: list[str], host_phases: list[str] | None = N
     """The one pipeline plan of a program and the overrides: every command runs this one."""
     from verimim.phases.plan import build_plan
 
-    return build_plan(world, _pipeline_file(pipeline, include), host_phases, device_phases)
+    return build_plan(world, _pipeline_file(pipeline, include, world), host_phases, device_phases)
 
 
 STATUSES = ("proved", "bounded", "validated", "unknown", "refuted", "skipped", "rejected")

@@ -138,6 +138,22 @@ def test_pipeline_file_on_the_command_line(tmp_path: Path) -> None:
     assert all(p["status"] in ("proved", "skipped") for p in obj["phases"])
 
 
+
+def test_a_pipeline_files_named_and_cond_phases_are_decided_by_the_programs_plugins(tmp_path: Path) -> None:
+    # The file imports only `compile`: its `compile.named "gpu.…"` and `compile.cond "gpu"` were
+    # decided by its own plugins (gpu not loaded there) and the whole pipeline was left out.
+    world, _ = load_text(PROGRAM.replace("PIPELINE", ""), "p.mim")
+    pl = tmp_path / "pl.mim"
+    pl.write_text("import compile;\n"
+                  "lam _compile (): compile.Phase = compile.phases ff (compile.named \"mem.alloc2malloc_repl\",\n"
+                  "    compile.named \"gpu.split_apply\", compile.cond \"gpu\" (compile.named \"gpu.mem_checks\"),\n"
+                  "    compile.cond \"btensor\" (compile.named \"btensor.nothing\"));\n")
+    assert load_pipeline_file(str(pl), program=world).main == ["mem.alloc2malloc_repl", "gpu.split_apply",
+                                                               "gpu.mem_checks"]
+    bare, _ = load_text("plugin core;\nfun extern main (m0: mem.M 0): [mem.M 0, I32] = return (m0, 7I32);\n", "q.mim")
+    assert load_pipeline_file(str(pl), program=bare).main == ["mem.alloc2malloc_repl"]  # (core loads mem) no gpu
+
+
 def test_a_refuted_specification_is_placed_where_its_counterexample_points(monkeypatch: pytest.MonkeyPatch) -> None:
     # E-SPEC had no position: --json and SARIF could not place it, though the counterexample names one
     from verimim.phases.runner import spec_location

@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from verimim.diagnostics import Loc, VerimimError
-from verimim.ir.defs import App, Axiom, Def, Lam, Lit, MutLam, Pack, Tuple
+from verimim.ir.defs import App, Axiom, Def, Lam, Lit, MutLam, Pack, Pi, Tuple
 from verimim.ir.world import World
 from verimim.plug.compile import plugin_loaded, string_literal
 
@@ -78,6 +78,10 @@ def steps_of(world: World, d: Def, what: str, at: Loc | None = None, program: Wo
 
 
 def _steps_of(world: World, d: Def, what: str, program: World) -> list[Step]:
+    if isinstance(d, (Lam, MutLam)) and not isinstance(d, Axiom) and d.pi.dom is not world.unit_t():
+        # (the unit was passed for the parameter, and a flag that read it became ff)
+        raise VerimimError("E-TYPE", f"{what}: a pipeline takes no parameter (`[] → compile.Phase`), found "
+                           f"`{_show(d.pi)}`", d.loc)
     if isinstance(d, MutLam) and d.body is not None and not world.is_cn(d.pi):
         # `lam _compile (): Phase = …` (extern or not): its value is its body; the parameter is
         # the unit, which the body cannot inspect.
@@ -106,8 +110,13 @@ def _steps(world: World, d: Def, what: str, program: World) -> list[Step]:
         head, args = d.head.annex, d.args()
         if head == "compile.phases":
             fix, elems = args[-2], args[-1]
+            if not isinstance(fix, Lit):
+                # (it was read as ff): whether a group repeats is decided when the pipeline is built
+                raise VerimimError("E-TYPE", f"{what}: `compile.phases` repeats its phases or not by a flag "
+                                   f"known when the pipeline is built (`tt`, `ff`, `compile.is_loaded \"p\"`), "
+                                   f"found `{_show(fix)}`", fix.loc or d.loc)
             inner = [s for e in _elements(elems) for s in _steps(world, e, what, program)]
-            if isinstance(fix, Lit) and fix.value:
+            if fix.value:
                 return [Fixpoint(tuple(inner))]
             return inner
         if head in ("compile.passes", "compile.repls", "compile.pass2phase", "compile.repl2phase"):
@@ -122,7 +131,15 @@ def _steps(world: World, d: Def, what: str, program: World) -> list[Step]:
                 raise VerimimError("E-NAME", f"{what}: `compile.named \"{name}\"` names no phase: a phase's "
                                    f"name is `plugin.phase`", d.loc)
             loaded = plugin_loaded(program, plugin)
-            if program.find_annex(name) is not None or (loaded and _registered(name)):
+            found = program.find_annex(name)
+            if found is not None and not _names_a_phase(*found):
+                raise VerimimError("E-TYPE", f"{what}: `compile.named \"{name}\"` names `{name}`, which is no "
+                                   f"phase: its type is `{_show(found[0].type_of(found[1]))}`, not "
+                                   f"`compile.Phase` (or a function giving one)", d.loc)
+            if found is not None and isinstance(found[1], (Lam, MutLam)) and found[1].body is not None:
+                # a pipeline the plugin defines (`anx lam host_specific_phases () = …`): its phases
+                return _steps_of(found[0], found[1], what, program)
+            if found is not None or (loaded and _registered(name)):
                 return step_of_name(name)
             if loaded:
                 # elided only when its plugin is not loaded: a name the loaded plugin lacks is a typo
@@ -140,6 +157,15 @@ def _steps(world: World, d: Def, what: str, program: World) -> list[Step]:
 
 def _is_phase_type(world: World, t: Def) -> bool:
     return isinstance(t, Axiom) and t.annex in ("compile.Phase", "compile.Pass", "compile.Repl")
+
+
+def _names_a_phase(world: World, annex: Def) -> bool:
+    """Whether an annex is a phase, a pass, a rewrite, or a function giving one (a pipeline
+    `[] → compile.Phase`, a phase with arguments)."""
+    t = world.type_of(annex)
+    while isinstance(t, Pi):
+        t = t.codom
+    return _is_phase_type(world, t)
 
 
 def _elements(d: Def) -> tuple[Def, ...]:

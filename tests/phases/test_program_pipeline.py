@@ -109,6 +109,36 @@ def test_a_definition_that_is_not_a_pipeline_is_a_type_error() -> None:
     assert e.value.code == "E-TYPE"
 
 
+
+@pytest.mark.parametrize("pipeline, message", [
+    # `compile.named` of an annex that is no phase was `skipped`, "declared as a phase"
+    ('compile.phases ff (gpu.split_apply, compile.named "gpu.init")', "names `gpu.init`, which is no phase"),
+    ('compile.named "mem.M"', "names `mem.M`, which is no phase"),
+])
+def test_a_named_annex_that_is_no_phase_is_a_type_error(pipeline: str, message: str) -> None:
+    world, _ = load_text(PROGRAM.replace("PIPELINE", f"lam _compile (): compile.Phase = {pipeline};"), "p.mim")
+    with pytest.raises(VerimimError) as e:
+        spec_from_definitions(world, world.pipeline_defs, "t")
+    assert e.value.code == "E-TYPE" and message in e.value.message and e.value.loc is not None
+
+
+def test_a_named_pipeline_of_a_plugin_is_its_phases() -> None:
+    # gpu.mim: `anx lam host_specific_phases () = host_malloc2gpualloc_repl;` (it was `skipped`)
+    world, _ = load_text(PROGRAM.replace("PIPELINE", 'lam _compile (): compile.Phase = compile.phases ff '
+                                         '(gpu.split_apply, compile.named "gpu.host_specific_phases");'), "p.mim")
+    spec = spec_from_definitions(world, world.pipeline_defs, "t")
+    assert spec.main == ["gpu.split_apply", "gpu.host_malloc2gpualloc_repl"]
+
+
+def test_a_pipeline_with_a_parameter_is_a_type_error() -> None:
+    # The unit was passed for `b`, and `compile.phases b` read the flag as ff.
+    world, _ = load_text(PROGRAM.replace("PIPELINE", "lam _compile (b: Bool): compile.Phase = "
+                                         "compile.phases b (compile.cleanup, gpu.split_apply);"), "p.mim")
+    with pytest.raises(VerimimError) as e:
+        spec_from_definitions(world, world.pipeline_defs, "t")
+    assert e.value.code == "E-TYPE" and "takes no parameter" in e.value.message
+
+
 @pytest.mark.parametrize("definition", ["lam _compile (): Nat = 3;", "fun _compile (): compile.Phase = return compile.null;"])
 def test_a_pipeline_error_points_at_the_definition_in_the_program(definition: str) -> None:
     # `3` is one node wherever it is written: its place was core.mim's `0b11`; an application

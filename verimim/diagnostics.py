@@ -219,3 +219,9 @@ def recursion_diagnostic(exc: RecursionError) -> Diagnostic:
                                   "to process (Python's recursion limit was reached)", loc)
     return Diagnostic("E-INTERNAL", "internal error: recursion limit reached with no source location "
                       "in reach", None)
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, …, 11th, 12th, 13th, …, 21st (for messages)."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from verimim import verdicts
-from verimim.diagnostics import Diagnostic, Related, UsageError, VerimimError, exit_code_for, recursion_diagnostic
+from verimim.diagnostics import (Diagnostic, Related, UsageError, VerimimError, exit_code_for, ordinal,
+                                 recursion_diagnostic)
 from verimim.frontend.loader import Unit
 from verimim.ir.world import World
 
@@ -415,12 +416,15 @@ def diff(path: str, include: list[str], args: list[str], fuel: int | None = None
             report.diagnostics.extend(d for d in run.diagnostics if d.severity == "error")  # (warnings: above)
             return
         outputs = Observations(argv, fuel=fuel)
+        times: dict[str, int] = {}  # a phase the plan runs again (a fixed-point round) is a target of its own
         for res in run.results:
             if res.skipped is not None:
                 continue
             name = res.label
+            n = times[name] = times.get(name, 0) + 1
+            nth = "" if n == 1 else f" ({ordinal(n)} run)"
             got = outputs.of(res.after.host, res.after.device)
-            mismatch(got, ref, f"interp after {name}", f"after `{name}` the program", "the source")
+            mismatch(got, ref, f"interp after {name}{nth}", f"after `{name}`{nth} the program", "the source")
         want_gpu = use_gpu
         if want_gpu is None:
             from verimim.runtime.cuda import device_available

@@ -212,3 +212,17 @@ def test_named_leaves_out_a_registered_phase_of_a_plugin_the_program_does_not_lo
                     'lam extern _compile (): %compile.Phase = %compile.named "gpu.remove_double_syncs";\n')
     got = driver.check(str(path), [])
     assert got.ok and got.data["pipeline"]["main"] == [], got.data["pipeline"]
+
+
+def test_diff_compares_after_each_run_of_a_phase_the_plan_runs_twice(tmp_path: Path) -> None:
+    # A phase named twice was one target: the second run's comparison overwrote the first's.
+    from verimim import driver
+
+    prog = tmp_path / "twice.mim"
+    prog.write_text(PROGRAM.replace("PIPELINE", "lam _compile (): compile.Phase = compile.phases ff "
+                                    "(compile.cleanup, compile.cleanup, gpu.split_apply);"))
+    rep = driver.diff(str(prog), [], [])
+    assert rep.exit_code == 0, rep.diagnostics
+    assert rep.data["pipeline"]["ran"][:2] == ["compile.cleanup", "compile.cleanup"]
+    assert len(rep.data["targets"]) == 1 + len(rep.data["pipeline"]["ran"])  # the source, then every run
+    assert "interp after compile.cleanup (2nd run)" in rep.data["targets"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from verimim.diagnostics import LAUNCHED_HERE, Loc, Related
+from verimim.diagnostics import LAUNCHED_HERE, Loc, Related, ordinal
 from verimim.interp.compile import SUSPEND
 from verimim.interp.memory import Block, Ptr
 from verimim.interp.races import RaceTracker
@@ -106,12 +106,7 @@ def stream_name(h: int) -> str:
     `gpu.with_streams` makes its streams with a `gpu.stream_init` the program does not show)."""
     if h == DEFAULT_STREAM:
         return "the default stream"
-    return f"the stream made by the {_ordinal(h)} `gpu.stream_init` to run (`gpu.with_streams` makes its streams so)"
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
+    return f"the stream made by the {ordinal(h)} `gpu.stream_init` to run (`gpu.with_streams` makes its streams so)"
 
 
 def record(m: Machine, stream: int, block: Block, lo: int, hi: int, write: bool, loc: Loc | None, what: str) -> None:

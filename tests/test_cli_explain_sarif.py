@@ -99,6 +99,18 @@ def test_sarif_log_of_located_and_related_diagnostics_validates() -> None:
     assert run["invocations"][0]["executionSuccessful"] is False
 
 
+
+@pytest.mark.parametrize("file, uri", [
+    ("rel/a b#%c.mim", "rel/a%20b%23%25c.mim"),  # (was written as it is: no URI reference)
+    ("bad\udcffname.mim", "bad%FFname.mim"),  # a byte of the name that is no UTF-8
+    ("/abs/a b.mim", "file:///abs/a%20b.mim"),
+])
+def test_a_sarif_artifact_uri_is_percent_encoded(file: str, uri: str) -> None:
+    log = sarif.log([Diagnostic("W-LEAK", "leak", Loc(file, 1, 1), "warning")], file, 0, "run")
+    (run,) = log["runs"]
+    assert run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == uri
+    assert run["artifacts"][0]["location"]["uri"] == uri
+
 def test_sarif_schema_refutes_wrong_logs() -> None:
     v = _sarif_validator()
     good = sarif.log([Diagnostic("E-TYPE", "m", Loc("p.mim", 1, 1))], "p.mim", 1, "check")

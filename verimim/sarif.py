@@ -6,8 +6,9 @@ Unicode code points, as verimim's do (`columnKind`), not SARIF's default UTF-16 
 """
 from __future__ import annotations
 
+import os
 import shlex
-
+import urllib.parse
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,11 @@ def _tool_version() -> str:
 
 def _uri(file: str) -> str:
     p = Path(file)
-    return p.as_uri() if p.is_absolute() else p.as_posix()
+    if p.is_absolute():
+        return p.as_uri()
+    # a relative reference, percent-encoded as a URI needs (`a b#1.mim` is `a%20b%231.mim`; a byte
+    # of the name that is no UTF-8 is its own escape)
+    return urllib.parse.quote(os.fsencode(p.as_posix()), safe="/")
 
 
 def _location(loc: Loc, message: str | None = None) -> dict[str, Any]:

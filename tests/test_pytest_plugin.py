@@ -311,7 +311,7 @@ def test_unmarked(verimim_phase_name):
     result = pytester.runpytest("--strict-markers", "-rf")
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*needs @pytest.mark.verimim_phase(NAME)*"])
-    pytester.runpytest("--markers").stdout.fnmatch_lines(["@pytest.mark.verimim_phase(name):*"])
+    pytester.runpytest("--markers").stdout.fnmatch_lines(["@pytest.mark.verimim_phase(name, ...):*"])
 
 
 def test_a_test_marked_for_two_phases_tests_each(pytester: pytest.Pytester) -> None:
@@ -341,6 +341,25 @@ class TestOnClass:
     result = pytester.runpytest("-v")
     result.assert_outcomes(passed=3, failed=1, errors=1)
     result.stdout.fnmatch_lines(["*test_both?compile.cleanup? PASSED*", "*test_both?gpu.mem_checks? FAILED*",
+                                 "*unknown phase `gpu.mem_chekcs`*"])
+
+
+def test_one_marker_naming_two_phases_tests_each(pytester: pytest.Pytester) -> None:
+    # `verimim_phase("a", "b")` ran for "a" only: the second name was dropped without a word
+    pytester.makepyfile(test_pair='''
+import pytest
+
+@pytest.mark.verimim_phase("gpu.mem_checks", "compile.cleanup")
+def test_both(verimim_phase_name):
+    assert verimim_phase_name != "gpu.mem_checks"
+
+@pytest.mark.verimim_phase("gpu.mem_checks", "gpu.mem_chekcs")
+def test_misspelt_second():
+    pass
+''')
+    result = pytester.runpytest("-v")
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*test_both?gpu.mem_checks? FAILED*", "*test_both?compile.cleanup? PASSED*",
                                  "*unknown phase `gpu.mem_chekcs`*"])
 
 

@@ -413,7 +413,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "verimim_phase(name): a property test of the verimim phase NAME "
+        "markers", "verimim_phase(name, ...): a property test of the verimim phase NAME (of each NAME) "
         "(the fixture `verimim_phase_name` returns NAME)")
     _collect_verimim_paths(config)
 
@@ -793,9 +793,10 @@ def _marker_names(node: Any) -> list[object]:
         if owner is not None and at is not owner:
             break
         owner = at
-        name = marker.args[0] if marker.args else marker.kwargs.get("name")
-        if name not in out:
-            out.append(name)
+        # `verimim_phase("a.p", "b.q")` marks the test for both (the second was dropped)
+        for name in marker.args or (marker.kwargs.get("name"),):
+            if name not in out:
+                out.append(name)
     return out
 
 

@@ -86,3 +86,13 @@ def test_a_wrong_object_is_refuted() -> None:
     assert not v.is_valid(bad_phase)
     bad_diag = {**good, "diagnostics": [{"severity": "error", "code": "E-X", "message": "m"}]}
     assert not v.is_valid(bad_diag)
+
+
+@pytest.mark.parametrize("args", [["fuzz", "report"], ["fuzz", "report", "/nonexistent-campaign"],
+                                  ["fuzz", "report", "--no-such", "x"]])
+def test_a_fuzz_report_usage_error_has_the_reports_keys(args: list[str]) -> None:
+    # (a missing DIRECTORY printed the keys of `fuzz`, the campaign)
+    p = verimim(*args, "--json")
+    assert p.returncode == 2
+    obj = _validate("fuzz-report", p.stdout)
+    assert [d["code"] for d in obj["diagnostics"]] == ["E-USAGE"]

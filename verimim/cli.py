@@ -611,11 +611,15 @@ def _sm_option(value: str) -> str:
 
 
 def _command_of(args: list[str]) -> str:
-    """The subcommand named on a command line that click rejected (its JSON schema)."""
-    for a in args:
-        if not a.startswith("-"):
-            return a if a in cli.commands else "usage"
-    return "usage"
+    """The subcommand named on a command line that click rejected (its JSON schema): `fuzz
+    report …` is `fuzz-report`, whatever click found wrong with it."""
+    words = [a for a in (args[:args.index("--")] if "--" in args else args) if not a.startswith("-")]
+    if not words or words[0] not in cli.commands:
+        return "usage"
+    if words[0] == "fuzz":
+        after = [a for a in args[args.index("fuzz") + 1:] if a not in ("--json", "--debug")]
+        return "fuzz-report" if after[:1] == ["report"] else "fuzz"  # (`--campaign report` is a folder)
+    return words[0]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -211,6 +211,7 @@ def test_max_work_items_is_the_limit(tmp_path: Path) -> None:
     path = _launch(tmp_path, 2, 4)
     refused = verimim("run", path, "--target", "interp", "--max-work-items", "7", "--json")
     assert refused.returncode == 1 and "2 × 4 = 8 work-items" in refused.stdout
+    assert "(7, --max-work-items;" in refused.stdout and "about a minute" not in refused.stdout  # (the default's)
     ran = verimim("run", path, "--target", "interp", "--max-work-items", "8", "--json")
     assert ran.returncode == 0 and json.loads(ran.stdout)["result"] == 1
     assert verimim("run", path, "--max-work-items", "0").returncode == 2

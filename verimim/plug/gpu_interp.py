@@ -310,9 +310,12 @@ class LaunchTooLarge(RuntimeFault):
     def __init__(self, n_groups: int, n_items: int, limit: int, loc: Loc | None) -> None:
         self.size = f"{n_groups} × {n_items} = {n_groups * n_items} work-items"
         self.limit = limit
+        from verimim.interp.machine import DEFAULT_MAX_WORK_ITEMS
+
+        # (the default is what the interpreter runs in about a minute; a limit given is the user's)
+        why = "about a minute" if limit == DEFAULT_MAX_WORK_ITEMS else "--max-work-items"
         super().__init__("E-FUEL", f"this launch has {self.size}, more than the interpreter runs ({limit}, "
-                         f"about a minute; raise it with --max-work-items) — run it on a GPU with "
-                         f"--target gpu", loc)
+                         f"{why}; raise it with --max-work-items) — run it on a GPU with --target gpu", loc)
 
 
 def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:

@@ -125,6 +125,15 @@ def compile_device_module(device_world: World, sm: str = "sm_90", *, param_align
     return DeviceModule(text, ptx, sm, kernels, param_align)
 
 
+def empty_ptx(sm: str = "sm_90") -> str:
+    """The PTX of a module with no kernel (a program that launches none): its header, which
+    ptxas and the driver take (a file of a comment alone is no PTX: "Missing .version")."""
+    llvm = llvm_binding()
+    tm = target_machine(sm)
+    mod = llvm.parse_assembly(f'target triple = "{TRIPLE}"\ntarget datalayout = "{tm.target_data}"\n')
+    return tm.emit_assembly(mod)
+
+
 def compile_device(device_world: World, sm: str = "sm_90") -> tuple[str, str]:
     """(LLVM IR text, PTX text) of the device World's kernels."""
     dm = compile_device_module(device_world, sm)

@@ -268,3 +268,24 @@ def test_runtime_imports_without_z3(monkeypatch: pytest.MonkeyPatch) -> None:
             "import verimim.runtime.pipeline, verimim.interp.machine\n"
             "from verimim.runtime.cuda import device_available; device_available()\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_compile_of_a_program_without_kernels_writes_a_ptx_module(tmp_path: Path) -> None:
+    # (it wrote a comment alone, which ptxas refuses: "Missing .version directive")
+    import shutil
+    import subprocess
+
+    from verimim import driver
+
+    prog = tmp_path / "host_only.mim"
+    prog.write_text("plugin core;\nplugin mem;\n"
+                    "fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)"
+                    ": [mem.M 0, I32] =\n    return (m0, core.wrap.add 0 (argc, 1I32));\n")
+    rep = driver.compile_to(str(prog), [], str(tmp_path / "out"), sm="sm_80")
+    assert rep.exit_code == 0 and rep.data["kernels"] == [], rep.diagnostics
+    ptx = (tmp_path / "out.ptx").read_text()
+    assert re.search(r"^\.version \d+\.\d+$", ptx, re.M) and re.search(r"^\.target sm_80$", ptx, re.M)
+    assert ".address_size 64" in ptx and ".entry" not in ptx
+    if shutil.which("ptxas"):  # (where the CUDA toolkit is installed)
+        subprocess.run(["ptxas", "-arch=sm_80", str(tmp_path / "out.ptx"), "-o", str(tmp_path / "out.cubin")],
+                       check=True, capture_output=True)

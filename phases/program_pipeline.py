@@ -78,7 +78,7 @@ def steps_of(world: World, d: Def, what: str, at: Loc | None = None, program: Wo
 
 
 def _steps_of(world: World, d: Def, what: str, program: World) -> list[Step]:
-    if isinstance(d, (Lam, MutLam)) and not isinstance(d, Axiom) and d.pi.dom is not world.unit_t():
+    if isinstance(d, (Lam, MutLam)) and not world.is_cn(d.pi) and d.pi.dom is not world.unit_t():
         # (the unit was passed for the parameter, and a flag that read it became ff)
         raise VerimimError("E-TYPE", f"{what}: a pipeline takes no parameter (`[] → compile.Phase`), found "
                            f"`{_show(d.pi)}`", d.loc)

@@ -57,13 +57,18 @@ class CompiledProgram:
         return self.device.kernels.get(name) if self.device is not None else None
 
 
-def compile_program(world: World, sm: str = "sm_90", plan: PipelinePlan | None = None) -> CompiledProgram:
+def compile_program(world: World, sm: str = "sm_90", plan: PipelinePlan | None = None,
+                    data: dict[str, Any] | None = None) -> CompiledProgram:
     """Frontend output → the program's plan (unverified; `buffer.lower_ptr` is part of every
-    plan) → device PTX and host LLVM IR."""
+    plan) → device PTX and host LLVM IR. `data` (a report's) gets the plan that ran as
+    `pipeline` before the code is generated: a construct the back end refuses is refused
+    after it ran."""
     from verimim.runtime.nvptx import compile_device_module
     from verimim.runtime.pipeline import run_plan
 
     run = run_plan(world, plan)
+    if data is not None:
+        data["pipeline"] = run.pipeline
     prog = run.program
     dm = None
     if prog.device is not None and any(k.body is not None for k in prog.device.externals.values()):

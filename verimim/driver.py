@@ -302,8 +302,8 @@ def compile_to(path: str, include: list[str], out: str, sm: str = "sm_90", host_
         _check_outputs(out, ll, ptx)  # before any work (docs/cli.md: exit 2 is found first)
         world, unit = load(path, include)
         find_main(world, path)  # the host module is main's: without one, say where it is missing
-        prog = compile_program(world, sm, plan_for(world, include, host_phases, device_phases, pipeline))
-        report.data["pipeline"] = prog.pipeline
+        prog = compile_program(world, sm, plan_for(world, include, host_phases, device_phases, pipeline),
+                               report.data)
         device = prog.device.ptx if prog.device is not None else empty_ptx(sm)
         try:
             ll.write_text(prog.host.llvm_ir)

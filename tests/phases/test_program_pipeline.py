@@ -226,3 +226,16 @@ def test_diff_compares_after_each_run_of_a_phase_the_plan_runs_twice(tmp_path: P
     assert rep.data["pipeline"]["ran"][:2] == ["compile.cleanup", "compile.cleanup"]
     assert len(rep.data["targets"]) == 1 + len(rep.data["pipeline"]["ran"])  # the source, then every run
     assert "interp after compile.cleanup (2nd run)" in rep.data["targets"]
+
+
+def test_compile_refusing_what_the_plan_left_still_reports_the_plan_that_ran(tmp_path: Path) -> None:
+    # An empty `_compile` leaves the kernel unsplit: the back end refuses the launch, and
+    # `compile --json` said `"pipeline": null` though the (empty) plan had run.
+    pytest.importorskip("llvmlite.binding")
+    from verimim import driver
+
+    prog = tmp_path / "empty.mim"
+    prog.write_text(PROGRAM.replace("PIPELINE", "lam _compile (): compile.Phase = compile.phases ff ();"))
+    rep = driver.compile_to(str(prog), [], str(tmp_path / "out"))
+    assert [d.code for d in rep.diagnostics] == ["E-UNSUPPORTED"]
+    assert rep.data["pipeline"] is not None and rep.data["pipeline"]["main"] == []

@@ -173,7 +173,7 @@ def _report_skip(run: PipelineRun, step: Skip, side: str | None) -> None:
     if side:
         entry["side"] = side
     run.phases.append(entry)
-    if run.until is not None and step.name == run.until:
+    if run.until is not None and run.until in (step.name, f"{step.name}[{side}]"):
         run.done = True  # after a step that does nothing, the program is as it was before it
 
 
@@ -270,5 +270,5 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
         run.stopped = True
         return
     run.program = res.after
-    if run.until is not None and name == run.until:
+    if run.until is not None and run.until in (name, res.label):  # (`name[device]`: that side's)
         run.done = True

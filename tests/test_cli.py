@@ -114,6 +114,22 @@ def test_a_dump_after_the_split_is_one_program_that_runs_to_the_same_result(tmp_
     assert got["ok"] and got["result"] == want["result"], got["diagnostics"]
 
 
+def test_dump_after_takes_a_side_as_pipeline_ran_names_it() -> None:
+    # `pipeline.ran` says `gpu.remove_double_syncs[device]`; `--after` refused that name
+    path = str(PROGRAMS / "valid" / "manual_stream.mim")
+    device = verimim("dump", path, "--after", "gpu.remove_double_syncs[device]")
+    assert device.returncode == 0, device.stderr
+    assert device.stdout == verimim("dump", path, "--after", "gpu.remove_double_syncs").stdout
+    host = verimim("dump", path, "--after", "gpu.host_malloc2gpualloc_repl[host]")
+    assert host.returncode == 0 and "con extern kernel" in host.stdout, host.stderr
+    wrong_side = verimim("dump", path, "--after", "gpu.host_malloc2gpualloc_repl[device]", "--json")
+    diag = json.loads(wrong_side.stdout)["diagnostics"][0]
+    assert wrong_side.returncode == 2 and "not a phase of this program's pipeline" in diag["message"]
+    assert "gpu.host_malloc2gpualloc_repl[host]" in diag["message"]
+    bad = verimim("dump", path, "--after", "gpu.remove_double_syncs[dev]", "--json")
+    assert bad.returncode == 2 and "`[host]` or `[device]`" in json.loads(bad.stdout)["diagnostics"][0]["message"]
+
+
 def test_dump_after_a_phase_the_pipeline_never_reaches_is_a_usage_error(tmp_path: Path) -> None:
     """A program without kernels is never split, so `remove_double_syncs` (a device-side phase)
     never runs: printing the final program under its name would be a false claim. The folds

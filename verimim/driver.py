@@ -474,7 +474,11 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
 
         from verimim.smt.spec_normalize import NAME as FOLDS
 
-        phase = resolve(after)
+        # `PHASE[host]` / `PHASE[device]`: that side's run in a sub-pipeline (as `pipeline.ran` says)
+        base, bracket, side = after.partition("[")
+        if bracket and side not in ("host]", "device]"):
+            raise UsageError(f"--after: `{after}`: a side is `[host]` or `[device]`")
+        phase = resolve(base) + bracket + side
         if phase == FOLDS:
             # the normalizers fold while the program is built: after them is the program as loaded
             report.text = dump_dot(world, unit) if dot else dump_unit(world, unit)
@@ -487,8 +491,9 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
             return
         if not run.done:
             # Printing the final program would claim it is the output of a phase that never ran.
-            steps = ", ".join(dict.fromkeys(e["name"] for e in run.phases)) or "none"
-            if phase in PHASES:
+            steps = ", ".join(dict.fromkeys(e["name"] + (f"[{e['side']}]" if e.get("side") else "")
+                                            for e in run.phases)) or "none"
+            if resolve(base) in PHASES:
                 raise UsageError(f"--after: `{after}` is not a phase of this program's pipeline; its phases: {steps}")
             raise UsageError(f"--after: unknown phase `{after}`; this program's pipeline: {steps}; "
                              f"verimim's phases: {', '.join(sorted([*PHASES, FOLDS]))}")

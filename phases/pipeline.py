@@ -18,7 +18,7 @@ overridden by the program, a pipeline file or the command line (verimim.phases.p
 """
 from __future__ import annotations
 
-from verimim.diagnostics import Diagnostic
+from verimim.diagnostics import Diagnostic, Loc, Related
 from verimim.ir.defs import MutLam
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program
@@ -51,8 +51,9 @@ class PrefixCleanup(Phase):
 
     name = "compile.prefix_cleanup_phase"
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, loc: Loc | None = None) -> None:
         self.prefix = prefix
+        self.loc = loc  # where the pipeline names it
 
     def apply(self, prog: Program) -> PhaseResult:
         res = PhaseResult(self.name, prog, prog)
@@ -76,7 +77,9 @@ class PrefixCleanup(Phase):
             what = "the program's `main`" if m.name == "main" else f"kernel `{m.name}`, which the host launches,"
             res.diagnostics.append(Diagnostic(
                 "E-NAME", f"`compile.prefix_cleanup_phase \"{self.prefix}\"` would make {what} internal and "
-                f"remove it: the compiled program would have no `{m.name}`", m.loc))
+                f"remove it: the compiled program would have no `{m.name}`", m.loc,
+                related=(Related(f"`compile.prefix_cleanup_phase \"{self.prefix}\"` in the pipeline", self.loc),)
+                if self.loc is not None else ()))
             return res
         worlds = [Rewriter(w).run(internal) for w in prog.worlds()]
         res.after = Program(worlds[0], worlds[1] if len(worlds) > 1 else None)

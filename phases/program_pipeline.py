@@ -46,6 +46,7 @@ class PrefixCleanup:
     code is removed (upstream's `internal_cleanup_phase` is the prefix `internal_`)."""
 
     prefix: str
+    loc: Loc | None = field(default=None, compare=False)  # where the pipeline names it
 
 
 Step = str | Fixpoint | Skip | PrefixCleanup
@@ -69,12 +70,25 @@ def steps_of(world: World, d: Def, what: str, at: Loc | None = None, program: Wo
     is for, where it is not `world` (a --pipeline file): its plugins decide `compile.named` and
     `compile.cond`, as the program's own pipeline would be decided."""
     try:
-        return _steps_of(world, d, what, program or world)
+        return _placed(_steps_of(world, d, what, program or world), at or d.loc)
     except VerimimError as e:
         here = at or d.loc
         if here is None or (e.loc is not None and e.loc.file == here.file):
             raise
         raise dataclasses.replace(e, loc=here) from None
+
+
+def _placed(steps: list[Step], here: Loc | None) -> list[Step]:
+    """The steps, a prefix cleanup written in another file (a plugin's `internal_cleanup_phase`)
+    placed at the definition that names it."""
+    out: list[Step] = []
+    for s in steps:
+        if isinstance(s, Fixpoint):
+            s = Fixpoint(tuple(_placed(list(s.steps), here)))
+        elif isinstance(s, PrefixCleanup) and (s.loc is None or here is None or s.loc.file != here.file):
+            s = PrefixCleanup(s.prefix, here)
+        out.append(s)
+    return out
 
 
 def _steps_of(world: World, d: Def, what: str, program: World) -> list[Step]:
@@ -122,7 +136,7 @@ def _steps(world: World, d: Def, what: str, program: World) -> list[Step]:
         if head in ("compile.passes", "compile.repls", "compile.pass2phase", "compile.repl2phase"):
             return [s for e in _elements(args[-1]) for s in _steps(world, e, what, program)]
         if head == "compile.prefix_cleanup_phase":
-            return [PrefixCleanup(_string(args[-1], what))]
+            return [PrefixCleanup(_string(args[-1], what), d.loc)]
         if head == "compile.named":
             name = _string(args[-1], what)
             plugin, dot, rest = name.partition(".")

@@ -197,7 +197,7 @@ def _judges_rejections(name: str) -> bool:
 
 
 def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) -> None:
-    phase: Phase | None = PrefixCleanupPhase(step.prefix) if isinstance(step, PrefixCleanup) else PHASES.get(step)
+    phase: Phase | None = PrefixCleanupPhase(step.prefix, step.loc) if isinstance(step, PrefixCleanup) else PHASES.get(step)
     if phase is None:
         run.diagnostics.append(Diagnostic("E-USAGE", f"unknown phase `{step}`; known: {', '.join(sorted(PHASES))}", None))
         run.stopped = True

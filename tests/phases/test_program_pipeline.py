@@ -239,3 +239,17 @@ def test_compile_refusing_what_the_plan_left_still_reports_the_plan_that_ran(tmp
     rep = driver.compile_to(str(prog), [], str(tmp_path / "out"))
     assert [d.code for d in rep.diagnostics] == ["E-UNSUPPORTED"]
     assert rep.data["pipeline"] is not None and rep.data["pipeline"]["main"] == []
+
+
+def test_a_prefix_cleanup_removing_main_points_at_main_and_at_the_step() -> None:
+    # (the error named `main` alone: the step at fault, in the pipeline, was not shown)
+    definition = 'lam _compile (): compile.Phase = compile.phases ff (compile.prefix_cleanup_phase "ma", gpu.split_apply);'
+    text = PROGRAM.replace("PIPELINE", definition)
+    world, _ = load_text(text, "prog.mim")
+    run = run_pipeline(world, verify=False)
+    [d] = [d for d in run.diagnostics if d.severity == "error"]
+    main_line = next(i for i, t in enumerate(text.splitlines(), 1) if t.startswith("fun extern main"))
+    assert d.code == "E-NAME" and d.loc is not None and d.loc.line == main_line
+    [rel] = d.related
+    step_line = text.splitlines().index(definition) + 1
+    assert rel.loc is not None and (rel.loc.line, rel.loc.col) == (step_line, definition.index("compile.prefix") + 1)

@@ -422,6 +422,9 @@ def test_fun_type_is_cn_of_arg_and_return() -> None:
      "found `mem.Ptr (I32, 1)`"),
     ("lam f (x: Nat): Bool = x;", "x;", "expected `Bool`, found `Nat`"),
     ("let b = core.ncmp.l (1I32, 2);", "1I32", "expected `Nat`, found `I32`"),
+    # an array of a length to infer (`compile.phases ff (p, q, 42I32)`): the element at fault,
+    # not the whole tuple
+    ("lam f {n: Nat} (xs: «n; I32»): Nat = n;\nlet y = f (1I32, 2I32, 3I8);", "3I8", "expected `I32`, found `I8`"),
 ])
 def test_type_errors_have_exact_positions(src: str, token: str, fragment: str) -> None:
     e = error(HEADER + src)

@@ -567,6 +567,15 @@ class Elaborator:
         if not isinstance(exp, Hole):
             exp = w.unfold(exp)  # (a recursive type's value is a tuple of its sigma's fields)
         arity = w.arity(exp)
+        if isinstance(exp, Arr) and isinstance(w.zonk(arity), Hole) and n >= 2 and exp.body.bvd == 0:
+            # `«?n; T»` (`compile.phases ff (p, q, 42I32)`): a tuple of n gives n, and each element
+            # is checked against T, so a mismatch is the element's, not the whole tuple's
+            mark = len(self.unifier.trail)
+            if self.unifier.unify(arity, w.lit_nat(n)) is None:
+                exp = w.zonk(exp)
+                arity = w.arity(exp)
+            else:
+                self.unifier.undo(mark)
         if isinstance(exp, Hole) or not isinstance(arity, Lit):
             v, t = self.infer(e, scope)
             self.expect(e.loc, exp, t)

@@ -273,7 +273,9 @@ class Verdict:
 
 MAX_ARGC_FOR_RUN = 64  # an argc whose fault check itself confirms by a run; its arguments written out
 PREFERRED_ARGC = 16  # a counterexample's argc is this or less where one such shows the fault
-MAX_ARGC_FOR_COMMAND = 1 << 20  # a larger argc is given by the shell (`yes a | head`), up to this
+# A larger argc is given by the shell (`yes a | head`), up to this: each argument takes 10 bytes
+# of the kernel's ARG_MAX (2 MiB on Linux: "a", its NUL and its pointer), so 100,000 take 1 MB.
+MAX_ARGC_FOR_COMMAND = 100_000
 
 
 def run_command(file: str, argc: int | None) -> str | None:

@@ -748,6 +748,13 @@ def test_a_race_only_for_a_large_argc_has_a_run_command_the_shell_expands(tmp_pa
                              capture_output=True, text=True, check=True).stdout
     assert counted.split() == ["303"]  # run, the file, 299 arguments, --schedule 0
     assert [d.code for d in driver.run(path, [], ["a"] * 299).diagnostics] == ["E-RACE"]
+    from verimim.smt.kernel_queries import MAX_ARGC_FOR_COMMAND, run_command
+
+    # as many as the system takes (ARG_MAX: 2 MiB on Linux; 2^20 arguments did not fit)
+    assert run_command(path, MAX_ARGC_FOR_COMMAND) is not None and run_command(path, MAX_ARGC_FOR_COMMAND + 1) is None
+    many = subprocess.run(["bash", "-c", "/bin/true $(yes a | head -n " + str(MAX_ARGC_FOR_COMMAND - 1) + ")"],
+                          capture_output=True, text=True)
+    assert many.returncode == 0, many.stderr
 
 
 

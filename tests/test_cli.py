@@ -126,6 +126,8 @@ def test_dump_after_takes_a_side_as_pipeline_ran_names_it() -> None:
     diag = json.loads(wrong_side.stdout)["diagnostics"][0]
     assert wrong_side.returncode == 2 and "not a phase of this program's pipeline" in diag["message"]
     assert "gpu.host_malloc2gpualloc_repl[host]" in diag["message"]
+    folds = verimim("dump", path, "--after", "core.normalize[host]", "--json")
+    assert folds.returncode == 2 and "has no side" in json.loads(folds.stdout)["diagnostics"][0]["message"]
     bad = verimim("dump", path, "--after", "gpu.remove_double_syncs[dev]", "--json")
     assert bad.returncode == 2 and "`[host]` or `[device]`" in json.loads(bad.stdout)["diagnostics"][0]["message"]
 

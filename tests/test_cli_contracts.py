@@ -532,6 +532,8 @@ def test_json_and_another_format_together_are_a_usage_error(args: list[str]) -> 
     assert obj["diagnostics"][0]["code"] == "E-USAGE" and "ask for two outputs" in obj["diagnostics"][0]["message"]
     same = verimim("check", "--json", "--format", "json", DEMO)
     assert same.returncode == 0 and json.loads(same.stdout)["ok"]
+    last = verimim("check", "--format", "sarif", "--format", "json", "--json", DEMO)  # click takes the last
+    assert last.returncode == 0 and json.loads(last.stdout)["ok"]
 
 
 def test_python_dash_m_verimim_is_the_command() -> None:

@@ -89,10 +89,17 @@ def test_a_wrong_object_is_refuted() -> None:
 
 
 @pytest.mark.parametrize("args", [["fuzz", "report"], ["fuzz", "report", "/nonexistent-campaign"],
-                                  ["fuzz", "report", "--no-such", "x"]])
+                                  ["fuzz", "report", "--no-such", "x"], ["fuzz", "--seed", "3", "report"],
+                                  ["fuzz", "--color", "never", "report"]])
 def test_a_fuzz_report_usage_error_has_the_reports_keys(args: list[str]) -> None:
     # (a missing DIRECTORY printed the keys of `fuzz`, the campaign)
     p = verimim(*args, "--json")
     assert p.returncode == 2
     obj = _validate("fuzz-report", p.stdout)
     assert [d["code"] for d in obj["diagnostics"]] == ["E-USAGE"]
+
+
+def test_a_campaign_folder_named_report_is_no_report_command() -> None:
+    p = verimim("fuzz", "--campaign", "report", "--budget", "x", "--json")
+    assert p.returncode == 2
+    _validate("fuzz", p.stdout)

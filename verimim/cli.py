@@ -78,18 +78,18 @@ def _format_of(args: list[str]) -> str:
 
 
 def _other_format(args: list[str]) -> str | None:
-    """The format `--format` asks for where `--json` asks for JSON too and the two differ
-    (`--json --format sarif`: two outputs for one stdout), else None."""
+    """The format `--format` asks for (the last one, as click reads it) where `--json` asks for
+    JSON too and the two differ (`--json --format sarif`: two outputs for one stdout), else None."""
     if "--" in args:
         args = args[:args.index("--")]
     if "--json" not in args:
         return None
+    asked = None
     for i, a in enumerate(args):
         value = a.split("=", 1)[1] if a.startswith("--format=") else \
             args[i + 1] if a == "--format" and i + 1 < len(args) else None
-        if value is not None and value != "json":
-            return value
-    return None
+        asked = value if value is not None else asked
+    return asked if asked is not None and asked != "json" else None
 
 
 def render_diagnostics(diags: list[Diagnostic]) -> None:
@@ -617,9 +617,24 @@ def _command_of(args: list[str]) -> str:
     if not words or words[0] not in cli.commands:
         return "usage"
     if words[0] == "fuzz":
-        after = [a for a in args[args.index("fuzz") + 1:] if a not in ("--json", "--debug")]
-        return "fuzz-report" if after[:1] == ["report"] else "fuzz"  # (`--campaign report` is a folder)
+        return "fuzz-report" if _subcommand(cli.commands["fuzz"], args[args.index("fuzz") + 1:]) == "report" else "fuzz"
     return words[0]
+
+
+def _subcommand(group: click.Command, args: list[str]) -> str | None:
+    """The first word after a group's own options (`fuzz --seed 3 report`: `report`; the value of
+    an option is none: `fuzz --campaign report` names a folder)."""
+    takes_value = {name for p in group.params if isinstance(p, click.Option) and not p.is_flag and not p.count
+                   for name in p.opts}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return None
+        if not a.startswith("-"):
+            return a
+        i += 2 if a in takes_value else 1
+    return None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -479,6 +479,8 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
         if bracket and side not in ("host]", "device]"):
             raise UsageError(f"--after: `{after}`: a side is `[host]` or `[device]`")
         phase = resolve(base) + bracket + side
+        if bracket and resolve(base) == FOLDS:
+            raise UsageError(f"--after: `{after}`: `{FOLDS}` has no side (the folds happen while the program is built)")
         if phase == FOLDS:
             # the normalizers fold while the program is built: after them is the program as loaded
             report.text = dump_dot(world, unit) if dot else dump_unit(world, unit)

@@ -91,7 +91,7 @@ def _placed(steps: list[Step], here: Loc | None) -> list[Step]:
     return out
 
 
-def _steps_of(world: World, d: Def, what: str, program: World) -> list[Step]:
+def _steps_of(world: World, d: Def, what: str, program: World, named: tuple[str, ...] = ()) -> list[Step]:
     if isinstance(d, (Lam, MutLam)) and not world.is_cn(d.pi) and d.pi.dom is not world.unit_t():
         # (the unit was passed for the parameter, and a flag that read it became ff)
         raise VerimimError("E-TYPE", f"{what}: a pipeline takes no parameter (`[] → compile.Phase`), found "
@@ -102,7 +102,7 @@ def _steps_of(world: World, d: Def, what: str, program: World) -> list[Step]:
         d = d.body
     elif isinstance(d, (Lam, MutLam)) and not isinstance(d, Axiom):
         d = world.app(d, world.unit())
-    return _steps(world, d, what, program)
+    return _steps(world, d, what, program, named)
 
 
 def step_of_name(annex: str) -> list[Step]:
@@ -117,7 +117,8 @@ def step_of_name(annex: str) -> list[Step]:
     return [Skip(annex, not_implemented(annex) or unknown_phase_reason(annex))]
 
 
-def _steps(world: World, d: Def, what: str, program: World) -> list[Step]:
+def _steps(world: World, d: Def, what: str, program: World, named: tuple[str, ...] = ()) -> list[Step]:
+    """`named`: the plugin pipelines `compile.named` is expanding here, outermost first."""
     if isinstance(d, Axiom) and _is_phase_type(world, world.type_of(d)):
         return step_of_name(d.annex)
     if isinstance(d, App) and isinstance(d.head, Axiom):
@@ -129,12 +130,12 @@ def _steps(world: World, d: Def, what: str, program: World) -> list[Step]:
                 raise VerimimError("E-TYPE", f"{what}: `compile.phases` repeats its phases or not by a flag "
                                    f"known when the pipeline is built (`tt`, `ff`, `compile.is_loaded \"p\"`), "
                                    f"found `{_show(fix)}`", fix.loc or d.loc)
-            inner = [s for e in _elements(elems) for s in _steps(world, e, what, program)]
+            inner = [s for e in _elements(elems) for s in _steps(world, e, what, program, named)]
             if fix.value:
                 return [Fixpoint(tuple(inner))]
             return inner
         if head in ("compile.passes", "compile.repls", "compile.pass2phase", "compile.repl2phase"):
-            return [s for e in _elements(args[-1]) for s in _steps(world, e, what, program)]
+            return [s for e in _elements(args[-1]) for s in _steps(world, e, what, program, named)]
         if head == "compile.prefix_cleanup_phase":
             return [PrefixCleanup(_string(args[-1], what), d.loc)]
         if head == "compile.named":
@@ -149,10 +150,10 @@ def _steps(world: World, d: Def, what: str, program: World) -> list[Step]:
             if found is not None and not _names_a_phase(*found):
                 raise VerimimError("E-TYPE", f"{what}: `compile.named \"{name}\"` names `{name}`, which is no "
                                    f"phase: its type is `{_show(found[0].type_of(found[1]))}`, not "
-                                   f"`compile.Phase` (or a function giving one)", d.loc)
+                                   f"`compile.Phase` (or a pipeline `[] → compile.Phase`)", d.loc)
             if found is not None and isinstance(found[1], (Lam, MutLam)) and found[1].body is not None:
                 # a pipeline the plugin defines (`anx lam host_specific_phases () = …`): its phases
-                return _steps_of(found[0], found[1], what, program)
+                return _named_pipeline(found[0], found[1], name, d, what, program, named)
             if found is not None or (loaded and _registered(name)):
                 return step_of_name(name)
             if loaded:
@@ -162,7 +163,7 @@ def _steps(world: World, d: Def, what: str, program: World) -> list[Step]:
             return []  # (upstream: a phase of a plugin the program does not load is left out)
         if head == "compile.cond":
             plugin = _string(args[-2], what)
-            return _steps(world, args[-1], what, program) if plugin_loaded(program, plugin) else []
+            return _steps(world, args[-1], what, program, named) if plugin_loaded(program, plugin) else []
         if _is_phase_type(world, world.type_of(d)):
             # A phase with arguments (`compile.eta_red_pass ff`, `mem.reshape_pass m`).
             return step_of_name(head)
@@ -174,12 +175,32 @@ def _is_phase_type(world: World, t: Def) -> bool:
 
 
 def _names_a_phase(world: World, annex: Def) -> bool:
-    """Whether an annex is a phase, a pass, a rewrite, or a function giving one (a pipeline
-    `[] → compile.Phase`, a phase with arguments)."""
+    """Whether an annex is a phase, a pass, a rewrite, or a pipeline (`[] → compile.Phase`): what
+    `compile.named` may name. A function of arguments giving one (`compile.prefix_cleanup_phase`,
+    `compile.phases`) is no phase until it is given them."""
     t = world.type_of(annex)
-    while isinstance(t, Pi):
+    if isinstance(t, Pi) and t.dom is world.unit_t():
         t = t.codom
     return _is_phase_type(world, t)
+
+
+def _named_pipeline(world: World, pipeline: Def, name: str, site: Def, what: str, program: World,
+                    named: tuple[str, ...]) -> list[Step]:
+    """The steps of a plugin's pipeline that `compile.named "name"` (at `site`) names: an error in
+    it is the named pipeline's, placed at the site in the program where it is in the plugin; a
+    pipeline that names itself, directly or not, is refused (it was expanded until Python's
+    recursion limit)."""
+    if name in named:
+        cycle = " → ".join(f"`{n}`" for n in (*named[named.index(name):], name))
+        raise VerimimError("E-TYPE", f"{what}: `compile.named \"{name}\"` names a pipeline that names itself: "
+                           f"{cycle}", site.loc)
+    try:
+        return _steps_of(world, pipeline, f"{what}, in `{name}` (named by `compile.named \"{name}\"`)", program,
+                         (*named, name))
+    except VerimimError as e:
+        if site.loc is None or (e.loc is not None and e.loc.file == site.loc.file):
+            raise
+        raise dataclasses.replace(e, loc=site.loc) from None
 
 
 def _elements(d: Def) -> tuple[Def, ...]:

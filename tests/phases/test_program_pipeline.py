@@ -253,3 +253,55 @@ def test_a_prefix_cleanup_removing_main_points_at_main_and_at_the_step() -> None
     [rel] = d.related
     step_line = text.splitlines().index(definition) + 1
     assert rel.loc is not None and (rel.loc.line, rel.loc.col) == (step_line, definition.index("compile.prefix") + 1)
+
+
+MYP = """/// a plugin with pipelines
+plugin compile;
+axm ph: compile.Phase;
+anx lam loop () = compile.named "myp.loop";
+anx lam loop2 () = compile.phases ff (compile.named "myp.loop3", compile.null);
+anx lam loop3 () = compile.named "myp.loop2";
+anx lam withparam (b: Bool) = compile.phases b (compile.null, compile.null);
+anx lam inner_error () = compile.phases ff (compile.named "myp.withparam", compile.null);
+"""
+
+
+@pytest.mark.parametrize("named, message", [
+    # a pipeline naming itself was expanded until Python's recursion limit (E-UNSUPPORTED after 7 s)
+    ("myp.loop", "names a pipeline that names itself: `myp.loop` → `myp.loop`"),
+    ("myp.loop2", "names a pipeline that names itself: `myp.loop2` → `myp.loop3` → `myp.loop2`"),
+    # a function giving a phase is no phase until given its arguments (it was "declared as a phase")
+    ("myp.withparam", "names `myp.withparam`, which is no phase"),
+    ("compile.prefix_cleanup_phase", "names `compile.prefix_cleanup_phase`, which is no phase"),
+    ("compile.phases", "names `compile.phases`, which is no phase"),
+    # an error inside a named pipeline says so (it was blamed on `_compile` alone)
+    ("myp.inner_error", "in `myp.inner_error` (named by `compile.named \"myp.inner_error\"`)"),
+])
+def test_a_named_pipeline_that_cannot_be_read_is_a_type_error(tmp_path: Path, named: str, message: str) -> None:
+    from verimim.source import load_source
+
+    plug = tmp_path / "plug"
+    plug.mkdir()
+    (plug / "myp.mim").write_text(MYP)
+    prog = tmp_path / "p.mim"
+    prog.write_text(PROGRAM.replace("PIPELINE", f'plugin myp;\nlam _compile (): compile.Phase = compile.phases ff '
+                                    f'(compile.named "{named}", gpu.split_apply);'))
+    world, _ = load_source(str(prog), [str(plug)])
+    with pytest.raises(VerimimError) as e:
+        spec_from_definitions(world, world.pipeline_defs, "t")
+    assert e.value.code == "E-TYPE" and message in e.value.message, e.value.message
+    assert e.value.loc is not None and e.value.loc.file == str(prog)
+
+
+def test_a_named_phase_axiom_of_a_plugin_is_its_step(tmp_path: Path) -> None:
+    from verimim.source import load_source
+
+    plug = tmp_path / "plug"
+    plug.mkdir()
+    (plug / "myp.mim").write_text(MYP)
+    prog = tmp_path / "p.mim"
+    prog.write_text(PROGRAM.replace("PIPELINE", 'plugin myp;\nlam _compile (): compile.Phase = compile.phases ff '
+                                    '(compile.named "myp.ph", gpu.split_apply);'))
+    world, _ = load_source(str(prog), [str(plug)])
+    [skip, split] = spec_from_definitions(world, world.pipeline_defs, "t").main or []
+    assert getattr(skip, "name", None) == "myp.ph" and split == "gpu.split_apply"

@@ -681,9 +681,7 @@ def _decide(run: HostRun, ctx: Any, file: str, kernels: dict[str, KernelPaths], 
         cex = {"streams": [_op_json(op) for op in (c.new, c.pending)],
                "main_inputs": {"argc": argc},
                "run": run_command(file, argc)}
-        hits = [entry_of(op) for op in (c.new, c.pending) if isinstance(op, LaunchOp)]
-        # Two launches of one kernel on two streams are one entry: its detail says it once.
-        for hit in {id(h): h for h in hits if h is not None}.values():
+        for hit in _entries_of(c, entry_of):
             hit["races"] = "refuted"
             hit["counterexample"] = hit["counterexample"] or cex
             hit["detail"] += f"; streams: {msg}"
@@ -862,12 +860,19 @@ def _bounded_pair(entries: dict[int, dict[str, Any]], c: Candidate, why: str,
             entry["detail"] += f"; streams: {why}"
 
 
+def _entries_of(c: Candidate, entry_of: Callable[[Event], dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """The verdict entries of the launches a candidate pair involves, each once: two launches of
+    one kernel on two streams are one entry, whose detail says the conflict once."""
+    hits = [entry_of(op) for op in (c.new, c.pending) if isinstance(op, LaunchOp)]
+    return list({id(h): h for h in hits if h is not None}.values())
+
+
 def _undecided(entries: dict[int, dict[str, Any]], c: Candidate, why: str,
                entry_of: Callable[[Event], dict[str, Any] | None], diags: list[Any]) -> None:
     """Candidate c neither refuted nor excluded: every launch it involves, and where it involves
     none (a host access against a pending copy) every launch, is `unknown` unless refuted. A
     program that launches nothing has no verdict entry to say so: a note says it instead."""
-    hits = [e for op in (c.new, c.pending) if isinstance(op, LaunchOp) and (e := entry_of(op)) is not None]
+    hits = _entries_of(c, entry_of)
     if not hits and not entries:
         pair = f"{_describe(c.new)} against {_describe(c.pending)}"
         _stream_note(diags, why if _describe(c.new) in why else f"{pair}: {why}", site_loc(c.new))

@@ -61,14 +61,12 @@ def compile_program(world: World, sm: str = "sm_90", plan: PipelinePlan | None =
                     data: dict[str, Any] | None = None) -> CompiledProgram:
     """Frontend output → the program's plan (unverified; `buffer.lower_ptr` is part of every
     plan) → device PTX and host LLVM IR. `data` (a report's) gets the plan that ran as
-    `pipeline` before the code is generated: a construct the back end refuses is refused
-    after it ran."""
+    `pipeline` before the code is generated (a program the plan rejects, or whose code the back
+    end refuses, was refused after it ran)."""
     from verimim.runtime.nvptx import compile_device_module
     from verimim.runtime.pipeline import run_plan
 
-    run = run_plan(world, plan)
-    if data is not None:
-        data["pipeline"] = run.pipeline
+    run = run_plan(world, plan, data)
     prog = run.program
     dm = None
     if prog.device is not None and any(k.body is not None for k in prog.device.externals.values()):

@@ -3,6 +3,8 @@ what the GPU backend needs to get a program's device World. The phases are the p
 (verimim.phases.plan), the same that `check` proves."""
 from __future__ import annotations
 
+from typing import Any
+
 from verimim.diagnostics import VerimimError
 from verimim.ir.world import World
 from verimim.phases.base import Program
@@ -10,14 +12,17 @@ from verimim.phases.plan import PipelinePlan
 from verimim.phases.runner import PipelineRun, run_pipeline
 
 
-def run_plan(world: World, plan: PipelinePlan | None = None) -> PipelineRun:
-    """Run the plan (by default the program's own) unverified; a rejection is raised as its
-    first error diagnostic."""
+def run_plan(world: World, plan: PipelinePlan | None = None, data: dict[str, Any] | None = None) -> PipelineRun:
+    """Run the plan (by default the program's own) unverified; a rejection is raised with every
+    error diagnostic of it (as `check` reports them, their notes too). `data` (a report's) gets
+    the plan that ran as `pipeline`, a rejected one too."""
     run = run_pipeline(world, verify=False, plan=plan)
-    errors = [d for d in run.diagnostics if d.severity == "error"]
+    if data is not None:
+        data["pipeline"] = run.pipeline
+    errors = [VerimimError(d.code, d.message, d.loc, d.related) for d in run.diagnostics if d.severity == "error"]
     if errors:
-        d = errors[0]
-        raise VerimimError(d.code, d.message, d.loc)
+        errors[0].also = errors[1:]  # type: ignore[attr-defined]  (VerimimError.diagnostics reads it)
+        raise errors[0]
     return run
 
 

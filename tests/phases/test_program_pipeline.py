@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SHARED
 from verimim.diagnostics import Loc, VerimimError
 from verimim.frontend.loader import load_text
 from verimim.phases.program_pipeline import Fixpoint, load_pipeline_file, spec_from_definitions
@@ -305,3 +306,20 @@ def test_a_named_phase_axiom_of_a_plugin_is_its_step(tmp_path: Path) -> None:
     world, _ = load_source(str(prog), [str(plug)])
     [skip, split] = spec_from_definitions(world, world.pipeline_defs, "t").main or []
     assert getattr(skip, "name", None) == "myp.ph" and split == "gpu.split_apply"
+
+
+def test_compile_of_a_program_its_plan_rejects_reports_what_check_does(tmp_path: Path) -> None:
+    # compile said the first error only, without its notes, and `"pipeline": null`
+    pytest.importorskip("llvmlite.binding")
+    from verimim import driver
+
+    definition = 'lam _compile (): compile.Phase = compile.phases ff (compile.prefix_cleanup_phase "ma", gpu.split_apply);'
+    prog = tmp_path / "p.mim"
+    prog.write_text(PROGRAM.replace("PIPELINE", definition))
+    compiled = driver.compile_to(str(prog), [], str(tmp_path / "out"))
+    checked = driver.check(str(prog), [])
+    assert [d for d in compiled.diagnostics if d.severity == "error"] == \
+        [d for d in checked.diagnostics if d.severity == "error"]
+    assert compiled.diagnostics[0].related and compiled.data["pipeline"] is not None
+    both = driver.compile_to(str(SHARED / "examples" / "const_slot_store.mim"), [], str(tmp_path / "out2"))
+    assert [d.code for d in both.diagnostics] == ["E-ADDR-SPACE", "E-ADDR-SPACE"]

@@ -51,6 +51,13 @@ def _pack_shape(n: int, elem: Shape) -> Shape:
     return elem if n == 1 else (elem,) * n
 
 
+def _mpack_shape(dims: tuple[int, ...], depth: int = 0) -> Shape:
+    """«a; «b; …; [Idx a, Idx b, …]»»: the shape of `‹i: (a, b, …); i›`."""
+    if depth == len(dims):
+        return (None,) * len(dims)
+    return (_mpack_shape(dims, depth + 1),) * dims[depth]
+
+
 # ============================================================================ the terms
 
 
@@ -106,9 +113,9 @@ def term(draw: st.DrawFn, depth: int) -> tuple[Term, Shape]:
     small_shapes = st.sampled_from([None, (None, None), (None, None, None), ((None, None), None),
                                     ((None, None), (None, None)), ()])
     if depth == 0:
-        kind = draw(st.sampled_from(["lit", "param", "ipack"]))
+        kind = draw(st.sampled_from(["lit", "param", "ipack", "mpack"]))
     else:
-        kind = draw(st.sampled_from(["tuple", "pack", "ipack", "extract", "extract", "insert", "insert",
+        kind = draw(st.sampled_from(["tuple", "pack", "ipack", "mpack", "extract", "extract", "insert", "insert",
                                      "param"]))
     if kind == "lit":
         return Term("lit", (draw(st.integers(0, 5)),)), None
@@ -118,6 +125,9 @@ def term(draw: st.DrawFn, depth: int) -> tuple[Term, Shape]:
     if kind == "ipack":  # ‹i: n; i›, expanded into a tuple unless n is beyond EXPAND_LIMIT
         n = draw(st.sampled_from([2, 3, BIG]))
         return Term("ipack", (n,)), (None,) * n
+    if kind == "mpack":  # ‹i: (a, b, …); i›: a pack of a multi-dimensional shape, kept as a Pack
+        dims = draw(st.sampled_from([(2, 3), (3, 2), (2, 2, 2)]))
+        return Term("mpack", dims), _mpack_shape(dims)
     if kind == "tuple":
         elems = draw(st.lists(term(depth - 1), min_size=0, max_size=3).filter(lambda es: len(es) != 1))
         return Term("tuple", tuple(t for t, _ in elems)), tuple(s for _, s in elems)
@@ -165,6 +175,13 @@ def _replace(v: Value, index: Term, new: Value) -> Value:
     return v[:i] + (new,) + v[i + 1:]
 
 
+def _indices(dims: tuple[int, ...], prefix: tuple[int, ...]) -> Value:
+    """The value of `‹i: dims; i›` below the indices `prefix`: at the bottom, the index tuple."""
+    if len(prefix) == len(dims):
+        return prefix
+    return tuple(_indices(dims, (*prefix, j)) for j in range(dims[len(prefix)]))
+
+
 def meaning(t: Term) -> Value:
     op, a = t.op, t.args
     if op == "lit":
@@ -173,6 +190,8 @@ def meaning(t: Term) -> Value:
         return a[1]  # type: ignore[return-value]
     if op == "ipack":
         return tuple(range(int(a[0])))  # type: ignore[call-overload]
+    if op == "mpack":
+        return _indices(tuple(int(x) for x in a), ())  # type: ignore[call-overload]
     if op == "tuple":
         return tuple(meaning(e) for e in a)  # type: ignore[arg-type]
     if op == "pack":
@@ -220,6 +239,8 @@ class Builder:
             return self.param(self.type_of_shape(a[0]), a[1])  # type: ignore[arg-type]
         if op == "ipack":
             return w.pack(w.lit_nat(int(a[0])), w.bvar(0))  # type: ignore[call-overload]
+        if op == "mpack":
+            return w.pack(w.tuple([w.lit_nat(int(x)) for x in a]), w.bvar(0))  # type: ignore[call-overload]
         if op == "tuple":
             return w.tuple([self.build(e) for e in a])  # type: ignore[arg-type]
         if op == "pack":
@@ -228,7 +249,14 @@ class Builder:
             return w.extract(self.build(a[0]), self.index(a[1]))  # type: ignore[arg-type]
         return w.insert(self.build(a[0]), self.index(a[1]), self.build(a[2]))  # type: ignore[arg-type]
 
-    def value(self, d: Def, bound: tuple[int, ...] = ()) -> Value:
+    def _rows(self, body: Def, bound: tuple[Value, ...], dims: tuple[Value, ...], prefix: tuple[int, ...]) -> Value:
+        if len(prefix) == len(dims):
+            return self.value(body, (prefix, *bound))
+        n = dims[len(prefix)]
+        assert isinstance(n, int)
+        return tuple(self._rows(body, bound, dims, (*prefix, j)) for j in range(n))
+
+    def value(self, d: Def, bound: tuple[Value, ...] = ()) -> Value:
         """What an IR node denotes, node by node (no fold: an Extract selects, an Insert
         replaces, a Pack repeats its body for every index)."""
         if isinstance(d, Lit):
@@ -241,6 +269,8 @@ class Builder:
             return tuple(self.value(e, bound) for e in d.ops)
         if isinstance(d, Pack):
             n = self.value(d.ops[0], bound)
+            if isinstance(n, tuple):  # a multi-dimensional shape: its index is the tuple of indices
+                return self._rows(d.ops[1], bound, n, ())
             assert isinstance(n, int)
             return tuple(self.value(d.ops[1], (j, *bound)) for j in range(n))
         if isinstance(d, Extract):
@@ -289,6 +319,10 @@ CASES = {
         Term("tuple", (Term("tuple", (Term("lit", (2,)), Term("lit", (3,)))), Term("lit", (1,)))),
         Term("ipair", ((2, 0), (2, 0))))),
     "extract by 0_1": Term("extract", (P3, Term("ilit", (1, 0)))),
+    # `‹i: (2, 3); i›#1_2` was `tt`: the body opened with 1_2 for the whole index pair
+    "a row of a multi-dimensional pack": Term("extract", (Term("mpack", (2, 3)), Term("ilit", (2, 1)))),
+    "a row by a variable index": Term("extract", (Term("mpack", (2, 2, 2)), Term("ivar", (2, 1)))),
+    "a cell of a multi-dimensional pack": Term("extract", (Term("mpack", (2, 3)), Term("ipair", ((2, 1), (3, 2))))),
     "insert at 0_1": Term("insert", (P3, Term("ilit", (1, 0)), Term("param", ((None, None, None), (1, 2, 3))))),
 }
 

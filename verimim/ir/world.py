@@ -333,6 +333,9 @@ class World:
         if _stated_range(index) == 1:
             return tup
         if isinstance(tup, Pack):
+            dims = self._dims(tup.shape)
+            if dims is not None and len(dims) >= 2 and isinstance(self._type_or_none(index), IdxT):
+                return self._row(tup, dims, index)
             return self.open(tup.body, index)
         if isinstance(index, Lit):
             if isinstance(tup, Tuple):
@@ -348,6 +351,22 @@ class World:
                     return tup.ops[2]
                 return self.extract(tup.ops[0], index)
         return self._hashcons(Extract, (tup, index), ())
+
+    def _row(self, pack: Pack, dims: tuple[Def, ...], index: Def) -> Def:
+        """`‹i: (a, b, …); e›#j` for one index j of the first dimension: the pack over the other
+        dimensions `‹k: (b, …); e[i := (j, k…)]›` (its body's index is the whole tuple of indices,
+        so opening it with j alone gave e of a wrong index: `‹i: (2, 3); i›#1_2` was `tt`)."""
+        rest = dims[1:]
+        k = self.bvar(0)  # the new pack's index; the old body is put under it, its own index opened
+        parts = [k] if len(rest) == 1 else [self.extract(k, self.lit_idx(len(rest), j)) for j in range(len(rest))]
+        body = self.open(self.shift(pack.body, 1, cutoff=1), self.tuple([self.shift(index, 1), *parts]))
+        return self.pack(rest[0] if len(rest) == 1 else self.tuple(rest), body)
+
+    def _type_or_none(self, d: Def) -> Def | None:
+        try:
+            return self.type_of(d)
+        except IRError:  # (a node whose type is not known yet: no row)
+            return None
 
     def extract_n(self, tup: Def, n: int, i: int) -> Def:
         """`tup # i` for a tuple of arity n."""

@@ -523,18 +523,18 @@ class BodyCompiler:
                 # without a word, as docs/semantics.md refuses to store such a Nat)
                 raise unsupported(f"the `Nat` literal {d.value}, 2^64 or more: a target's `Nat` has 64 bits", d.loc)
             return ir.Constant(ir.IntType(sc[1]), d.value)
-        t = d.ops[0]
-        sc = ctx.scalar(t)
-        if sc is None:
-            return tuple(self._undef(f) for f in ctx.field_types(t))
-        return None if sc[0] == "mem" else ir.Constant(ctx.llty(sc), ir.Undefined)
+        return self._undef(d.ops[0])
 
     def _undef(self, t: Def) -> Any:
         ctx = self.ctx
         sc = ctx.scalar(t)
         if sc is None:
             return tuple(self._undef(f) for f in ctx.field_types(t))
-        return None if sc[0] == "mem" else self.ir.Constant(ctx.llty(sc), self.ir.Undefined)
+        if sc[0] == "mem":
+            return None
+        undef = self.ir.Constant(ctx.llty(sc), self.ir.Undefined)
+        # a pointer is a P everywhere (its loads and stores read `.v`): ⊥ of a pointer type too
+        return P(undef, 1, sc[1]) if sc[0] == "ptr" else undef
 
     # ------------------------------------------------------------------ nodes
 

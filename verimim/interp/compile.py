@@ -456,7 +456,7 @@ class Compiler:
                 vals = [g(fr, env) for g in gs]
                 try:
                     res = m.semantics[annex][1](m, th, vals, d)
-                except TypeError:
+                except (TypeError, AttributeError):
                     # ⊥ (None) where an operation computes with a value: the program's fault
                     if any(holds_bottom(v) for v in vals):
                         raise bottom_used(f"`{annex}`", d.loc) from None

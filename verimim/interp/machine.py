@@ -330,7 +330,10 @@ class Machine:
             site = th.jump.callee if isinstance(th.jump, App) else None
             th.next = (k, fn(self, th, list(callee.args) + [value], site))
             return True
-        raise RuntimeFault("E-INTERNAL", f"jump to a non-continuation {callee!r}", None)
+        at = th.jump.loc if isinstance(th.jump, App) else None
+        if callee is None:  # ⊥ called: computing with it (docs/semantics.md)
+            raise bottom_used("a call (the function it calls)", at)
+        raise RuntimeFault("E-INTERNAL", f"jump to a non-continuation {callee!r}", at)
 
     def _call(self, th: Thread, ret: Value, mut: MutLam) -> None:
         """A function starts. A tail call (its return continuation is the caller's) continues the

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from verimim.diagnostics import Loc, Related, VerimimError
 from verimim.interp import entry
 from verimim.interp.memory import Ptr
-from verimim.interp.values import RuntimeFault, Value
+from verimim.interp.values import RuntimeFault, Value, bottom_used
 from verimim.ir.defs import App, Axiom
 from verimim.plug import c_format, mem_interp
 from verimim.plug.c_lib import CCall, CInt, c_call, c_name, signed, widen
@@ -309,6 +309,8 @@ def jump(m: Machine, th: Thread, ax: Axiom, arg: Value, site: App | None) -> tup
     leaves: list[Value] = []
     for t, v in zip(decl.arg_types, parts):
         entry.flatten(t, v, leaves)
+    if any(v is None for v in leaves):  # ⊥ passed to C: computing with it (docs/semantics.md)
+        raise bottom_used(f"the call of the C function `{c_name(ax)}`", site.loc if site is not None else None)
     args: list[Value] = []
     for j, v in enumerate(leaves):
         ct = decl.proto.params[j] if j < len(decl.proto.params) else None

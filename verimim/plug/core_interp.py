@@ -103,8 +103,8 @@ def bitcast(m: Machine, th: Thread, args: list[Value], node: App | None) -> Valu
         return addr
     if dst_space is not None and src_n != -1 and isinstance(x, int):
         return m.memory.pointer_at(x, dst_space, "`core.bitcast` of the address", loc)  # inttoptr
-    if x is None and src_n != -1:
-        raise bottom_used("`core.bitcast`", loc)  # (⊥ of an integer type; a pointer's: below)
+    if x is None and (src_n != -1 or src_space is not None):
+        raise bottom_used("`core.bitcast`", loc)  # ⊥ of an integer or pointer type (to a pointer of its space: kept, above)
     if dst_n == -1 or src_n == -1 or not isinstance(x, int):
         raise RuntimeFault("E-UNSUPPORTED", f"`core.bitcast` from `{show(src_t)}` to `{show(dst_t)}`", loc)
     if dst_n is not None and x >= dst_n:

@@ -14,7 +14,7 @@ from verimim.diagnostics import Loc, Related
 from verimim.frontend.loader import in_program
 from verimim.interp.memory import SPACE_NAMES, Block, Ptr
 from verimim.interp.races import Access
-from verimim.interp.values import RuntimeFault, Value
+from verimim.interp.values import RuntimeFault, Value, bottom_used
 from verimim.ir.defs import App, Def, Pack, Tuple
 from verimim.layout import field_offsets
 from verimim.printer import show
@@ -59,9 +59,17 @@ def check_owner(th: Thread, p: Ptr, node: App | None, what: str) -> None:
                        loc_of(node), b.allocated_here())
 
 
+def _defined_pointer(p: Value, what: str, node: App | None) -> None:
+    """A pointer operand that is ⊥ (or ⊤ as a run-time value): E-UNINIT, as computing with one is
+    (docs/semantics.md), not an internal error when its block is read."""
+    if p is None:
+        raise bottom_used(f"{what} (its pointer)", loc_of(node))
+
+
 def access(m: Machine, th: Thread, p: Ptr, size: int, data: bytes | None, node: App | None) -> None:
     """Checks shared by every load and store (data: the bytes written, None for a read)."""
     what = "reads" if data is None else "writes"
+    _defined_pointer(p, "`mem.load`" if data is None else "`mem.store`", node)
     check_space(th, p, node, what)
     if data is not None and th.device and p.block.space == 4:
         raise RuntimeFault("E-ADDR-SPACE", "a kernel stores into constant memory (address space 4)", loc_of(node))
@@ -198,6 +206,7 @@ def release(m: Machine, th: Thread, p: Ptr, node: App | None, who: str) -> None:
 
 def free(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (_t, _a), (mem, p) = args
+    _defined_pointer(p, "`mem.free`", node)
     if not isinstance(p, Ptr):
         raise RuntimeFault("E-BAD-FREE", f"freeing {p!r}, which is not a pointer", loc_of(node))
     _device_heap(m, th, p.block.space, node, "frees")
@@ -216,6 +225,7 @@ def lea(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (n, ts, _a), (p, i) = args
     ts = m.static(ts)
     loc = loc_of(node)
+    _defined_pointer(p, "`mem.lea`", node)
     if not isinstance(p, Ptr):
         raise RuntimeFault("E-OOB", f"`mem.lea` of a pointer that points nowhere ({p!r})", loc)
     if isinstance(n, int) and i >= n:

@@ -1,4 +1,5 @@
 """`python -m verimim …`: the same command line as the `verimim` script."""
 from verimim.cli import main
 
-main()
+if __name__ == "__main__":  # (importing the module, as a walk over the package does, runs nothing)
+    main()

@@ -71,7 +71,8 @@ def test_number_literals(text: str, value: int, bits: int | None, size: int | No
 
 @pytest.mark.parametrize(
     "text, value",
-    [("'a'", 97), ("'\\n'", 10), ("'\\t'", 9), ("'\\0'", 0), ("'\\\\'", 92), ("'\\''", 39), ("'\\\"'", 34), ("'\"'", 34)],
+    [("'a'", 97), ("'\\n'", 10), ("'\\t'", 9), ("'\\0'", 0), ("'\\\\'", 92), ("'\\''", 39), ("'\\\"'", 34), ("'\"'", 34),
+     ("'''", 39)],  # (three quotes: the quote, as upstream's lexer takes any character between them)
 )
 def test_char_literals(text: str, value: int) -> None:
     tok = one(text)

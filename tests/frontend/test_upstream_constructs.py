@@ -344,3 +344,8 @@ def test_an_unknown_annex_of_a_loaded_plugin_does_not_ask_for_the_plugin() -> No
     # (the hint asked whether `plugin direct;` was missing, on a file that has it)
     e = fails("plugin direct;\nlet x = %direct.nosuch_thing;\n")
     assert e.code == "E-NAME" and "the plugin `direct` declares no such annex" in e.message, e.message
+
+
+def test_an_import_named_with_its_extension_is_the_module() -> None:
+    # langref: "If the resolved file name has no extension, `.mim` is appended" (it was E-IMPORT)
+    assert run("import mem.mim;\nimport compile.mim;\n" + MAIN + "    return (mem, %core.wrap.add 0 (argc, 1I32));\n") == 2

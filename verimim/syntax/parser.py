@@ -221,7 +221,9 @@ class Parser:
         name = self.expect(NAME, f"a {kw.kind} name")
         self.expect(";")
         kind: ast.TLiteral["plugin", "import"] = "plugin" if kw.kind == "plugin" else "import"
-        return ast.Import(self.loc(kw), kind, name.text)
+        # `import foo.mim;` is `import foo;` (langref: a name without extension gets `.mim`)
+        text = name.text.removesuffix(".mim") if kind == "import" and name.text != ".mim" else name.text
+        return ast.Import(self.loc(kw), kind, text)
 
     # ------------------------------------------------------------------ declarations
 

@@ -349,3 +349,13 @@ def test_an_unknown_annex_of_a_loaded_plugin_does_not_ask_for_the_plugin() -> No
 def test_an_import_named_with_its_extension_is_the_module() -> None:
     # langref: "If the resolved file name has no extension, `.mim` is appended" (it was E-IMPORT)
     assert run("import mem.mim;\nimport compile.mim;\n" + MAIN + "    return (mem, %core.wrap.add 0 (argc, 1I32));\n") == 2
+
+
+@pytest.mark.parametrize("decl, token", [("let c = 'a':I8;", "I8;"), ("let c = 'a':Nat;", "Nat;"),
+                                         ('let s = "ab":«2; I8»;', "«2")])
+def test_a_character_or_string_literal_with_a_type_annotation_is_e_type(decl: str, token: str) -> None:
+    # upstream's LitExpr::bind: "a {} shall not have a type annotation" (`'a':Nat` was the Nat 97,
+    # a typed string E-PARSE at its `:`)
+    e = fails(decl + "\n")
+    assert e.code == "E-TYPE" and "shall not have a type annotation" in e.message
+    assert e.loc is not None and (e.loc.line, e.loc.col) == at(decl, token)

@@ -667,10 +667,15 @@ class Elaborator:
         return self.world.lit_bool(e.value)
 
     def infer_CharLit(self, e: ast.CharLit, scope: Scope) -> Def:
+        if e.ascribed is not None:  # upstream's LitExpr::bind: a character literal is an I8
+            raise TypeError_("a character literal shall not have a type annotation (it is an `I8`)", e.ascribed.loc)
         return self.world.lit_idx(2**8, e.value)
 
     def infer_StrLit(self, e: ast.StrLit, scope: Scope) -> Def:
         # As upstream: one I8 per character, no terminator added (`"ab\0"` writes its own NUL).
+        if e.ascribed is not None:  # upstream's LitExpr::bind
+            raise TypeError_(f"a string literal shall not have a type annotation (it is an `«{len(e.value)}; I8»`)",
+                             e.ascribed.loc)
         w = self.world
         return w.tuple([w.lit_idx(2**8, b) for b in e.value])
 

@@ -51,16 +51,19 @@ class TopBot(Expr):
 
 @dataclass(frozen=True)
 class CharLit(Expr):
-    """`'a'`: an I8."""
+    """`'a'`: an I8. `ascribed`: a `:T` written after it, which upstream refuses (E-TYPE)."""
 
     value: int
+    ascribed: Expr | None = None
 
 
 @dataclass(frozen=True)
 class StrLit(Expr):
-    """`"text"`: a NUL-terminated «n; I8»; `value` excludes the NUL."""
+    """`"text"`: a «n; I8», one I8 per byte, no NUL added (as upstream). `ascribed`: a `:T`
+    written after it, which upstream refuses (E-TYPE)."""
 
     value: bytes
+    ascribed: Expr | None = None
 
 
 @dataclass(frozen=True)

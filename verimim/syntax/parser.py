@@ -564,13 +564,10 @@ class Parser:
             return ast.BoolLit(loc, kind == "tt")
         if kind == CHAR:
             self.next()
-            typed = self.parse_ascription()  # upstream: any literal may carry one (`'a':I8`)
-            if typed is not None:
-                return ast.NumLit(loc, tok.value, None, None, typed)  # type: ignore[arg-type]
-            return ast.CharLit(loc, tok.value)  # type: ignore[arg-type]
+            return ast.CharLit(loc, tok.value, self.parse_ascription())  # type: ignore[arg-type]
         if kind == STR:
             self.next()
-            return ast.StrLit(loc, tok.value)  # type: ignore[arg-type]
+            return ast.StrLit(loc, tok.value, self.parse_ascription())  # type: ignore[arg-type]
         if kind in BUILTINS:
             self.next()
             return ast.Builtin(loc, kind)

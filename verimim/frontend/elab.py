@@ -1626,7 +1626,7 @@ class Elaborator:
             # is a plugin file's own (prefixed with the plugin) or a `mod`'s. Reported with the
             # module's other errors (elab_module); the axiom is still checked, as upstream does.
             self.syntax_errors.append(ParseError(f"expected an annex name `%plugin.name` after `axm`, "
-                                                 f"found `{'.'.join(d.name)}`", d.loc))
+                                                 f"found `{'.'.join(d.name)}`", d.name_loc or d.loc))
         base = ".".join(d.name) if d.percent else self.annex_name(".".join(d.name))
         names = [f"{base}.{t}" for t in d.tags] if d.tags else [base]
         # `(tag = alias = …)`: each alias names the same axiom as its tag (upstream's subs).

@@ -341,6 +341,7 @@ class DeclAxm(Decl):
     normalizer: str | None = None  # `, normalize_x`: upstream's C++ normalizer (ours are Python)
     curry: int | None = None
     trip: int | None = None
+    name_loc: Loc | None = None  # where the name is (an error about the name points there)
 
 
 @dataclass(frozen=True)

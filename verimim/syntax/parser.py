@@ -288,7 +288,7 @@ class Parser:
                 trip = self.parse_count("a trip count")
         parts: tuple[str, ...] = name.value  # type: ignore[assignment]
         return ast.DeclAxm(self.loc(start), start.doc, parts, tags, type_, name.percent,
-                           aliases, normalizer, curry, trip)
+                           aliases, normalizer, curry, trip, self.loc(name))
 
     def parse_count(self, what: str) -> int:
         tok = self.expect(NUM, what)

@@ -360,3 +360,10 @@ def test_a_character_or_string_literal_with_a_type_annotation_is_e_type(decl: st
     e = fails(decl + "\n")
     assert e.code == "E-TYPE" and "shall not have a type annotation" in e.message
     assert e.loc is not None and (e.loc.line, e.loc.col) == at(decl, token)
+
+
+def test_index_literals_of_any_width_up_to_64() -> None:
+    # `3I2` is an `Idx 4` (upstream's lexer: `lit_int(width, v)`); it was E-PARSE "invalid width 2"
+    assert run(MAIN + "    let b = %core.wrap.add 0 (3I2, 2I2);\n"
+               "    return (mem, %core.bitcast I32 (%core.bitcast Nat b));\n") == 1
+    assert fails("let a = 4I2;\n").code == "E-TYPE"

@@ -59,6 +59,8 @@ def one(text: str) -> Token:
         ("-1I64", 2**64 - 1, 64, None),
         ("+3I32", 3, 32, None),
         ("-0I8", 0, 8, None),
+        ("3I2", 3, 2, None),  # any width up to 64, as upstream's lexer (`lit_int(width, v)`)
+        ("5i3", 5, 3, None),
         ("-99999999999999999999", 2**63, None, None),  # strtoll saturates at -2^63
     ],
 )
@@ -218,7 +220,8 @@ def test_doc_keeps_more_than_one_space() -> None:
         ('"a\\q"', 1, 3, "invalid escape"),
         ("x € y", 1, 3, "unexpected character"),
         ("λλ ~", 1, 4, "unexpected character"),
-        ("42I7", 1, 1, "invalid width 7"),
+        ("42I0", 1, 1, "invalid width 0"),
+        ("42I65", 1, 1, "invalid width 65"),
         ("42I128", 1, 1, "invalid width 128"),
         ("3_0", 1, 1, "size 0"),
         ("3₀", 1, 1, "size 0"),

@@ -46,7 +46,8 @@ _NAME_START = frozenset("_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 # Upstream's alternative spellings of the sequence delimiters.
 PUNCT_ALTERNATIVES: dict[str, str] = {"⟨": "‹", "⟩": "›", "⟪": "«", "⟫": "»", "★": "*"}
 
-VALID_WIDTHS: frozenset[int] = frozenset({1, 8, 16, 32, 64})
+# Upstream's lexer takes any width (`lit_int(width, v)`: an `Idx 2^width`), up to 64 bits.
+VALID_WIDTHS: frozenset[int] = frozenset(range(1, 65))
 
 SUBSCRIPTS = "₀₁₂₃₄₅₆₇₈₉"
 
@@ -343,7 +344,7 @@ class Lexer:
             self.advance()
             width = self.scan_decimal_run(line, col)
             if width not in VALID_WIDTHS:
-                raise self.error(f"invalid width {width} in index literal (expected 1, 8, 16, 32 or 64)", line, col)
+                raise self.error(f"invalid width {width} in index literal (expected 1 to 64 bits)", line, col)
             return width, None
         if c == "_" and "0" <= self.peek(1) <= "9":
             self.advance()

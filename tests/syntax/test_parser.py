@@ -791,5 +791,5 @@ def test_parse_expr_rejects_trailing_tokens() -> None:
 
 def test_lexical_error_surfaces_through_parser() -> None:
     with pytest.raises(ParseError) as info:
-        parse_module("let x = 42I7;", "bad.mim")
-    assert info.value.loc == Loc("bad.mim", 1, 9) and "width 7" in info.value.message
+        parse_module("let x = 42I65;", "bad.mim")
+    assert info.value.loc == Loc("bad.mim", 1, 9) and "width 65" in info.value.message

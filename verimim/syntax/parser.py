@@ -354,10 +354,7 @@ class Parser:
         kind = DECL_KINDS[kw.kind]
         domains, filters = self.parse_domains(kind)
         codom = self.parse_arrow() if self.accept(":") else None
-        # upstream's parse_lam_decl: `expect(Tag::T_assign, "body of a …")` (a declaration without
-        # one is `ccon`/`cfun`, or an `axm`)
-        self.expect("=", f"'=' and the body of the {kw.text}")
-        body = self.parse_body()
+        body = self.parse_body() if self.accept("=") else None
         return ast.DeclLam(
             self.loc(start), start.doc, kind, parts[-1], domains, codom, body,
             anx or percent_name is not None, extern, percent_name, filters,

@@ -758,81 +758,19 @@ def test_a_race_only_for_a_large_argc_has_a_run_command_the_shell_expands(tmp_pa
 
 
 
-ONE_KERNEL_ON_TWO_STREAMS = """plugin core;
+# A host loop launches `scale` on ss#0, then on ss#1, with no sync between: one kernel entry for
+# both launches. KERNEL is `scale`, INIT what the host stores first, LAUNCH the loop body's launch.
+SELF_ON_TWO_STREAMS = """plugin core;
 plugin mem;
 plugin gpu;
 
-con scale (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
-           group_id: Idx 1, item_id: Idx 4, (), d: gpu.GlobalPtr «4; I32»,
-           return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let (m1, x) = mem.load (m1, mem.lea (d, item_id));
-    let m1 = mem.store (m1, mem.lea (d, item_id), core.wrap.mul 0 (x, 10I32));
-    return (m1, m3, m4, m5);
+KERNEL
 
 fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
               : [mem.M 0, I32] =
     let (m0, m1, m4) = gpu.init m0;
     let (m0, h) = mem.alloc («4; I32», 0) m0;
-    let m0 = mem.store (m0, h, ‹4; 3I32›);
-    let (m1, d) = gpu.alloc.block «4; I32» m1;
-    let (m0, m1) = gpu.copy_to_device.block (m0, m1, h, d);
-    ret (m0, m1) = gpu.with_streams (2, scope)
-    where
-        fun scope (m0: mem.M 0, m1: gpu.GlobalM, ss: «2; gpu.Stream») : [mem.M 0, gpu.GlobalM] =
-            hloop (m0, m1, 0)
-            where
-                con hloop (m0: mem.M 0, m1: gpu.GlobalM, k: Nat) =
-                    (hdone, hbody)#(core.ncmp.l (k, 2)) (m0, m1)
-                    where
-                        con hbody (m0: mem.M 0, m1: gpu.GlobalM) =
-                            let s = ss#(core.bitcast (Idx 2) (core.bitcast Nat (core.bit2.and_ 0 (core.bitcast I32 k, 1I32))));
-                            ret (m0, m1, m4) = gpu.launch (1, 4, s, ff, ()) scale d $ (m0, m1, m4);
-                            hloop (m0, m1, core.nat.add (k, 1));
-                    end;
-                con hdone (m0: mem.M 0, m1: gpu.GlobalM) =
-                    let (m0, m1) = gpu.stream_sync (m0, m1, ss#0_2);
-                    let (m0, m1) = gpu.stream_sync (m0, m1, ss#1_2);
-                    return (m0, m1);
-            end;
-    end
-    $ (m0, m1);
-    let (m0, m1) = gpu.copy_to_host.block (m0, m1, d, h);
-    let (m0, v) = mem.load (m0, mem.lea (h, core.bitcast (Idx 4) (core.bit2.and_ 0 (argc, 3I32))));
-    let m1 = gpu.free.block (m1, d);
-    let m0 = mem.free (m0, h);
-    let m0 = gpu.deinit (m0, m1, m4);
-    return (m0, v);
-"""
-
-
-def test_a_kernel_racing_with_itself_on_another_stream_says_so_once(tmp_path: Path) -> None:
-    # A host loop launches `scale` on ss#0, then on ss#1, with no sync between: one kernel entry
-    # for both launches, whose detail named the conflict twice.
-    path = kp.write(tmp_path, "self_on_two_streams", ONE_KERNEL_ON_TWO_STREAMS)
-    entries, diags = verify(path)
-    assert [d.code for d in diags if d.severity == "error"] == ["E-RACE"]
-    [entry] = entries
-    assert entry["races"] == "refuted"
-    assert entry["detail"].count("streams: the launch of `scale` conflicts with the launch of `scale`") == 1
-
-
-
-UNDECIDED_ON_TWO_STREAMS = """plugin core;
-plugin mem;
-plugin gpu;
-
-con scale (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
-           group_id: Idx 1, item_id: Idx 1, (), (d: gpu.GlobalPtr «4; I32», off: I32),
-           return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
-    let (m1, x) = mem.load (m1, mem.lea (d, core.bitcast (Idx 4) (core.bit2.and_ 0 (off, 3I32))));
-    let m1 = mem.store (m1, mem.lea (d, core.bitcast (Idx 4) (core.bit2.and_ 0 (x, 3I32))), 7I32);
-    return (m1, m3, m4, m5);
-
-fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»»)
-              : [mem.M 0, I32] =
-    let (m0, m1, m4) = gpu.init m0;
-    let (m0, h) = mem.alloc («4; I32», 0) m0;
-    let m0 = mem.store (m0, h, (0I32, 1I32, 2I32, 3I32));
+    let m0 = mem.store (m0, h, INIT);
     let (m1, d) = gpu.alloc.block «4; I32» m1;
     let (m0, m1) = gpu.copy_to_device.block (m0, m1, h, d);
     ret (m0, m1) = gpu.with_streams (2, scope)
@@ -846,7 +784,7 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
                         con hbody (m0: mem.M 0, m1: gpu.GlobalM) =
                             let kk = core.bit2.and_ 0 (core.bitcast I32 k, 1I32);
                             let s = ss#(core.bitcast (Idx 2) (core.bitcast Nat kk));
-                            ret (m0, m1, m4) = gpu.launch (1, 1, s, ff, ()) scale (d, kk) $ (m0, m1, m4);
+                            LAUNCH
                             hloop (m0, m1, core.nat.add (k, 1));
                     end;
                 con hdone (m0: mem.M 0, m1: gpu.GlobalM) =
@@ -864,14 +802,37 @@ fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «�
     return (m0, v);
 """
 
+# Every work-item scales its own cell: the two launches conflict (refuted).
+SCALES = ("""con scale (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+           group_id: Idx 1, item_id: Idx 4, (), d: gpu.GlobalPtr «4; I32»,
+           return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let (m1, x) = mem.load (m1, mem.lea (d, item_id));
+    let m1 = mem.store (m1, mem.lea (d, item_id), core.wrap.mul 0 (x, 10I32));
+    return (m1, m3, m4, m5);""", "‹4; 3I32›",
+          "ret (m0, m1, m4) = gpu.launch (1, 4, s, ff, ()) scale d $ (m0, m1, m4);")
+# The store's index is loaded from the buffer, which the model does not track (undecided).
+STORES_WHERE_IT_READS = ("""con scale (m1: gpu.GlobalM, m3: gpu.SharedM, m4: gpu.ConstM, m5: gpu.LocalM,
+           group_id: Idx 1, item_id: Idx 1, (), (d: gpu.GlobalPtr «4; I32», off: I32),
+           return: Cn [gpu.GlobalM, gpu.SharedM, gpu.ConstM, gpu.LocalM]) =
+    let (m1, x) = mem.load (m1, mem.lea (d, core.bitcast (Idx 4) (core.bit2.and_ 0 (off, 3I32))));
+    let m1 = mem.store (m1, mem.lea (d, core.bitcast (Idx 4) (core.bit2.and_ 0 (x, 3I32))), 7I32);
+    return (m1, m3, m4, m5);""", "(0I32, 1I32, 2I32, 3I32)",
+                         "ret (m0, m1, m4) = gpu.launch (1, 1, s, ff, ()) scale (d, kk) $ (m0, m1, m4);")
 
-def test_a_kernel_that_may_race_with_itself_on_another_stream_says_so_once(tmp_path: Path) -> None:
-    # The store's index is loaded from the buffer, which the model does not track: undecided, and
-    # the one entry's detail said so twice (as the refuted case did).
-    path = kp.write(tmp_path, "undecided_on_two_streams", UNDECIDED_ON_TWO_STREAMS)
+
+@pytest.mark.parametrize("variant, races, errors", [(SCALES, "refuted", ["E-RACE"]),
+                                                    (STORES_WHERE_IT_READS, "unknown", [])],
+                         ids=["refuted", "undecided"])
+def test_a_kernel_conflicting_with_its_launch_on_another_stream_says_so_once(
+        tmp_path: Path, variant: tuple[str, str, str], races: str, errors: list[str]) -> None:
+    # The one entry's detail named the conflict twice, refuted or undecided.
+    kernel, init, launch = variant
+    text = SELF_ON_TWO_STREAMS.replace("KERNEL", kernel).replace("INIT", init).replace("LAUNCH", launch)
+    path = kp.write(tmp_path, f"self_on_two_streams_{races}", text)
     entries, diags = verify(path)
+    assert [d.code for d in diags if d.severity == "error"] == errors
     [entry] = entries
-    assert entry["races"] == "unknown" and not [d for d in diags if d.severity == "error"]
+    assert entry["races"] == races
     assert entry["detail"].count("streams: the launch of `scale`") == 1, entry["detail"]
 
 

@@ -62,34 +62,35 @@ def _set_format(value: str) -> None:
     _format[0] = value
 
 
-def _format_of(args: list[str]) -> str:
-    """The output format a command line asks for, read before click parsed it (usage errors).
-    What follows `--` is the program's (`run prog.mim -- --json` passes argv[1] = "--json")."""
-    if "--" in args:
-        args = args[:args.index("--")]
-    if "--json" in args:
-        return "json"
+def _options_of(args: list[str]) -> list[str]:
+    """The command line's own words: what follows `--` is the program's (`run prog.mim -- --json`
+    passes argv[1] = "--json")."""
+    return args[:args.index("--")] if "--" in args else args
+
+
+def _format_asked(args: list[str]) -> str | None:
+    """The value of the last `--format` (click reads the last), None without one."""
+    asked = None
     for i, a in enumerate(args):
         if a.startswith("--format="):
-            return a.split("=", 1)[1]
-        if a == "--format" and i + 1 < len(args):
-            return args[i + 1]
-    return "text"
+            asked = a.split("=", 1)[1]
+        elif a == "--format" and i + 1 < len(args):
+            asked = args[i + 1]
+    return asked
+
+
+def _format_of(args: list[str]) -> str:
+    """The output format a command line asks for, read before click parsed it (usage errors)."""
+    args = _options_of(args)
+    return "json" if "--json" in args else _format_asked(args) or "text"
 
 
 def _other_format(args: list[str]) -> str | None:
-    """The format `--format` asks for (the last one, as click reads it) where `--json` asks for
-    JSON too and the two differ (`--json --format sarif`: two outputs for one stdout), else None."""
-    if "--" in args:
-        args = args[:args.index("--")]
-    if "--json" not in args:
-        return None
-    asked = None
-    for i, a in enumerate(args):
-        value = a.split("=", 1)[1] if a.startswith("--format=") else \
-            args[i + 1] if a == "--format" and i + 1 < len(args) else None
-        asked = value if value is not None else asked
-    return asked if asked is not None and asked != "json" else None
+    """The format `--format` asks for where `--json` asks for JSON too and the two differ
+    (`--json --format sarif`: two outputs for one stdout), else None."""
+    args = _options_of(args)
+    asked = _format_asked(args)
+    return asked if "--json" in args and asked not in (None, "json") else None
 
 
 def render_diagnostics(diags: list[Diagnostic]) -> None:
@@ -613,7 +614,7 @@ def _sm_option(value: str) -> str:
 def _command_of(args: list[str]) -> str:
     """The subcommand named on a command line that click rejected (its JSON schema): `fuzz
     report …` is `fuzz-report`, whatever click found wrong with it."""
-    words = [a for a in (args[:args.index("--")] if "--" in args else args) if not a.startswith("-")]
+    words = [a for a in _options_of(args) if not a.startswith("-")]
     if not words or words[0] not in cli.commands:
         return "usage"
     if words[0] == "fuzz":

@@ -72,10 +72,14 @@ def steps_of(world: World, d: Def, what: str, at: Loc | None = None, program: Wo
     try:
         return _placed(_steps_of(world, d, what, program or world), at or d.loc)
     except VerimimError as e:
-        here = at or d.loc
-        if here is None or (e.loc is not None and e.loc.file == here.file):
-            raise
-        raise dataclasses.replace(e, loc=here) from None
+        raise _here_if_elsewhere(e, at or d.loc) from None
+
+
+def _here_if_elsewhere(e: VerimimError, here: Loc | None) -> VerimimError:
+    """The error placed at `here` where its own place is in another file (a plugin's) or none."""
+    if here is None or (e.loc is not None and e.loc.file == here.file):
+        return e
+    return dataclasses.replace(e, loc=here)
 
 
 def _placed(steps: list[Step], here: Loc | None) -> list[Step]:
@@ -198,9 +202,7 @@ def _named_pipeline(world: World, pipeline: Def, name: str, site: Def, what: str
         return _steps_of(world, pipeline, f"{what}, in `{name}` (named by `compile.named \"{name}\"`)", program,
                          (*named, name))
     except VerimimError as e:
-        if site.loc is None or (e.loc is not None and e.loc.file == site.loc.file):
-            raise
-        raise dataclasses.replace(e, loc=site.loc) from None
+        raise _here_if_elsewhere(e, site.loc) from None
 
 
 def _elements(d: Def) -> tuple[Def, ...]:

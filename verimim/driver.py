@@ -478,8 +478,9 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
         base, bracket, side = after.partition("[")
         if bracket and side not in ("host]", "device]"):
             raise UsageError(f"--after: `{after}`: a side is `[host]` or `[device]`")
-        phase = resolve(base) + bracket + side
-        if bracket and resolve(base) == FOLDS:
+        name = resolve(base)
+        phase = name + bracket + side
+        if bracket and name == FOLDS:
             raise UsageError(f"--after: `{after}`: `{FOLDS}` has no side (the folds happen while the program is built)")
         if phase == FOLDS:
             # the normalizers fold while the program is built: after them is the program as loaded
@@ -495,7 +496,7 @@ def dump(path: str, include: list[str], dot: bool = False, after: str | None = N
             # Printing the final program would claim it is the output of a phase that never ran.
             steps = ", ".join(dict.fromkeys(e["name"] + (f"[{e['side']}]" if e.get("side") else "")
                                             for e in run.phases)) or "none"
-            if resolve(base) in PHASES:
+            if name in PHASES:
                 raise UsageError(f"--after: `{after}` is not a phase of this program's pipeline; its phases: {steps}")
             raise UsageError(f"--after: unknown phase `{after}`; this program's pipeline: {steps}; "
                              f"verimim's phases: {', '.join(sorted([*PHASES, FOLDS]))}")

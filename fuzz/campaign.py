@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import shlex
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
@@ -115,6 +116,7 @@ class _Run:
     kernel_programs: int = 0  # programs whose kernels were verified
     false_alarms: int = 0
     interrupted: bool = False
+    preload: tuple[str, ...] = ()  # what the workers import first (absolute where a file): reproduce.sh does too
 
 
 def conflicting_options(kept: Settings, seed: int | None, verify: bool, gpu: bool) -> list[str]:
@@ -184,7 +186,7 @@ def run(directory: str | Path, budget_s: float, *, seed: int | None = None, veri
             cluster.close()
             raise
         return _run_opened(journal, cluster, directory, budget_s, scheduler, program_timeout, reduce_budget,
-                           max_programs, command, progress)
+                           max_programs, command, progress, preload)
     finally:
         if lock is not None:
             os.close(lock)
@@ -202,12 +204,13 @@ def _wait_for_a_worker(cluster: Cluster, scheduler: str, seconds: float) -> None
 
 def _run_opened(journal: Journal, cluster: Cluster, directory: str | Path, budget_s: float, scheduler: str | None,
                 program_timeout: float, reduce_budget: float, max_programs: int | None, command: str,
-                progress: Callable[[int, float, int], None] | None) -> RunSummary:
+                progress: Callable[[int, float, int], None] | None, preload: tuple[str, ...] = ()) -> RunSummary:
     try:
         settings = journal.settings
         try:
             r = _Run(journal, settings, journal.start_run(budget_s, cluster.slots(), scheduler, command), cluster,
-                     program_timeout, reduce_budget, seen=journal.fingerprints())
+                     program_timeout, reduce_budget, seen=journal.fingerprints(),
+                     preload=tuple(str(Path(m).resolve()) if m.endswith(".py") else m for m in preload))
             _report_unreported(r)
             start = time.monotonic()
             try:
@@ -478,13 +481,14 @@ def _write_failure(r: _Run, c: Checked, sig: Signature) -> str:
     d.mkdir(parents=True, exist_ok=True)
     (d / "original.mim").write_text(reproducer(c.text, c.args, c.expected, c.features), encoding="utf-8")
     cmd = reproduce_command(sig, "original.mim", c.args)
-    (d / "reproduce.sh").write_text(f"#!/bin/sh\n# {sig.kind}: {c.message}\ncd \"$(dirname \"$0\")\"\n{cmd}\n",
-                                    encoding="utf-8")
+    (d / "reproduce.sh").write_text(f"#!/bin/sh\n# {sig.kind}: {c.message}\ncd \"$(dirname \"$0\")\"\n"
+                                    f"{preloading(r.preload)}{cmd}\n", encoding="utf-8")
     (d / "reproduce.sh").chmod(0o755)
     (d / "failure.json").write_text(json.dumps({
         "signature": sig.to_json(), "key": sig.key, "index": c.index, "seed": str(c.seed), "defect": c.defect,
         "message": c.message, "command": cmd, "args": list(c.args), "size": c.size,
-        "choices_of": f"journal.sqlite, programs.idx = {c.index}"}, indent=2), encoding="utf-8")
+        "choices_of": f"journal.sqlite, programs.idx = {c.index}", "preload": list(r.preload)}, indent=2),
+        encoding="utf-8")
     return str(d.relative_to(r.journal.dir))  # journaled relative to DIR: see Journal.failure_dir
 
 
@@ -573,6 +577,24 @@ def reproducer(text: str, args: tuple[str, ...], expected: tuple[str, ...], feat
         lines.append(f"// ARGS: {shlex.join(args)}")  # (read back as a shell splits it: tests/programs)
     lines += [f"// EXPECT-ERROR: {c}" for c in sorted(expected)]
     return "\n".join(lines) + "\n" + text
+
+
+# `python -c` of reproduce.sh's `verimim` where the workers had preloads: PRELOAD... -- ARGS...
+_PRELOADING = ('import importlib, runpy, sys; i = sys.argv.index("--"); '
+               '[runpy.run_path(m) if m.endswith(".py") else importlib.import_module(m) for m in sys.argv[1:i]]; '
+               'from verimim.cli import main; main(sys.argv[i + 1:])')
+
+
+def preloading(preload: tuple[str, ...]) -> str:
+    """The lines of reproduce.sh that make its `verimim` import the campaign's `--preload`
+    modules first, as the workers that found the failure did ('' without any): a phase broken
+    on purpose, or a plugin registered, by a preload is not there for a plain `verimim`, whose
+    commands then showed nothing."""
+    if not preload:
+        return ""
+    mods = " ".join(shlex.quote(m) for m in preload)
+    return (f"# the workers imported --preload {mods} first: so does verimim here\n"
+            f"verimim() {{ {shlex.quote(sys.executable)} -c {shlex.quote(_PRELOADING)} {mods} -- \"$@\"; }}\n")
 
 
 def reproduce_command(sig: Signature, file: str, args: tuple[str, ...]) -> str:

@@ -20,7 +20,10 @@ from typing import Any
 from verimim.fuzz.journal import Journal
 
 STATUSES = ("proved", "bounded", "validated", "refuted", "unknown", "skipped", "rejected")  # spec/CLI.md
-VERDICTS = ("ok", "spec", "diff", "internal", "false-positive", "missed-defect", "roundtrip", "hang", "crash")
+# every verdict a program gets: `ok` or its failure's kind (`reproducer`: a counterexample of
+# check's whose `verimim run` command does not report the code, fuzz/kernel_oracle.judge)
+VERDICTS = ("ok", "spec", "diff", "internal", "false-positive", "missed-defect", "reproducer", "roundtrip", "hang",
+            "crash")
 _SEED_PLUGINS = ("core", "mem", "gpu", "buffer", "btensor")
 # Operations only a phase makes (what buffer.lower_ptr makes of `buffer.copy`): a program's
 # coverage is of what it is written with, so they would show as never generated in every campaign.
@@ -131,10 +134,14 @@ def _throughput(r: dict[str, Any], progs: list[dict[str, Any]]) -> list[dict[str
 
 
 def _compare(runs: list[dict[str, Any]], progs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The latest run against the one before it (the previous night's)."""
+    """The latest run against the one before it (the previous night's) that checked programs: a
+    run killed before it checked any (it only reduced what an earlier one found, or it was
+    stopped at its start) has no coverage or rate to compare, and every feature was "newly
+    covered" against it."""
     if len(runs) < 2:
         return None
-    prev, last = runs[-2], runs[-1]
+    last = runs[-1]
+    prev = next((r for r in reversed(runs[:-1]) if r["programs"]), runs[-2])
 
     def covered(run_id: int) -> set[str]:
         return {f for p in progs if p["run"] == run_id for f in json.loads(p["features"])}

@@ -104,3 +104,38 @@ def test_a_failure_a_killed_run_found_is_new_to_the_next_run(tmp_path: Path) -> 
     assert entry["new"] and entry["message"] == "KeyError: 'x'" and "run 1" in entry["found_by"]
     again = run(d, 600.0, workers=1, processes=False, max_programs=1, reduce_budget=0)
     assert again.new_failures == 0 and not again.failures, "reported once, by the run after the killed one"
+
+
+_PROGRAM = """plugin core;
+plugin mem;
+
+fun extern main (m0: mem.M 0, argc: I32, argv: mem.Ptr0 «⊤:Nat; mem.Ptr0 «⊤:Nat; I8»») : [mem.M 0, I32] =
+    return (m0, 0I32);
+"""
+
+
+def test_reproduce_sh_imports_the_preloads_the_workers_imported(tmp_path: Path) -> None:
+    # A failure found on workers that a `--preload` patched (a phase broken on purpose, a
+    # plugin registered) did not show from its reproduce.sh: its plain `verimim` had no preload,
+    # and `verimim check original.mim` passed.
+    import os
+    import subprocess
+
+    from verimim.fuzz.campaign import _write_failure
+    from verimim.fuzz.signature import Signature
+    from verimim.fuzz.task import Checked
+
+    mark = tmp_path / "imported"
+    preload = tmp_path / "my preload.py"  # (a path that needs quoting)
+    preload.write_text(f"open({str(mark)!r}, 'a').write('x')\n", encoding="utf-8")
+    sig = Signature("internal", "E-INTERNAL", "gpu.split_apply", "RuntimeError@verimim.phases.pipeline")
+    row = Checked(3, 1, (1,), defect=None, features=(), ops=0, kernels=0, launches=0, size=40, verdict="internal",
+                  signature=sig, message="RuntimeError: broken", text=_PROGRAM)
+    run: Any = SimpleNamespace(journal=SimpleNamespace(dir=tmp_path), preload=(str(preload),))
+    _write_failure(run, row, sig)
+    d = tmp_path / "failures" / sig.key
+    assert json.loads((d / "failure.json").read_text())["preload"] == [str(preload)]
+    out = subprocess.run(["sh", str(d / "reproduce.sh")], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "NO_COLOR": "1"})
+    assert mark.read_text() == "x", out.stderr[-2000:]  # imported once, by the one verimim command
+    assert out.returncode == 0, out.stderr[-2000:]  # (check of the program itself: the preload breaks nothing)

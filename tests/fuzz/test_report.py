@@ -239,3 +239,35 @@ def test_a_report_path_that_is_a_directory_is_named_and_nothing_written(tmp_path
     with pytest.raises(UsageError, match="report.html` is a directory"):
         write_report(d)
     assert not (d / "report.json").exists()
+
+
+def test_every_verdict_the_kernel_oracle_gives_is_counted(tmp_path: Path) -> None:
+    # `reproducer` (check's counterexample command does not report its code) is a verdict the
+    # campaign journals; the report listed every verdict with its count but that one, unless
+    # a program had it.
+    _campaign(tmp_path)
+    summary, _, _ = write_report(tmp_path)
+    assert summary["verdicts"]["reproducer"] == 0
+    j = Journal.open(tmp_path, Settings(seed=1))
+    r = j.start_run(10, 1, None, "third")
+    j.record(r, _c(5, ("gpu.launch",), Signature("reproducer", "", "kernels")))
+    j.end_run(r)
+    j.close()
+    summary, html_path, _ = write_report(tmp_path)
+    assert summary["verdicts"]["reproducer"] == 1 and list(summary["verdicts"]) == list(VERDICTS)
+
+
+def test_the_comparison_skips_a_run_that_checked_nothing(tmp_path: Path) -> None:
+    # A night killed right after it resumed (it only reduced the failures of the one before)
+    # was "the previous run": every feature of the next one was newly covered against it.
+    _campaign(tmp_path)
+    j = Journal.open(tmp_path, Settings(seed=1))
+    j.start_run(10, 1, None, "killed at once")  # (never ended, nothing journaled)
+    r4 = j.start_run(10, 1, None, "fourth")
+    j.record(r4, _c(5, ("gpu.launch", "branch.item")))
+    j.end_run(r4)
+    j.close()
+    summary, _, _ = write_report(tmp_path)
+    c = summary["comparison"]
+    assert (c["previous"], c["latest"]) == (2, 4) and c["programs"] == [3, 1]
+    assert c["newly_covered"] == [] and c["no_longer_covered"] == ["gpu.sync_work_items"]

@@ -610,4 +610,17 @@ def reproduce_command(sig: Signature, file: str, args: tuple[str, ...]) -> str:
         return f"verimim dump {file} >/dev/null; verimim check {file}; verimim diff {file}{a}"
     if sig.kind == "roundtrip":
         return f"verimim dump {file} && verimim check {file} && verimim diff {file}{a}"
+    if sig.kind == "reproducer":
+        # check's refutation is what it should be; the counterexample's own `run` line is what
+        # fails (it does not report the code): run each, echoed (sh -x)
+        return f"verimim check {file}; verimim check {file} --json 2>/dev/null | python3 -c {shlex.quote(_COUNTEREXAMPLE_RUNS)} | sh -x"
     return f"verimim check {file}"
+
+
+# prints the `run` line of every counterexample in `check --json` (fuzz/kernel_oracle.judge's walk)
+_COUNTEREXAMPLE_RUNS = ("import json, sys\n"
+                        "for e in json.load(sys.stdin).get('kernels') or []:\n"
+                        "    cex = e.get('counterexample') or {}\n"
+                        "    for part in [cex, *(v for v in cex.values() if isinstance(v, dict))]:\n"
+                        "        if part.get('run'):\n"
+                        "            print(part['run'])\n")

@@ -139,3 +139,26 @@ def test_reproduce_sh_imports_the_preloads_the_workers_imported(tmp_path: Path) 
                          env={**os.environ, "NO_COLOR": "1"})
     assert mark.read_text() == "x", out.stderr[-2000:]  # imported once, by the one verimim command
     assert out.returncode == 0, out.stderr[-2000:]  # (check of the program itself: the preload breaks nothing)
+
+
+def test_reproduce_sh_of_a_reproducer_failure_runs_the_counterexample_command(tmp_path: Path) -> None:
+    # A `reproducer` failure is a counterexample whose `verimim run` line does not report its
+    # code; reproduce.sh ran `verimim check` alone, which shows the (right) refutation only.
+    import os
+    import subprocess
+
+    from verimim.fuzz.campaign import _write_failure
+    from verimim.fuzz.signature import Signature
+    from verimim.fuzz.task import Checked
+
+    racy = (Path(__file__).parent.parent / "programs" / "runtime_errors" / "race_global_groups.mim").read_text()
+    sig = Signature("reproducer", "", "kernels", "")
+    row = Checked(4, 1, (1,), defect=None, features=(), ops=0, kernels=1, launches=1, size=len(racy),
+                  verdict="reproducer", signature=sig, message="`verimim run prog.mim --schedule 0` does not report E-RACE",
+                  text=racy)
+    run: Any = SimpleNamespace(journal=SimpleNamespace(dir=tmp_path), preload=())
+    _write_failure(run, row, sig)
+    out = subprocess.run(["sh", str(tmp_path / "failures" / sig.key / "reproduce.sh")], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
+    assert "+ verimim run original.mim --schedule 0" in out.stderr, out.stderr[-2000:]
+    assert out.stderr.count("error[E-RACE]") == 2, out.stderr[-3000:]  # check's, and the run's

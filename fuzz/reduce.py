@@ -46,6 +46,37 @@ class Reduction:
     args: tuple[str, ...] = ()  # the program arguments of the reduced program (choices may change them)
 
 
+class Budget:
+    """The time a reduction may take. A check (the oracle on one candidate, seconds for a large
+    program) is begun only while the typical one so far (the median) still fits in what is
+    left, so the budget is overrun by one check's deviation from the median, not by a whole
+    check begun at its last moment. Shared by the stages of one reduction (choices, then text),
+    which learn the cost of a check from each other."""
+
+    def __init__(self, seconds: float) -> None:
+        self.start = time.monotonic()
+        self.seconds = seconds
+        self._costs: list[float] = []
+
+    def left(self) -> float:
+        return self.seconds - (time.monotonic() - self.start)
+
+    def spent(self) -> bool:
+        """Whether no typical check fits in the time left."""
+        costs = sorted(self._costs)
+        return self.left() <= (costs[len(costs) // 2] if costs else 0.0)
+
+    def timed(self, keeps: Callable[[str], bool]) -> Callable[[str], bool]:
+        """`keeps`, each call's time recorded."""
+        def timed_keeps(text: str) -> bool:
+            t0 = time.monotonic()
+            try:
+                return keeps(text)
+            finally:
+                self._costs.append(time.monotonic() - t0)
+        return timed_keeps
+
+
 def size(text: str) -> tuple[int, int]:
     """(characters, non-blank lines) of a program, the plugin header left out."""
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("plugin ")]
@@ -285,7 +316,7 @@ def _order(cs: Choices) -> tuple[int, tuple[float, ...]]:
 
 
 def shrink_choices(choices: Choices, original: str, regenerate: Callable[[Choices], tuple[str, Choices] | None],
-                   keeps: Callable[[str], bool], budget_s: float) -> tuple[Choices, str | None, int, int, bool]:
+                   keeps: Callable[[str], bool], budget: float | Budget) -> tuple[Choices, str | None, int, int, bool]:
     """Shrink the generator's choice sequence before the text: each choice in turn is set to a
     simpler value (`_simpler`), and kept when the regenerated program is smaller (a shorter
     text, or as long with choices smaller in shortlex order) and still fails the same way.
@@ -295,8 +326,10 @@ def shrink_choices(choices: Choices, original: str, regenerate: Callable[[Choice
 
     `original` is the text `choices` generate. Returns (choices, the program text or None if
     nothing was kept, tries, kept, whether the
-    budget ran out before a pass kept nothing)."""
-    start = time.monotonic()
+    budget ran out before a pass kept nothing). `budget`: seconds, or a Budget shared with
+    the stage after this one."""
+    clock = budget if isinstance(budget, Budget) else Budget(budget)
+    keeps = clock.timed(keeps)
     best, text, tries, kept = choices, None, 0, 0
     # smaller: a shorter program, or as long with simpler choices (so shrinking ends)
     best_key = (size(original)[0], _order(choices))
@@ -306,7 +339,7 @@ def shrink_choices(choices: Choices, original: str, regenerate: Callable[[Choice
         i = 0
         while i < len(best):
             for value in _simpler(best[i]):
-                if time.monotonic() - start >= budget_s:
+                if clock.spent():
                     return best, text, tries, kept, True
                 out = regenerate(best[:i] + (value,) + best[i + 1:])
                 if out is None:
@@ -326,16 +359,20 @@ def shrink_choices(choices: Choices, original: str, regenerate: Callable[[Choice
 
 
 def reduce_text(text: str, keeps: Callable[[str], bool], canon: Callable[[str], str | None],
-                budget_s: float = 60.0) -> Reduction:
-    """Reduce `text` while `keeps(candidate)` (the same failure) holds, for at most `budget_s`.
+                budget_s: float | Budget = 60.0, known_to_fail: bool = False) -> Reduction:
+    """Reduce `text` while `keeps(candidate)` (the same failure) holds, for at most `budget_s`
+    (seconds, or a Budget shared with the stage before). `known_to_fail`: `keeps(text)` holds
+    already (the stage before found so): it is not checked again.
 
     `canon(t)` is t re-elaborated and printed, or None when t does not type-check."""
+    clock = budget_s if isinstance(budget_s, Budget) else Budget(budget_s)
     start = time.monotonic()
+    keeps = clock.timed(keeps)
     tries = accepted = 0
     seen = {text}
     best = text
     status = "fixpoint"
-    if not keeps(text):
+    if not known_to_fail and not keeps(text):
         return reduction(text, text, 1, 0, start, "not reproducible")
     progress = True
     while progress:
@@ -349,7 +386,7 @@ def reduce_text(text: str, keeps: Callable[[str], bool], canon: Callable[[str], 
                 cands = list(rewrite(best.splitlines()))
                 kept = False
                 for i in range(pos, len(cands)):
-                    if time.monotonic() - start > budget_s:
+                    if clock.spent():
                         return reduction(text, best, tries, accepted, start, "budget")
                     raw = "\n".join(cands[i]) + "\n"
                     if raw in seen:

@@ -292,10 +292,11 @@ def evidence(signature: Signature) -> str:
 def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signature, budget_s: float) -> Any:
     from dataclasses import replace
 
-    from verimim.fuzz.reduce import reduce_text, reduction, shrink_choices
+    from verimim.fuzz.reduce import Budget, reduce_text, reduction, shrink_choices
     from verimim.fuzz.strategies import canonical, check_generated, runs_clean
 
     start = time.monotonic()
+    clock = Budget(budget_s)
     prog, _ = generate(choices=choices, defect_ratio=settings.defect_ratio, gpu=settings.gpu)
     original = prog.text
     state = {"kept": prog, "candidate": prog}  # the program a text belongs to (its args, its defect)
@@ -338,16 +339,21 @@ def _reduce(settings: Settings, choices: tuple[Choice, ...], signature: Signatur
 
     if how == "construction":
         # No text edit keeps what makes it a failure: the whole budget goes to the choices.
-        if not fails_alike(prog, original):
+        if not clock.timed(lambda text: fails_alike(prog, text))(original):
             return reduction(original, original, 1, 0, start, "not reproducible", tuple(prog.args))
         _, shrunk, tries, kept, out_of_time = shrink_choices(choices, original, regenerate, candidate_fails_alike,
-                                                             max(1.0, budget_s - (time.monotonic() - start)))
+                                                             clock)
         return reduction(original, shrunk if shrunk is not None else original, tries + 1, kept, start,
                          "budget" if out_of_time else "fixpoint", tuple(state["kept"].args))
-    # At most half the budget on the choices, the rest on the text.
-    _, shrunk, c_tries, c_kept, _ = shrink_choices(choices, original, regenerate, candidate_fails_alike, budget_s / 2)
+    # At most half the budget on the choices, the rest on the text (one clock: the text stage
+    # knows what a check costs from the choices stage).
+    clock.seconds = budget_s / 2
+    _, shrunk, c_tries, c_kept, _ = shrink_choices(choices, original, regenerate, candidate_fails_alike, clock)
+    clock.seconds = budget_s
     text = shrunk if shrunk is not None else original
-    r = reduce_text(text, edit_fails_alike, canon, max(1.0, budget_s - (time.monotonic() - start)))
+    # A text the choices stage kept fails alike already; under "clean runs" it must run clean too,
+    # which only the text stage's check asks.
+    r = reduce_text(text, edit_fails_alike, canon, clock, known_to_fail=shrunk is not None and how != "clean runs")
     if r.status == "not reproducible" and shrunk is None:
         return replace(r, args=tuple(prog.args))
     return reduction(original, r.text, r.tries + c_tries, r.accepted + c_kept, start, r.status,

@@ -187,3 +187,29 @@ def test_choice_shrinking_ends_at_a_fixed_point() -> None:
                                                           lambda t: t.count("op") >= 5, 30)
     assert not out_of_time and kept >= 2 and best[1] == "" and 5 <= int(best[0]) < 10  # type: ignore[call-overload]
     assert text == "op;\n" * int(best[0])  # type: ignore[call-overload]
+
+
+def test_a_check_that_no_longer_fits_the_budget_is_not_begun() -> None:
+    # Each stage looked at the clock before a check only: a check of a large program (seconds)
+    # begun at the budget's last moment ran it over by 25-90 % in campaigns. With checks of
+    # 0.4 s and a budget of 1 s, the third check (begun at 0.8 s) would end at 1.2 s.
+    import time
+
+    def slow_refusal(text: str) -> bool:
+        time.sleep(0.4)
+        return False
+
+    def regen(cs: tuple[object, ...]) -> tuple[str, tuple[object, ...]]:  # ten counts of operations
+        return "op;\n" * sum(max(0, int(c)) for c in cs), cs  # type: ignore[call-overload]
+
+    t0 = time.monotonic()
+    _, text, tries, _, out_of_time = red.shrink_choices((100,) * 10, "op;\n" * 1000, regen, slow_refusal, 1.0)
+    assert out_of_time and text is None and tries == 2 and time.monotonic() - t0 < 1.0
+
+    # the stages share one Budget: the text stage knows a check's cost before its first
+    prog = _program(0)
+    clock = red.Budget(1.0)
+    red.shrink_choices((100,) * 10, "op;\n" * 1000, regen, slow_refusal, clock)
+    clock.seconds = 1.9
+    r = run_with_big_stack(lambda: red.reduce_text(prog.text, slow_refusal, _canon, clock, known_to_fail=True))
+    assert r.status == "budget" and r.tries >= 1 and time.monotonic() - clock.start < clock.seconds

@@ -167,6 +167,15 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
         shared = own_names[own] > 1 or own in others
         if given != own and not (shared and re.fullmatch(re.escape(own) + r"_[0-9]+", given)):
             return f"kernel `{own}` is external under `{given}`, not its own name (no other has it)", {}
+        if given != own:
+            # the first free suffix `_1`, `_2`, …: the name itself and every lower suffix are taken
+            # (by the input's other externals or another kernel), and the first kernel of a name
+            # no other external has keeps it
+            k = int(given[len(own) + 1:])
+            free = [n for n in [own] + [f"{own}_{j}" for j in range(1, k)] if n not in others | kernel_names]
+            if k == 0 or free:
+                return (f"kernel `{own}` is external under `{given}`, not under the first free name "
+                        f"(`{free[0] if free else own + '_1'}` is free)"), {}
     extra = set(host.externals) - set(old.externals)
     if not set(old.externals) <= set(host.externals) or not extra <= kernel_names:
         return (f"the host's externals are {sorted(host.externals)}, the input's {sorted(old.externals)} "

@@ -571,6 +571,24 @@ def test_split_apply_that_renames_a_kernel_no_other_shares_a_name_with_is_refute
     assert status == "refuted" and "not its own name" in detail, detail
 
 
+def test_split_apply_that_names_a_second_kernel_with_another_suffix_than_the_first_free_is_refuted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # PHASES.md: the later kernel of a shared name takes the first free suffix `_1`, `_2`, ….
+    # A split naming it `generic_kernel_0` (a counter started at 0), or `generic_kernel_2` with
+    # `_1` free, or renaming both, was proved (any `_<digits>` passed).
+    import verimim.phases.split as split
+
+    prog = program_before(VALID / "generic_kernel_specialised_twice.mim", "gpu.split_apply")
+    real = split.device_names
+    first, second = sorted(real(prog.host, split.kernels_of(prog.host)).items())
+    for names in ({first[0]: first[1], second[0]: "generic_kernel_0"},
+                  {first[0]: first[1], second[0]: "generic_kernel_2"},
+                  {first[0]: "generic_kernel_1", second[0]: "generic_kernel_2"}):
+        monkeypatch.setattr(split, "device_names", lambda world, kernels, names=names: dict(names))
+        status, detail, _ = verdict(apply(SplitApply(), prog))
+        assert status == "refuted" and "first free name" in detail, (names, detail)
+
+
 class _SwappedCaptures(LiftedKernel):
     """Reads the captured host values in the reverse order of the launch's arguments."""
 
@@ -604,6 +622,20 @@ def test_split_apply_lifted_captures_right_and_wrong(monkeypatch: pytest.MonkeyP
         mp.setattr(split, "host_launch", _host_passes_wrong_values)
         status, detail, _ = verdict(apply(SplitApply(), prog))
         assert status == "refuted" and "differential" in detail, detail
+
+
+def test_split_apply_that_moves_a_c_call_into_a_kernel_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A kernel calling `putchar` (libc: host code). The right phase rejects it; one that forgot
+    # C functions moved the call to the device World and its specification said `proved`
+    # (HOST_ONLY names the gpu driver's operations only), `check` ok.
+    import verimim.phases.split as split
+
+    prog = program_before(PROGRAMS / "phase_errors" / "c_function_called_in_a_kernel.mim", "gpu.split_apply")
+    res = apply(SplitApply(), prog)
+    assert res.rejected and [d.code for d in res.diagnostics] == ["E-UNSUPPORTED"]
+    monkeypatch.setattr(split, "c_name", lambda head: None)
+    status, detail, _ = verdict(apply(SplitApply(), prog))
+    assert status == "refuted" and "C function `putchar` at" in detail and ":15:" in detail, detail
 
 
 class _MovesChangedCode(SplitApply):

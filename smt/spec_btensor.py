@@ -15,8 +15,11 @@ running the phase's code:
    A call of (a structural copy of) `f`/`post` applies the uninterpreted function; loads read the
    symbolic arrays of the host buffers the launch's arguments were copied from; stores are
    collected per cell. Out-of-bounds accesses, a cell never written or written twice, and stores
-   into inputs are refuted directly; then Z3 is asked for input values and an `f` that make some
-   cell differ from the reference.
+   into inputs are refuted directly; so are accesses whose `mem.lea`/`mem.load`/`mem.store` name
+   another type than the buffer's layout (the code generators compute addresses and sizes from
+   those types, and no phase output is type-checked again), and a kernel whose ids or arguments
+   are not typed as its launch demands. Then Z3 is asked for input values and an `f` that make
+   some cell differ from the reference.
 3. The host side, from the launch site: one `gpu.auto_init` taking the operation's memory token,
    then only `gpu.buf_alloc_copy` of every input and `gpu.alloc.block` of the output on the tokens
    up to the launch (`n_items = min(total, 1024)`, `n_groups = ⌈total / n_items⌉`); in the launch's
@@ -296,6 +299,7 @@ class DevBuf:
     shape: list[int] = field(default_factory=list)
     elem: Def | None = None
     host_buf: Def | None = None  # for "in": the host buffer it was copied from
+    layout: Def | None = None  # the type of the data it holds (new World): what the kernel's accesses must say
 
 
 @dataclass
@@ -334,6 +338,7 @@ def host_side(old: World, w: World, ref: Ref, jump: Def) -> Host:
     if not isinstance(kernel, MutLam) or kernel.body is None:
         raise Refuted("the launched kernel is not a continuation with a body")
     n = _lits(w, w.extract_n(imp, 2, 0), 1, "argument count")[0]
+    _check_signature(w, kernel, n_groups, n_items, _elems(w, w.extract_n(imp, 2, 1), n), _elems(w, kargs, n))
     mems, cont = _elems(w, jump.arg, 2)
     if not isinstance(cont, MutLam) or cont.body is None:
         raise Refuted("the launch does not continue with a continuation")
@@ -355,7 +360,8 @@ def host_side(old: World, w: World, ref: Ref, jump: Def) -> Host:
         pc, pa = _proj(a, "gpu.buf_alloc_copy", 2), _proj(a, "gpu.alloc.block", 2)
         if pc is not None and pc[1] == 2 and pc[0] in copies:
             shape, elem = _shape_of(w, app_parts(pc[0], "gpu.buf_alloc_copy", 2)[0])  # type: ignore[index]
-            args.append(DevBuf("in", a, [], shape, elem, w.extract_n(pc[0].arg, 3, 2)))
+            layout = w.arr(_shape_node(w, shape), elem) if shape else elem
+            args.append(DevBuf("in", a, [], shape, elem, w.extract_n(pc[0].arg, 3, 2), layout))
         elif pa is not None and pa[1] == 1 and pa[0] in allocs:
             args.append(DevBuf("out", a))
         else:
@@ -368,8 +374,31 @@ def host_side(old: World, w: World, ref: Ref, jump: Def) -> Host:
     want_t = old.arr(_shape_node(old, ref.so), ref.tp) if ref.so else ref.tp
     if not _same_type(alloc_t, want_t):
         raise Refuted(f"the output is allocated as `{show(alloc_t)}`, not as `{show(want_t)}`")
+    out.layout = alloc_t
     m0_end, result = _after(w, ref, cont, out, [x for x in args if isinstance(x, DevBuf)])
     return Host(kernel, n_groups, n_items, args, cont, m0_end, result, init_app.arg)
+
+
+def _check_signature(w: World, kernel: MutLam, n_groups: int, n_items: int, ts: list[Def], kargs: list[Def]) -> None:
+    """The launch is typed as gpu.mim's `gpu.launch` demands (no phase output is type-checked
+    again, and the symbolic run below reads values, not types): the kernel takes its work-group
+    and work-item ids as `Idx n_groups` and `Idx n_items` (the code generators hold an id in its
+    declared type, so a smaller one would see the launch's ids reduced) and its arguments as the
+    launch's `Ts`, which are the types of the values passed."""
+    dom = kernel.pi.dom
+    fields = dom.ops if isinstance(dom, Sigma) else ()
+    if len(fields) > 7 and not _same_type(fields[7], w.sigma(ts)):
+        raise Refuted(f"the kernel `{kernel.name}` takes its arguments as `{show(fields[7])[:120]}`, but the launch "
+                      f"passes `{show(w.sigma(ts))[:120]}`")
+    for j, (t, a) in enumerate(zip(ts, kargs)):
+        if not _same_type(w.type_of(a), t):
+            raise Refuted(f"launch argument {j} `{show(a)[:60]}` is a `{show(w.type_of(a))[:60]}`, passed as `{show(t)[:60]}`")
+    for k, (what, n) in ((4, ("work-group", n_groups)), (5, ("work-item", n_items))):
+        t = fields[k] if len(fields) > k else None
+        if not (isinstance(t, IdxT) and isinstance(t.size, Lit) and int(t.size.value) == n):
+            raise Refuted(f"the kernel `{kernel.name}` takes its {what} id as `{show(t) if t is not None else '?'}`, "
+                          f"but the launch has {n} {what}s (gpu.launch: `Idx {n}`)",
+                          {"kernel": kernel.name, "declared": show(t) if t is not None else None, "launched": n})
 
 
 def match_inputs(ref: Ref, host: Host, same: Same) -> None:
@@ -503,6 +532,10 @@ class Tok:
 class Ptr:
     arg: int  # which launch argument
     path: tuple[int, ...]
+    # the type of what it points to (the buffer's layout, then an element of it per `mem.lea`):
+    # the code generators address memory by the types `mem.lea`/`mem.load`/`mem.store` name, so
+    # those must be the layout's, not only the path of indices
+    pointee: Def | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -539,7 +572,7 @@ class Kernel:
         self.args: list[Any] = []
         for j, a in enumerate(host.args):
             if isinstance(a, DevBuf):
-                self.args.append(Ptr(j, ()))
+                self.args.append(Ptr(j, (), a.layout))
             elif same(ref.init, a):
                 self.args.append(init)
             elif isinstance(a, Lit):
@@ -691,15 +724,17 @@ class Kernel:
         if name.startswith("core."):
             return self.core(name, args, d)
         if name == "mem.lea":
-            _implicit, (p, i) = args
+            implicit, (p, i) = args
             if not isinstance(p, Ptr) or not isinstance(i, int):
                 raise Unknown("a symbolic address")
-            return Ptr(p.arg, p.path + (i,))
+            return Ptr(p.arg, p.path + (i,), self.lea_type(p, implicit, d))
         if name == "mem.load":
-            _ta, (m, p) = args
+            (t, _as), (m, p) = args
+            self.access_type(p, t, "loads", d)
             return (m, self.load(p, d))
         if name == "mem.store":
-            _ta, (m, p, v) = args
+            (t, _as), (m, p, v) = args
+            self.access_type(p, t, "stores", d)
             self.store(p, v, d)
             return m
         raise Unknown(f"`{name}` inside the kernel")
@@ -736,6 +771,30 @@ class Kernel:
             ss, ds, x = args
             return core_ops.conv(op[2] == "s", ss, ds, x)
         raise Unknown(f"`{name}` inside the kernel")
+
+    def lea_type(self, p: Ptr, implicit: Any, d: App) -> Def:
+        """The element type a `mem.lea` reaches, after checking that the array type it names
+        (`«n; Ts»`) is the one the pointer really points to: addresses are computed from it."""
+        n, ts, _as = implicit
+        have = p.pointee
+        if not (isinstance(have, Arr) and isinstance(have.shape, Lit) and have.body.bvd == 0
+                and n == int(have.shape.value) and isinstance(ts, Def)
+                and _same_type(ts, self.w.pack(have.shape, have.body))):
+            first = self.w.extract(ts, self.w.lit_idx(n, 0)) if isinstance(ts, Def) and isinstance(n, int) and n > 0 \
+                else None
+            named = f"«{n}; {show(first) if first is not None else '?'}»"
+            raise Refuted(f"work-item ({self.group}, {self.item}) indexes `{show(have) if have is not None else '?'}` as "
+                          f"`{named}` ({self.where(d)}): its addresses are not the buffer's",
+                          {"group": self.group, "item": self.item, "path": list(p.path),
+                           "buffer": show(have) if have is not None else None, "lea": named})
+        return have.body
+
+    def access_type(self, p: Any, t: Any, verb: str, d: App) -> None:
+        """A `mem.load`/`mem.store` moves the type it names: it must be the element's."""
+        if isinstance(p, Ptr) and not (isinstance(t, Def) and p.pointee is not None and _same_type(t, p.pointee)):
+            raise Refuted(f"work-item ({self.group}, {self.item}) {verb} `{show(t) if isinstance(t, Def) else t}` "
+                          f"where the buffer holds `{show(p.pointee) if p.pointee is not None else '?'}` "
+                          f"({self.where(d)})", {"group": self.group, "item": self.item, "path": list(p.path)})
 
     def where(self, d: Def) -> str:
         return f"at {d.loc}" if d.loc else f"in the kernel `{self.host.kernel.name}` of the operation at {self.ref.app.loc}"

@@ -336,3 +336,14 @@ def test_an_operation_on_an_index_of_unknown_width_names_it() -> None:
         run(body)
     assert info.value.code == "E-UNSUPPORTED" and "None" not in info.value.message, info.value.message
     assert "`core.conv.u` on an `Idx ⊤:Nat`" in info.value.message, info.value.message
+
+
+@pytest.mark.parametrize("arg, n", [("(1I32, 2I8)", 2), ("3I32", 1), ("()", 0)])
+def test_an_arity_that_is_one_component_of_an_implicit_pair_is_inferred(arg: str, n: int) -> None:
+    # `{n m: Nat}` is one implicit argument, a pair: `«i: n; Ts#i»` is `«i: ?p#0; ?Ts#i»`, which
+    # the arity rule did not solve (E-TYPE, while `{n: Nat}` alone worked): so
+    # `btensor.map_reduce_post` could not be applied without spelling out its implicit arguments
+    w, v = load_upstream("axm %foo.pair: {n m: Nat} → {Ts: «n; *»} → [x: «i: n; Ts#i»] → Nat;\n"
+                         "lam count {n m: Nat} {Ts: «n; *»} (x: «i: n; Ts#i»): Nat = n;\n"
+                         f"let x = %foo.pair {arg};\nlet c = count {arg};\n")
+    assert show(v["c"]) == str(n)

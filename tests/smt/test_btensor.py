@@ -25,7 +25,10 @@ VALID = PROGRAMS / "valid"
 PROGRAMS_BTENSOR = ["btensor_sum.mim", "btensor_row_sums.mim", "btensor_matmul.mim", "btensor_post.mim",
                     "btensor_many_groups.mim", "btensor_post_same_as_f.mim", "btensor_reduce_16_steps.mim",
                     "btensor_rank_one_input_inferred.mim", "btensor_empty_reduction_dimension.mim",
-                    "btensor_empty_last_reduction_dimension_of_rank_3.mim"]
+                    "btensor_empty_last_reduction_dimension_of_rank_3.mim",
+                    "btensor_loop_over_part_of_a_buffer.mim", "btensor_i8_row_sums_that_wrap.mim",
+                    "btensor_post_implicits_inferred.mim", "btensor_output_cells_divided_by_five.mim",
+                    "btensor_post_input_of_rank_two.mim", "btensor_two_inputs_of_one_shape.mim"]
 
 HEADER = """plugin core;
 plugin mem;
@@ -90,8 +93,9 @@ def test_lowering_is_proved_and_keeps_the_result(name: str) -> None:
     assert len(res.claim(BtensorLowering).lowered) == 1
     status, detail, _ = verdict(res)
     assert status == "proved", detail
-    assert result(res.before, [str(path)]) == expected
-    assert result(res.after, [str(path)]) == expected
+    argv = [str(path), *annotations(path).get("ARGS", "").split()]
+    assert result(res.before, argv) == expected
+    assert result(res.after, argv) == expected
     # One launch of PHASES.md's shape, and no btensor operation left.
     (site,) = launches(res.after.host)
     n_groups, n_items = (a.value for a in site.args()[1].ops[:2])  # type: ignore[attr-defined]
@@ -449,3 +453,74 @@ def test_lowering_nothing_without_saying_why_is_refuted(monkeypatch: pytest.Monk
     status, detail, cex = verdict(lower(from_file("btensor_row_sums.mim"), LowerBtensor()))
     assert status == "refuted" and "does not say why" in detail, detail
     assert isinstance(cex, dict) and cex["location"] != "None"
+
+
+def test_addressing_inputs_by_the_loop_extents_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's `mem.lea`s name the extents the loop reads (`«3; «3; I32»»`) instead of the
+    buffer's (`«5; «5; I32»»`): the same index paths, other addresses. The specification proved it
+    (it followed the paths and ignored the types the code generators compute addresses from)."""
+    import verimim.phases.btensor as bt
+
+    work = bt.KernelGen.work
+
+    def wrong(self: bt.KernelGen, cell: object, argv: list) -> object:  # type: ignore[type-arg]
+        saved = [op.shape for op in self.mr.ins]
+        for op in self.mr.ins:
+            op.shape = [self.mr.sr[p] for p in op.positions]
+        try:
+            return work(self, cell, argv)  # type: ignore[arg-type]
+        finally:
+            for op, shape in zip(self.mr.ins, saved):
+                op.shape = shape
+
+    monkeypatch.setattr(bt.KernelGen, "work", wrong)
+    res = lower(from_file("btensor_loop_over_part_of_a_buffer.mim"))
+    assert result(res.before) == 11580 and result(res.after) == 7620  # it really is wrong
+    status, detail, cex = verdict(res)
+    assert status == "refuted", detail
+    assert "«5; «5; I32»»" in detail and "«3; «3; I32»»" in detail
+    assert isinstance(cex, dict) and cex["buffer"] == "«5; «5; I32»»"
+
+
+def test_loading_elements_with_the_wrong_type_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel loads the I8 elements as I32: past the device buffer's end (E-OOB after the
+    phase). The specification proved it (it ignored the type `mem.load` names)."""
+    import verimim.phases.btensor as bt
+
+    load = bt.Builder.load
+    monkeypatch.setattr(bt.Builder, "load", lambda self, t, m, p: load(self, self.w.idx_n(2 ** 32), m, p))
+    res = lower(from_file("btensor_i8_row_sums_that_wrap.mim"))
+    with pytest.raises(RuntimeFault) as e:  # it really is wrong
+        result(res.after)
+    assert e.value.code == "E-OOB"
+    status, detail, _ = verdict(res)
+    assert status == "refuted", detail
+    assert "loads `I32` where the buffer holds `I8`" in detail
+
+
+def test_a_kernel_that_declares_fewer_work_items_than_the_launch_is_refuted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel takes its work-item id as `Idx 2` while the launch runs 4 work-items (an
+    ill-typed launch no phase re-checks): the code generators hold the id in its declared type, so
+    work-items 2 and 3 redo cells 0 and 1 and cells 2 and 3 are never written (the NVPTX code
+    masks `%tid.x` to one bit). The specification ran each work-item with the launch's id and
+    proved it."""
+    import verimim.phases.btensor as bt
+
+    con = bt.Builder.con
+
+    def wrong(self: bt.Builder, name: str, params: list, loc: object, names: tuple | None = None) -> object:  # type: ignore[type-arg]
+        if names and names[:6] == ("m1", "m3", "m4", "m5", "group_id", "item_id"):
+            params = [*params[:5], self.w.idx_n(int(params[5].size.value) // 2), *params[6:]]
+        return con(self, name, params, loc, names)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bt.Builder, "con", wrong)
+    res = lower(from_text(HEADER + """
+    let (m0, a) = buffer.init (2, (4, 2), I32) (m0, ((1I32, 2I32), (3I32, 4I32), (5I32, 6I32), (7I32, 8I32)));
+    let (m0, s) = btensor.map_reduce @1 @(I32, 1, 2) (4, (4, 2)) @(I32, 2, (4, 2)) (add, 0I32) (0, 1) (m0, a);
+    let (m0, x) = buffer.read (1, 4, I32) (m0, s, 3_4);
+    return (m0, x);
+"""))
+    status, detail, cex = verdict(res)
+    assert status == "refuted", detail
+    assert "work-item id as `Bool`" in detail and "4 work-items" in detail
+    assert isinstance(cex, dict) and cex["launched"] == 4

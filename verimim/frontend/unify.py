@@ -54,6 +54,8 @@ class Unifier:
             # Upstream's checker: `⊤` is assignable to and from anything (`Idx ⊤:Nat` accepts
             # an `I32` index; `«⊤:Nat; I8»` is an array of unknown length).
             return None
+        if self._expand_arity(a) or self._expand_arity(b):
+            return self.unify(a, b)
         if self._arity_rule(a, b) or self._arity_rule(b, a):
             return self.unify(a, b)
         if self._constant_arity_rule(a, b) or self._constant_arity_rule(b, a):
@@ -214,6 +216,19 @@ class Unifier:
         h.value = v
         self.trail.append(h)
         return True
+
+    def _expand_arity(self, d: Def) -> bool:
+        """`d = «i: ?h#j; ?g#k#i»` with ?h (or ?g) a hole of a literal arity, an implicit argument
+        of several components (`{nis nps: Nat}`): expand it to a tuple of holes, so that the arity
+        rules below see `«i: ?n; ?Ts#i»` (`btensor.map_reduce_post`'s `«i: nis; Tis#i»`, as
+        `btensor.map_reduce`'s, whose `{nis: Nat}` is a hole of its own)."""
+        if not isinstance(d, Arr):
+            return False
+        grew = isinstance(d.shape, Extract) and self._expand_hole(d.shape)
+        body = d.body
+        if isinstance(body, Extract) and isinstance(body.index, BVar) and body.index.index == 0:
+            grew = self._expand_hole(body.tup) or grew
+        return grew
 
     def _arity_rule(self, a: Def, b: Def) -> bool:
         """`a = «i: ?n; ?Ts#i»` against a non-hole `b`: solve ?n and ?Ts from b's shape."""

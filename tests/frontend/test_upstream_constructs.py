@@ -367,3 +367,36 @@ def test_index_literals_of_any_width_up_to_64() -> None:
     assert run(MAIN + "    let b = %core.wrap.add 0 (3I2, 2I2);\n"
                "    return (mem, %core.bitcast I32 (%core.bitcast Nat b));\n") == 1
     assert fails("let a = 4I2;\n").code == "E-TYPE"
+
+
+def test_an_implicit_type_parameter_takes_a_type_as_its_argument() -> None:
+    # upstream's checker solves a hole without comparing universe levels (Checker::alpha_:
+    # `h1->set(d2)`): `core.select (b, I32, I8)` picks a type (upstream's own `tuple.typecat`
+    # does so); it was E-TYPE "expected `?T`, found `*`"
+    body = ("lam Pick (b: Bool): * = %core.select (b, I32, I8);\n" + MAIN +
+            "    let x: Pick tt = argc;\n"
+            "    return (mem, %core.wrap.add 0 (x, %core.bitcast I32 (%core.trait.size (Pick (%core.icmp.e (argc, 1I32))))));\n")
+    assert run(body) == 1 + 4 and run(body, "a") == 2 + 1
+    # an explicit argument keeps its level check, as upstream's
+    assert fails("lam idt {T: *} (x: T): T = x;\nlam G (U: *): * = idt @* U;\n").code == "E-TYPE"
+
+
+def test_one_type_passed_for_an_array_of_types_has_arity_one() -> None:
+    # `«1; *» = *` (upstream: the arity of `*` is 1), also for an element of a grouped implicit
+    # `{n m: Nat}`; both were E-TYPE "expected `«?implicit; *»`, found `*`"
+    body = ("lam count2 {n m: Nat} (Ts: «n; *») (Us: «m; *»): Nat = %core.nat.add (%core.nat.mul (n, 10), m);\n"
+            + MAIN + "    let a = count2 I32 (I8, I16);\n    let b = count2 (I8, I16) I32;\n"
+            "    return (mem, %core.bitcast I32 (%core.nat.add (%core.nat.mul (a, 100), b)));\n")
+    assert run(body) == 12 * 100 + 21
+
+
+def test_the_arity_rule_for_elements_of_grouped_implicits() -> None:
+    # upstream's `vec.zip: {ni n: Nat} → {Is: «ni; *», R: *} → [f: «i: ni; Is#i» → R] → …`:
+    # `?ni` and `?Is` are elements of one hole each; unifying `«i: ?ni; ?Is#i» → ?R` with
+    # `«2; Idx ?s» → Idx ?s` solves them as for lone implicits (it was E-TYPE "expected
+    # `[?Is, ?Is] → ?R`")
+    body = ("lam zip {ni n: Nat} {Is: «ni; *», R: *} (f: «i: ni; Is#i» → R) (x: «i: ni; «n; Is#i»»): «n; R» =\n"
+            "    ‹j: n; f ‹i: ni; x#i#j››;\n" + MAIN +
+            "    let v = zip (%core.wrap.add 0) ((argc, 2I32, 3I32), (10I32, 20I32, 30I32));\n"
+            "    return (mem, %core.wrap.add 0 (v#0_3, v#2_3));\n")
+    assert run(body) == 11 + 33 and run(body, "a") == 12 + 33

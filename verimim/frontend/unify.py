@@ -209,6 +209,12 @@ class Unifier:
                 fits = self.unify(h._type, vt) is None
             finally:
                 self.tentative -= 1
+            if not fits and isinstance(self.world.zonk(h._type), TypeU) and isinstance(self.world.zonk(vt), TypeU):
+                # Upstream's checker solves a hole without comparing universe levels
+                # (Checker::alpha_: `h1->set(d2)`): an implicit `{T: *}` takes a type as its
+                # argument (`core.select (c, I32, I8)`, upstream's own `tuple.typecat`). An
+                # explicit argument keeps its level check.
+                fits = True
             if not fits:
                 h.value = None
                 return False
@@ -361,10 +367,11 @@ def is_type_of_one_value(world: World, t: Def) -> Def | None:
 
 def _never_an_array(t: Def) -> bool:
     """A closed type that no unfolding or solution turns into an array or a sigma: `Nat`, `Idx k`,
-    a function type, an axiom, or an axiom applied (`mem.Ptr (I32, 0)`, `gpu.GlobalM`)."""
+    a function type, a universe (`*`: a single type passed for `«?n; *»`, as upstream's
+    `tuple.typecat T Us`), an axiom, or an axiom applied (`mem.Ptr (I32, 0)`, `gpu.GlobalM`)."""
     if t.has_hole or t.bvd != 0:
         return False
-    if isinstance(t, (NatT, IdxT, Pi, Axiom)):
+    if isinstance(t, (NatT, IdxT, Pi, Axiom, TypeU)):
         return True
     return isinstance(t, App) and isinstance(t.head, Axiom)
 

@@ -250,7 +250,10 @@ class _HostCompiler(CpsCompiler):
             raise unsupported(f"launching `{show_short(kernel)}`, not a kernel by name", loc)
         info = self.kernel_infos.get(kernel.name)
         if info is None:
-            raise unsupported(f"launching `{kernel.name}`, which is not a kernel of the device World", loc)
+            # no device World at all: the program's own pipeline (`_compile`) left the split out
+            why = "" if self.kernel_infos else (" (there is none: the program's pipeline does not run "
+                                                "`gpu.split_apply`, which the code generators need)")
+            raise unsupported(f"launching `{kernel.name}`, which is not a kernel of the device World{why}", loc)
         for node in (config, kargs, arg):
             self._compute(node)
         groups, items, stream, dyn_flag, mt = self._config(config, loc)

@@ -19,7 +19,8 @@ Undefined behaviour. Every encoded term has `ub`, true where the term has no def
 a wrap-around that the mode forbids (bit 0 of the mode: no signed wrap, bit 1: no unsigned
 wrap), a shift by the width or more, a division by zero, a signed division whose quotient does
 not fit (INT_MIN / -1, for `srem` too, as LLVM), `core.idx` / `core.bitcast` of a value the
-target does not hold, and any operand that is itself undefined (UB propagates).
+target does not hold, `core.idx` / `core.conv` into `Idx 0` (a type without values), and any
+operand that is itself undefined (UB propagates).
 """
 from __future__ import annotations
 
@@ -584,7 +585,9 @@ def _enc_conv(tag: str, args: list[Def], env: Env) -> Encoded:
     x, ub = _one(args[2], env)
     if tag not in ("s", "u"):
         raise NoSemantics(f"core.conv.{tag}")
-    return Encoded(conv(tag == "s", src, dst, x), ub)
+    # `Idx 0` holds no value (docs/semantics.md: I64 is `Idx 2^64`): a conversion into it is
+    # undefined (the interpreter's E-OOB), whatever x is
+    return Encoded(conv(tag == "s", src, dst, x), _any(ub, z3.BoolVal(dst.s == 0)))
 
 
 def _enc_idx(tag: str, args: list[Def], env: Env) -> Encoded:
@@ -595,8 +598,9 @@ def _enc_idx(tag: str, args: list[Def], env: Env) -> Encoded:
     n, ub = _one(args[2], env)
     out_of_range = z3.UGE(n, t.s) if t.s < 2 ** n.size() else FALSE
     wrapped = z3.URem(n, z3.BitVecVal(t.s, n.size())) if t.s < 2 ** n.size() else n
+    # (`Idx 0` holds no value: undefined in every mode, as the interpreter's E-OOB)
     return Encoded(z3t.Extract(t.width - 1, 0, wrapped),
-                   _any(ub, mode_ub, z3t.And(out_of_range, mode != 0)))
+                   _any(ub, mode_ub, z3t.And(out_of_range, mode != 0), z3.BoolVal(t.s == 0)))
 
 
 def _enc_bitcast(tag: str, args: list[Def], env: Env) -> Encoded:

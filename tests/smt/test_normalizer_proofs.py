@@ -477,6 +477,21 @@ def test_conversion_semantics() -> None:
     assert semantics("core.idx", [w.lit_nat(23), w.lit_nat(1), w.lit_nat(42)])[0] is None
 
 
+def test_nothing_is_made_into_idx_0() -> None:
+    """`Idx 0` holds no value (docs/semantics.md; I64 is `Idx 2^64`): the interpreter reports
+    `E-OOB` for `core.conv` and `core.idx` into it in every mode, and the normalizers never fold
+    one (core_rules.never_undefined). The bit-vector semantics made both defined (conv.u 4 → 0
+    of 3 was 1, `core.idx 0 0 5` was 1), so a rule that drops such a term would be proved."""
+    w = plugin_world()
+    for tag in ("s", "u"):
+        assert semantics(f"core.conv.{tag}", [w.lit_nat(4), w.lit_nat(0), w.lit_idx(4, 3)]) == (None, True)
+        assert semantics(f"core.conv.{tag}", [w.lit_nat(4), w.lit_nat(1), w.lit_idx(4, 3)]) == (0, False)
+    for mode in (0, 1):
+        for n in (0, 5):
+            assert semantics("core.idx", [w.lit_nat(0), w.lit_nat(mode), w.lit_nat(n)]) == (None, True)
+    assert semantics("core.idx", [w.lit_nat(1), w.lit_nat(0), w.lit_nat(5)]) == (0, False)
+
+
 def test_bit2_semantics_follow_the_names_in_core_mim() -> None:
     w = plugin_world()
     a, b = 0b1100, 0b1010

@@ -167,6 +167,30 @@ def _built(outputs: list[World], inputs: set[int]) -> list[World]:
     return out
 
 
+def ill_typed_output(res: PhaseResult) -> dict[str, Any] | None:
+    """A phase's output must be a program: every application's argument fits its callee's
+    domain (verimim.ir.typecheck), as upstream MimIR's `World::app` asserts of every application
+    it builds. The specifications read values, not types: an output that launches a kernel that
+    declares `Idx 2` work-items for a launch of 4, or loads an `I32` through a pointer to `I8`,
+    could satisfy them and still compile to other code. The refutation (the entry's fields), or None where every World
+    the phase built is well typed (a World it passed on unchanged was checked where it was built)."""
+    from verimim.ir.typecheck import check_world
+
+    before = res.before.worlds()
+    for side, world in (("host", res.after.host), ("device", res.after.device)):
+        if world is None or any(world is w for w in before):
+            continue
+        bad = check_world(world, stop_at=1)
+        if bad:
+            where = f" ({side} World)" if res.after.device is not None else ""
+            cex: dict[str, Any] = {"application": bad[0].shown}
+            if bad[0].loc is not None and bad[0].loc.line:
+                cex["location"] = f"{bad[0].loc.file}:{bad[0].loc.line}:{bad[0].loc.col}"
+            return {"status": "refuted", "detail": f"its output{where} is ill-typed: {bad[0].message}",
+                    "counterexample": cex}
+    return None
+
+
 def _report_skip(run: PipelineRun, step: Skip, side: str | None) -> None:
     entry: dict[str, Any] = {"name": step.name, "status": "skipped", "time_s": 0.0, "detail": step.reason,
                              "counterexample": None}
@@ -251,11 +275,15 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
     elif run.verify:
         from verimim.smt.specs import check_spec  # z3 only when verifying
 
-        out = check_spec(res, run.ctx)
-        entry.update(status=out.status, detail=out.detail, counterexample=out.counterexample,
-                     z3_s=round(out.z3_s, 4))
-        if out.status != "refuted":
-            _with_output_folds(run, res, entry)
+        ill = ill_typed_output(res)
+        if ill is not None:
+            entry.update(ill)
+        else:
+            out = check_spec(res, run.ctx)
+            entry.update(status=out.status, detail=out.detail, counterexample=out.counterexample,
+                         z3_s=round(out.z3_s, 4))
+            if out.status != "refuted":
+                _with_output_folds(run, res, entry)
         if entry["status"] == "refuted":
             run.diagnostics.append(Diagnostic("E-SPEC", f"`{name}` violates its specification: {entry['detail']}",
                                               spec_location(entry["counterexample"])))

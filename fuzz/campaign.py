@@ -612,8 +612,10 @@ def reproduce_command(sig: Signature, file: str, args: tuple[str, ...]) -> str:
         return f"verimim dump {file} && verimim check {file} && verimim diff {file}{a}"
     if sig.kind == "reproducer":
         # check's refutation is what it should be; the counterexample's own `run` line is what
-        # fails (it does not report the code): run each, echoed (sh -x)
-        return f"verimim check {file}; verimim check {file} --json 2>/dev/null | python3 -c {shlex.quote(_COUNTEREXAMPLE_RUNS)} | sh -x"
+        # fails (it does not report the code): run each, echoed (set -x), in this shell, whose
+        # `verimim` imports the preloads (a child `sh` would not have that function)
+        return (f"verimim check {file}; runs=$(verimim check {file} --json 2>/dev/null | python3 -c "
+                f"{shlex.quote(_COUNTEREXAMPLE_RUNS)}); set -x; eval \"$runs\"")
     return f"verimim check {file}"
 
 

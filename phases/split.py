@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from verimim.diagnostics import Diagnostic
-from verimim.ir.defs import App, Def, Lit, MutLam
+from verimim.diagnostics import Diagnostic, Loc
+from verimim.ir.defs import App, Axiom, Def, Lit, MutLam, Tuple
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
@@ -104,20 +104,40 @@ class SplitApply(Phase):
             nk.name = names[k.gid]
             dev.new.externals[names[k.gid]] = nk
         dev.finish()
+        called = set()  # the host functions a kernel calls (each call reported)
         for annex, depth in HOST_OPERATIONS.items():
             for app in apps_of(dev.new, annex, depth):
+                called.add(app.head)
                 res.diagnostics.append(Diagnostic("E-UNSUPPORTED", in_kernel_message(annex), app.loc))
         for app, annex in host_memory_operations(dev.new):
             # SEMANTICS.md: device code may not dereference address space 0 (`run` stops there)
             res.diagnostics.append(Diagnostic(
                 "E-ADDR-SPACE", f"kernel code {_HOST_MEMORY_VERBS[annex]} host memory (address space 0): a "
                 f"kernel's memory is the device's (address spaces 1, 3, 4, 5)", app.loc))
+        reached, sites = [], dict[Def, Loc | None]()
         for d in walk(dev.new):
             # a C function is host code (libc): `run` and the GPU backend refuse it in a kernel
             if isinstance(d, App) and (name := c_name(d.head)) is not None:
+                called.add(d.head)
                 res.diagnostics.append(Diagnostic(
                     "E-UNSUPPORTED", f"a call of the C function `{name}` in a kernel: C functions run on "
                     f"the host", d.loc))
+            elif isinstance(d, App):
+                args = [d.callee, d.arg]  # (a partial application, then what it is applied to)
+                while args:  # through the tuples that group the arguments
+                    a = args.pop()
+                    if _host_function(a) is not None:
+                        sites.setdefault(a, d.loc)
+                    args.extend(a.ops if isinstance(a, Tuple) else ())
+            elif _host_function(d) is not None:
+                reached.append(d)
+        for f in reached:
+            # passed on as a value (to a helper that may call it): code the kernel reaches, which
+            # the specification's partition judges as it judges a call
+            if f not in called:
+                res.diagnostics.append(Diagnostic(
+                    "E-UNSUPPORTED", f"{_host_function(f)} is passed as a value in a kernel: it runs on the host",
+                    sites.get(f) or f.loc))
         if res.rejected:
             return res
         res.after = Program(host, dev.new)
@@ -127,6 +147,16 @@ class SplitApply(Phase):
                             lifted_captures={names[gid]: len(lift.caps) for gid, lift in lifts.items()},
                             device_names=dict(names))
         return res
+
+
+def _host_function(d: Def) -> str | None:
+    """What `d` is where it is a host-only function (a C function, an operation of the CUDA
+    driver), else None."""
+    if (name := c_name(d)) is not None:
+        return f"the C function `{name}`"
+    if isinstance(d, Axiom) and d.annex in HOST_OPERATIONS:
+        return f"the host operation `{d.annex}`"
+    return None
 
 
 def device_names(world: World, kernels: list[MutLam]) -> dict[int, str]:

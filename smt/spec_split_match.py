@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
+from itertools import chain, count
 from typing import cast
 
 from verimim.ir.defs import App, Arr, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var
@@ -168,14 +169,14 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
         if given != own and not (shared and re.fullmatch(re.escape(own) + r"_[0-9]+", given)):
             return f"kernel `{own}` is external under `{given}`, not its own name (no other has it)", {}
         if given != own:
-            # the first free suffix `_1`, `_2`, …: the name itself and every lower suffix are taken
-            # (by the input's other externals or another kernel), and the first kernel of a name
-            # no other external has keeps it
-            k = int(given[len(own) + 1:])
-            free = [n for n in [own] + [f"{own}_{j}" for j in range(1, k)] if n not in others | kernel_names]
-            if k == 0 or free:
+            # the first free suffix `_1`, `_2`, … (spelled so: not `_01`): the name itself and every
+            # lower suffix are taken (by the input's other externals or another kernel), and the
+            # first kernel of a name no other external has keeps it
+            taken = (others | kernel_names) - {given}
+            first = next(n for n in chain([own], (f"{own}_{j}" for j in count(1))) if n not in taken)
+            if given != first:
                 return (f"kernel `{own}` is external under `{given}`, not under the first free name "
-                        f"(`{free[0] if free else own + '_1'}` is free)"), {}
+                        f"(`{first}` is free)"), {}
     extra = set(host.externals) - set(old.externals)
     if not set(old.externals) <= set(host.externals) or not extra <= kernel_names:
         return (f"the host's externals are {sorted(host.externals)}, the input's {sorted(old.externals)} "

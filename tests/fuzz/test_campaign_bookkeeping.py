@@ -162,3 +162,31 @@ def test_reproduce_sh_of_a_reproducer_failure_runs_the_counterexample_command(tm
                          text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
     assert "+ verimim run original.mim --schedule 0" in out.stderr, out.stderr[-2000:]
     assert out.stderr.count("error[E-RACE]") == 2, out.stderr[-3000:]  # check's, and the run's
+
+
+def test_the_counterexample_runs_of_reproduce_sh_import_the_preloads_too(tmp_path: Path) -> None:
+    # reproduce.sh of a `reproducer` failure piped the counterexamples' `verimim run` lines into
+    # a child `sh`, which has no `verimim` shell function: the runs went without the workers'
+    # --preload (a phase broken on purpose was whole again there).
+    import os
+    import subprocess
+
+    from verimim.fuzz.campaign import _write_failure
+    from verimim.fuzz.signature import Signature
+    from verimim.fuzz.task import Checked
+
+    mark = tmp_path / "imported"
+    preload = tmp_path / "preload.py"
+    preload.write_text(f"open({str(mark)!r}, 'a').write('x')\n", encoding="utf-8")
+    racy = (Path(__file__).parent.parent / "programs" / "runtime_errors" / "race_global_groups.mim").read_text()
+    sig = Signature("reproducer", "", "kernels", "")
+    row = Checked(4, 1, (1,), defect=None, features=(), ops=0, kernels=1, launches=1, size=len(racy),
+                  verdict="reproducer", signature=sig, message="`verimim run prog.mim --schedule 0` does not report E-RACE",
+                  text=racy)
+    run: Any = SimpleNamespace(journal=SimpleNamespace(dir=tmp_path), preload=(str(preload),))
+    _write_failure(run, row, sig)
+    out = subprocess.run(["sh", str(tmp_path / "failures" / sig.key / "reproduce.sh")], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
+    assert out.stderr.count("error[E-RACE]") == 2, out.stderr[-3000:]  # check's, and the run's
+    # check, check --json (which names the runs), and the counterexample's run
+    assert mark.read_text() == "xxx", out.stderr[-3000:]

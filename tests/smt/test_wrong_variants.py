@@ -583,6 +583,7 @@ def test_split_apply_that_names_a_second_kernel_with_another_suffix_than_the_fir
     first, second = sorted(real(prog.host, split.kernels_of(prog.host)).items())
     for names in ({first[0]: first[1], second[0]: "generic_kernel_0"},
                   {first[0]: first[1], second[0]: "generic_kernel_2"},
+                  {first[0]: first[1], second[0]: "generic_kernel_01"},  # (`_1` spelled otherwise)
                   {first[0]: "generic_kernel_1", second[0]: "generic_kernel_2"}):
         monkeypatch.setattr(split, "device_names", lambda world, kernels, names=names: dict(names))
         status, detail, _ = verdict(apply(SplitApply(), prog))

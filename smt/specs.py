@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 
 import z3
 
-from verimim.frontend.elab import C_PREFIX as ELAB_C_PREFIX
+from verimim.frontend.elab import C_PREFIX
 from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Axiom, Bot, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes, activation
@@ -697,9 +697,6 @@ def _barrier_counts(events: list[Def]) -> list[int]:
 # ============================================================================ split_apply
 
 
-# A `cfun` declaration is an axiom of this namespace (the front end names it so): libc's code.
-C_FUNCTIONS = ELAB_C_PREFIX
-
 HOST_ONLY = {"gpu.init", "gpu.deinit", "gpu.auto_init", "gpu.auto_deinit", "gpu.launch", "gpu.stream_init",
              "gpu.stream_deinit", "gpu.stream_sync", "gpu.alloc.block", "gpu.alloc.asyn", "gpu.free.block",
              "gpu.free.asyn", "gpu.copy_to_device.block", "gpu.copy_to_device.asyn", "gpu.copy_to_host.block",
@@ -767,11 +764,11 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
         if isinstance(d, Axiom) and d.annex in HOST_ONLY:
             return Outcome("refuted", f"the device World holds the host operation `{d.annex}`", {"operation": d.annex})
         c_fun = d.head if isinstance(d, App) else d
-        if isinstance(c_fun, Axiom) and c_fun.annex.startswith(C_FUNCTIONS):
+        if isinstance(c_fun, Axiom) and c_fun.annex.startswith(C_PREFIX):
             # a C function (`cfun`) is libc's, host code: no kernel can call it (PHASES.md); found
             # where it is called (or, passed as a value, where it is declared)
             at = _loc(d if isinstance(d, App) and d.loc else c_fun)
-            return Outcome("refuted", f"the device World holds the C function `{c_fun.annex[len(C_FUNCTIONS):]}` "
+            return Outcome("refuted", f"the device World holds the C function `{c_fun.annex[len(C_PREFIX):]}` "
                            f"at {at}", {"operation": c_fun.annex, "location": at})
         if isinstance(d, App) and isinstance(d.head, Axiom) and d.head.annex.startswith("mem.") and d.depth == 2:
             pair = _first_pair(d)

@@ -609,7 +609,7 @@ def separation_on_paths(res: PhaseResult, ctx: SpecContext) -> Outcome:
         return Outcome("unknown", f"the kernels are not paired by name: {why}")
     if set(kernels_old) != set(kernels_new):
         return Outcome("refuted", f"kernels differ: {sorted(kernels_old)} before, {sorted(kernels_new)} after")
-    checked = 0
+    checked = paths = 0  # paths with two or more memory operations to separate; all paths
     bounded = False
     for name in sorted(kernels_old):
         p_old, cut1, partial1 = kernel_paths(kernels_old[name], old_w)
@@ -625,6 +625,7 @@ def separation_on_paths(res: PhaseResult, ctx: SpecContext) -> Outcome:
         said: list[tuple[str, dict[str, object]]] = []  # what each condition says: the counterexample
         counts_old: list[int] = []  # barriers each path reaches, before and after
         counts_new: list[int] = []
+        paths += len(p_old)
         for pi, (eo, en) in enumerate(zip(p_old, p_new)):
             mo = [e for e in eo if _key(e)[0] != "gpu.sync_work_items"]
             mn = [e for e in en if _key(e)[0] != "gpu.sync_work_items"]
@@ -674,13 +675,15 @@ def separation_on_paths(res: PhaseResult, ctx: SpecContext) -> Outcome:
             return Outcome("refuted", f"kernel `{name}`: {what}", {"kernel": name, **cex})
         if status == "unknown":
             return Outcome("unknown", f"Z3 gave no answer within {ctx.timeout_ms} ms")
+    # (said of every path: a path with fewer than two memory operations has no pair to separate,
+    # but its memory operations and its barrier count were compared too)
+    what = (f"the memory operations, their barrier separation ({checked} path(s) with two or more) and "
+            f"the barrier counts preserved on {paths} path(s) of {len(kernels_old)} kernel(s)")
     if bounded:
         # Only the paths within the unrolling bound were compared: a bound, not a proof.
-        return Outcome("bounded", f"barrier separation of every pair of memory operations preserved on "
-                       f"{checked} path(s) of {len(kernels_old)} kernel(s), loops unrolled up to {UNROLL} "
-                       f"visits per continuation (at most {MAX_PATHS} paths)")
-    return Outcome("proved", f"barrier separation of every pair of memory operations preserved on "
-                   f"{checked} path(s) of {len(kernels_old)} kernel(s)")
+        return Outcome("bounded", f"{what}, loops unrolled up to {UNROLL} visits per continuation "
+                       f"(at most {MAX_PATHS} paths)")
+    return Outcome("proved", what)
 
 
 def _barrier_counts(events: list[Def]) -> list[int]:

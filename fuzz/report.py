@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import math
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,7 @@ def write_report(directory: str | Path) -> tuple[dict[str, Any], Path, Path]:
 def _replace(path: Path, text: str) -> None:
     """Write `path` whole or not at all (a report killed mid-write, as a timer's stop may, keeps
     the previous one instead of a truncated file)."""
+    _remove_abandoned(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
@@ -207,3 +209,32 @@ def _replace(path: Path, text: str) -> None:
     finally:
         tmp.unlink(missing_ok=True)
 
+
+ABANDONED_AFTER_S = 600.0  # a temporary file this old, of a process gone, was left by a kill
+
+
+def _remove_abandoned(path: Path) -> None:
+    """Remove the temporary files of `path` that a writer killed between its write and its
+    rename left behind (`.report.html.PID.tmp` in the campaign directory): those of a process
+    that no longer runs here, and old enough that no writer on another machine sharing the
+    directory can still be at work on one."""
+    now = time.time()
+    for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+        pid = tmp.name[len(path.name) + 2:-len(".tmp")]
+        if not pid.isdigit() or _running(int(pid)):
+            continue
+        try:
+            if now - tmp.stat().st_mtime >= ABANDONED_AFTER_S:
+                tmp.unlink()
+        except OSError:
+            pass  # (gone already, or not ours to remove: the report is written all the same)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # (another user's process: running)
+    return True

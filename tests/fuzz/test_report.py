@@ -271,3 +271,28 @@ def test_the_comparison_skips_a_run_that_checked_nothing(tmp_path: Path) -> None
     c = summary["comparison"]
     assert (c["previous"], c["latest"]) == (2, 4) and c["programs"] == [3, 1]
     assert c["newly_covered"] == [] and c["no_longer_covered"] == ["gpu.sync_work_items"]
+
+
+def test_a_temporary_file_a_killed_report_left_is_removed_by_the_next(tmp_path: Path) -> None:
+    # `fuzz report` killed between writing `.report.html.PID.tmp` and renaming it left the file
+    # in the campaign directory for good. The next report removes one of a process gone (and old
+    # enough); one of a running process stays.
+    import os
+    import subprocess
+
+    from verimim.fuzz.report import ABANDONED_AFTER_S
+
+    _campaign(tmp_path)
+    dead = subprocess.Popen(["true"])  # (a pid whose process has exited)
+    dead.wait()
+    old = (tmp_path / f".report.html.{dead.pid}.tmp", tmp_path / f".report.json.{dead.pid}.tmp")
+    fresh = tmp_path / f".report.json.{os.getpid()}1.tmp"  # (no such running process, but new)
+    alive = tmp_path / f".report.html.{os.getppid()}.tmp"
+    for f in (*old, fresh, alive):
+        f.write_text("<html", encoding="utf-8")
+    long_ago = os.stat(old[0]).st_mtime - ABANDONED_AFTER_S - 1
+    for f in (*old, alive):
+        os.utime(f, (long_ago, long_ago))
+    write_report(tmp_path)
+    assert not any(f.exists() for f in old)
+    assert fresh.exists() and alive.exists()

@@ -104,7 +104,7 @@ class SplitApply(Phase):
             nk.name = names[k.gid]
             dev.new.externals[names[k.gid]] = nk
         dev.finish()
-        called = set()  # the host functions a kernel calls (each call reported)
+        called: set[Def] = set()  # the host functions a kernel calls (each call reported)
         for annex, depth in HOST_OPERATIONS.items():
             for app in apps_of(dev.new, annex, depth):
                 called.add(app.head)
@@ -114,7 +114,8 @@ class SplitApply(Phase):
             res.diagnostics.append(Diagnostic(
                 "E-ADDR-SPACE", f"kernel code {_HOST_MEMORY_VERBS[annex]} host memory (address space 0): a "
                 f"kernel's memory is the device's (address spaces 1, 3, 4, 5)", app.loc))
-        reached, sites = [], dict[Def, Loc | None]()
+        reached: list[Def] = []  # every host function the device World holds (a called one is reported)
+        sites: dict[Def, Loc | None] = {}  # each one's first application that passes it on
         for d in walk(dev.new):
             # a C function is host code (libc): `run` and the GPU backend refuse it in a kernel
             if isinstance(d, App) and (name := c_name(d.head)) is not None:

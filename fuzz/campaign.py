@@ -614,15 +614,13 @@ def reproduce_command(sig: Signature, file: str, args: tuple[str, ...]) -> str:
         # check's refutation is what it should be; the counterexample's own `run` line is what
         # fails (it does not report the code): run each, echoed (set -x), in this shell, whose
         # `verimim` imports the preloads (a child `sh` would not have that function)
-        return (f"verimim check {file}; runs=$(verimim check {file} --json 2>/dev/null | python3 -c "
+        return (f"verimim check {file}; runs=$(verimim check {file} --json 2>/dev/null | {shlex.quote(sys.executable)} -c "
                 f"{shlex.quote(_COUNTEREXAMPLE_RUNS)}); set -x; eval \"$runs\"")
     return f"verimim check {file}"
 
 
-# prints the `run` line of every counterexample in `check --json` (fuzz/kernel_oracle.judge's walk)
+# prints the `run` line of every counterexample in `check --json` (the walk judge makes)
 _COUNTEREXAMPLE_RUNS = ("import json, sys\n"
+                        "from verimim.fuzz.kernel_oracle import counterexample_parts\n"
                         "for e in json.load(sys.stdin).get('kernels') or []:\n"
-                        "    cex = e.get('counterexample') or {}\n"
-                        "    for part in [cex, *(v for v in cex.values() if isinstance(v, dict))]:\n"
-                        "        if part.get('run'):\n"
-                        "            print(part['run'])\n")
+                        "    print(*(p['run'] for p in counterexample_parts(e) if p.get('run')), sep='\\n')\n")

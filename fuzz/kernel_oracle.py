@@ -155,9 +155,8 @@ def judge(verdicts: KernelVerdicts, run_codes: set[str], race_free: bool,
         # misuses a stream reports it)
         return "false-alarm", "check reports E-STREAM, an operation on an ended stream, which no run reports"
     for e in verdicts.entries:
-        cex = e.get("counterexample") or {}
-        for part in ([cex] + [v for v in cex.values() if isinstance(v, dict)]):
-            cmd = part.get("run") if isinstance(part, dict) else None
+        for part in counterexample_parts(e):
+            cmd = part.get("run")
             if not cmd:
                 continue
             shown = part.get("shown_by_run")  # a refutation a run confirmed names its code
@@ -167,6 +166,13 @@ def judge(verdicts: KernelVerdicts, run_codes: set[str], race_free: bool,
             if code not in reproduce(args, schedule):
                 return "reproducer", f"`{cmd}` does not report {code}"
     return None
+
+
+def counterexample_parts(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """A kernel entry's counterexample and the counterexamples nested in it (a race's and a
+    divergence's), each of which may carry its own `run` line."""
+    cex = entry.get("counterexample") or {}
+    return [cex, *(v for v in cex.values() if isinstance(v, dict))]
 
 
 def compare(path: str, args_list: list[list[str]], race_free: bool | None = None,

@@ -258,7 +258,8 @@ class GpuBackend:
             from verimim.runtime.nvptx import compile_device_module
 
             if self.device_world is None:
-                raise _unsupported("a launch, but the program has no device World (nothing was split)")
+                raise _unsupported("a launch, but the program has no device World: its pipeline does not run "
+                                   "`gpu.split_apply`, which the code generators need")
             ctx = self._need_ctx()
             dm = compile_device_module(self.device_world, self.sm or "sm_90", param_align=param_align)
             ld = _Loaded(dm, ctx.load_module(dm.ptx))

@@ -32,6 +32,18 @@ def _interp(path: Path, args: list[str]) -> int:
     return Machine(world).run_main(find_main(world), [str(path), *args])
 
 
+def test_a_launch_without_a_device_world_names_the_missing_split() -> None:
+    """A program whose own pipeline leaves out `gpu.split_apply` has no device World: the GPU
+    backend's refusal names the split, as the host code generator's does, so that the corpus
+    tests take it for that known limit (both corpus programs of that kind failed on the GPU)."""
+    from verimim.runtime.backend import GpuBackend
+
+    with pytest.raises(VerimimError) as err:
+        GpuBackend(None).module()  # refused before any CUDA call: runs without a GPU
+    assert err.value.code == "E-UNSUPPORTED"
+    assert "does not run `gpu.split_apply`" in str(err.value)
+
+
 @needs_gpu
 @pytest.mark.parametrize("path", PROGRAMS, ids=[p.name for p in PROGRAMS])
 def test_program_on_gpu_matches_interpreter(path: Path) -> None:

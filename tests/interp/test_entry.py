@@ -54,6 +54,8 @@ def test_main_form_without_arguments(name: str) -> None:
     "fun extern main (mem: %mem.M 0, argc: I64): [%mem.M 0, I32] = return (mem, 1I32);\n",  # argc not an int
     "fun extern main (mem: %mem.M 0): [%mem.M 0, I64] = return (mem, 1I64);\n",            # result not I32
     "fun extern main (mem: %mem.M 0): %mem.M 0 = return mem;\n",                            # no result
+    # argc of the empty type `Idx 0` (its width once computed as a shift by -1: E-INTERNAL)
+    f"fun extern main (mem: %mem.M 0, argc: Idx 0, argv: {ARGV}): [%mem.M 0, I32] = return (mem, 1I32);\n",
 ])
 def test_other_main_types_are_type_errors_at_main(src: str) -> None:
     with pytest.raises(RuntimeFault) as e:

@@ -820,12 +820,22 @@ class Elaborator:
         w = self.world
         arity = w.arity(tt)
         idx = self._extract_index(e, tt, arity, scope, nominal)
+        self._index_in_range(tt, idx, e.index.loc)
         if isinstance(tt, Sigma) and not isinstance(idx, Lit) and tt.dependent:
             raise TypeError_(f"`{show(tt)}` is a dependent sigma, so its index must be a literal; "
                              f"found `{show(idx)}`", e.index.loc)
         # A heterogeneous tuple at a run-time index: its value is one of the element types (the
         # World types it as their union, as upstream).
         return w.extract(tup, idx)
+
+    def _index_in_range(self, tt: Def, idx: Def, loc: Loc) -> None:
+        """A heterogeneous tuple's literal index names one of its elements: an unchecked index
+        (`core.idx_unsafe 9`, an `Idx ⊤:Nat`) past the last one gives its value no type (of an
+        array it is the run's E-OOB)."""
+        if isinstance(tt, Sigma) and isinstance(idx, Lit) and idx.value >= len(tt.ops):
+            n = len(tt.ops)
+            raise TypeError_(f"index `{idx.value}` is out of range: `{show(tt)}` has {n} element{'' if n == 1 else 's'} "
+                             f"(an index below {n} is expected)", loc)
 
     def _extract_index(self, e: ast.Extract, tt: Def, arity: Def | None, scope: Scope, nominal: bool = True) -> Def:
         w = self.world
@@ -854,6 +864,7 @@ class Elaborator:
         arity = w.arity(tt)
         assert arity is not None
         idx = self.check(e.index, w.index_type(arity), scope)
+        self._index_in_range(w.unfold(tt), idx, e.index.loc)
         et = w.extract_type(tt, tup, idx)
         val = self.check(e.value, et, scope)
         return w.insert(tup, idx, val)
@@ -1331,6 +1342,9 @@ class Elaborator:
         flat: list[ast.Decl] = []
         for d in decls:
             flat.extend(d.decls if isinstance(d, ast.DeclRec) else (d,))
+        # in the text's order: a `where` block's declarations come here reversed (upstream binds
+        # them so), and the one that is "first declared" is the one written first
+        flat.sort(key=lambda d: (d.loc.line, d.loc.col) if d.loc is not None else (0, 0))
         for d in flat:
             name = self._declared_name(d)
             if name is None or name == "_":

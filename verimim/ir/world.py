@@ -616,6 +616,8 @@ class World:
                     raise IRError("a dependent sigma indexed by a non-literal")
                 # As upstream: a heterogeneous tuple at a run-time index is one of its types.
                 return self.join(self.shift(f, -1) for f in tup_t.ops)
+            if index.value >= len(tup_t.ops):  # (the elaborator reports a written one, E-TYPE)
+                raise IRError(f"index {index.value} past the {len(tup_t.ops)} elements of a sigma")
             return self.open(tup_t.ops[index.value], tup)
         if isinstance(tup_t, Arr):
             return self.open(tup_t.body, index)

@@ -165,7 +165,7 @@ def type_leaves(t: Def) -> list[Leaf] | None:
             return None
         n = t.size.value
         bits = n.bit_length() - 1
-        if n != 1 << bits or bits not in (1, 8, 16, 32, 64):
+        if bits not in (1, 8, 16, 32, 64) or n != 1 << bits:  # (`Idx 0`: bits is -1)
             return None
         return [Leaf("int", bits)]
     if isinstance(t, App) and isinstance(t.head, Axiom):

@@ -181,14 +181,30 @@ def ill_typed_output(res: PhaseResult) -> dict[str, Any] | None:
         if world is None or any(world is w for w in before):
             continue
         bad = check_world(world, stop_at=1)
-        if bad:
-            where = f" ({side} World)" if res.after.device is not None else ""
-            cex: dict[str, Any] = {"application": bad[0].shown}
-            if bad[0].loc is not None and bad[0].loc.line:
-                cex["location"] = f"{bad[0].loc.file}:{bad[0].loc.line}:{bad[0].loc.col}"
-            return {"status": "refuted", "detail": f"its output{where} is ill-typed: {bad[0].message}",
-                    "counterexample": cex}
+        if not bad:
+            continue
+        cex: dict[str, Any] = {"application": bad[0].shown}
+        if bad[0].loc is not None and bad[0].loc.line:
+            cex["location"] = f"{bad[0].loc.file}:{bad[0].loc.line}:{bad[0].loc.col}"
+        if _in_its_input(res, bad[0]):
+            return {"status": "rejected", "detail": f"the program is ill-typed: {bad[0].message}",
+                    "counterexample": None, "ill_typed": bad[0]}
+        where = f" ({side} World)" if res.after.device is not None else ""
+        return {"status": "refuted", "detail": f"its output{where} is ill-typed: {bad[0].message}",
+                "counterexample": cex}
     return None
+
+
+def _in_its_input(res: PhaseResult, bad: Any) -> bool:
+    """Whether the phase's input holds the same ill-typed application: then the program is at
+    fault, not the phase. The front end solves an implicit argument without comparing universe
+    levels, as upstream's `Checker::alpha_` sets a hole (`core.bitcast I32 t` of a `t: *`
+    solves `{S: *}` to `*`); upstream's `World::app` rejects that application when a phase
+    rebuilds it, which is the program's type error (exit 1), not the phase's (E-SPEC, exit 3)."""
+    from verimim.ir.typecheck import check_world
+
+    return any((b.shown, b.message, b.loc) == (bad.shown, bad.message, bad.loc)
+               for w in res.before.worlds() for b in check_world(w))
 
 
 def _report_skip(run: PipelineRun, step: Skip, side: str | None) -> None:
@@ -276,7 +292,12 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
         from verimim.smt.specs import check_spec  # z3 only when verifying
 
         ill = ill_typed_output(res)
-        if ill is not None:
+        if ill is not None and ill["status"] == "rejected":
+            bad = ill.pop("ill_typed")
+            entry.update(ill)
+            run.diagnostics.append(Diagnostic("E-TYPE", f"{ill['detail']} (upstream's `World::app` rejects the "
+                                              f"application `{bad.shown}` when `{name}` rebuilds it)", bad.loc))
+        elif ill is not None:
             entry.update(ill)
         else:
             out = check_spec(res, run.ctx)
@@ -294,7 +315,7 @@ def _run_phase(run: PipelineRun, step: str | PrefixCleanup, side: str | None) ->
     run.phases.append(entry)
     if not res.skipped:
         run.ran.append(res.label)
-    if res.rejected or entry["status"] == "refuted":
+    if res.rejected or entry["status"] in ("refuted", "rejected"):
         run.stopped = True
         return
     run.program = res.after

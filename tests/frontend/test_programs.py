@@ -7,12 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROGRAMS, need_shared, shared_examples
+from tests.conftest import PROGRAMS, annotations, need_shared, shared_examples
 from verimim import driver
 
 WELL_TYPED = sorted((PROGRAMS / "valid").glob("*.mim")) + sorted((PROGRAMS / "runtime_errors").glob("*.mim")) \
     + sorted((PROGRAMS / "phase_errors").glob("*.mim"))
 ILL_TYPED = sorted((PROGRAMS / "ill_typed").glob("*.mim"))
+# Accepted by the front end as upstream's is (an implicit argument solved without comparing
+# universe levels), ill-typed once a phase rebuilds them: their dump writes that argument out
+# (`core.bitcast @* I32 t`), which the front end refuses, as upstream's does an explicit one.
+REBUILT_ILL_TYPED = [p for p in WELL_TYPED if annotations(p).get("EXPECT-ERROR") == "E-TYPE"]
+PRINTABLE = [p for p in WELL_TYPED if p not in REBUILT_ILL_TYPED]
 
 
 def ids(paths: list[Path]) -> list[str]:
@@ -44,9 +49,18 @@ def _dump_fixpoint(path: Path, tmp_path: Path) -> None:
     assert second.text == first.text
 
 
-@pytest.mark.parametrize("path", WELL_TYPED, ids=ids(WELL_TYPED))
+@pytest.mark.parametrize("path", PRINTABLE, ids=ids(PRINTABLE))
 def test_dump_round_trips(path: Path, tmp_path: Path) -> None:
     _dump_fixpoint(path, tmp_path)
+
+
+@pytest.mark.parametrize("path", REBUILT_ILL_TYPED, ids=ids(REBUILT_ILL_TYPED))
+def test_the_dump_of_an_application_ill_typed_once_rebuilt_is_refused(path: Path, tmp_path: Path) -> None:
+    first = driver.dump(str(path), [])
+    assert first.ok and first.text, [d.render() for d in first.diagnostics]
+    again = tmp_path / ("re_" + path.name)
+    again.write_text(first.text, encoding="utf-8")
+    assert [d.code for d in driver.dump(str(again), []).diagnostics if d.severity == "error"] == ["E-TYPE"]
 
 
 @pytest.mark.parametrize("name", [p.name for p in shared_examples()] or ["none"])

@@ -347,3 +347,15 @@ def test_an_arity_that_is_one_component_of_an_implicit_pair_is_inferred(arg: str
                          "lam count {n m: Nat} {Ts: «n; *»} (x: «i: n; Ts#i»): Nat = n;\n"
                          f"let x = %foo.pair {arg};\nlet c = count {arg};\n")
     assert show(v["c"]) == str(n)
+
+
+def test_a_type_level_recursion_that_never_ends_is_a_mismatch_that_says_so() -> None:
+    # upstream's lit/ptrn.mim with `nat.sub` made `nat.add`: each unfolding of `PtrN (n + 1, Ptr0 T)`
+    # first tried the whole, growing term, and the check ran for minutes on the unifier's fuel
+    decl = ("plugin mem;\nlam PtrN(n: Nat, T: *): * = (PtrN (%core.nat.add (n, 1), %mem.Ptr0 T), T)#(%core.ncmp.e (n, 0));\n"
+            "fun extern foo(mem: %mem.M 0, p: PtrN (4, I32)): [%mem.M 0, PtrN (3, I32)] = return (%mem.load (mem, p));\n")
+    e = fails(decl)
+    assert e.code == "E-TYPE" and "the type-level recursion of `PtrN` did not end within 256 nested unfoldings" \
+        in e.message, e.message
+    # the recursion that ends (upstream's own) still reduces
+    load_upstream(decl.replace("core.nat.add (n, 1)", "core.nat.sub (n, 1)"))

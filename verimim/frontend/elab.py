@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from verimim.diagnostics import Loc, NameError_, ParseError, Related, TypeError_, VerimimError
 from verimim.frontend.scope import Lazy, Scope
 from verimim.frontend.typelevel import unfold_fully
-from verimim.frontend.unify import Mismatch, Unifier, is_type_of_one_value
+from verimim.frontend.unify import MAX_UNFOLD_NESTING, Mismatch, Unifier, is_type_of_one_value
 from verimim.ir.defs import (
     App, Arr, Axiom, Bot, Def, Extract, Hole, IdxT, Join, Lit, MutLam, NatT, Param, Pi, Sigma, Top, TypeU, Univ,
     Var, gid_mark,
@@ -225,9 +225,17 @@ class Elaborator:
         return TypeError_(msg, loc, related)
 
     def expect(self, loc: Loc, expected: Def, found: Def, what: str = "") -> None:
+        self.unifier.cut = None
         sub = self.unifier.unify(expected, found)
-        if sub is not None:
-            raise self.mismatch(loc, expected, found, sub, what)
+        if sub is None:
+            return
+        err = self.mismatch(loc, expected, found, sub, what)
+        cut = self.unifier.cut
+        if cut is None:
+            raise err
+        head = cut.callee if isinstance(cut, App) else cut  # (the argument has grown past reading)
+        raise TypeError_(f"{err.message}; the type-level recursion of `{show(head)}` did not end within "
+                         f"{MAX_UNFOLD_NESTING} nested unfoldings", loc, err.related)
 
     def type_of(self, d: Def, loc: Loc) -> Def:
         try:

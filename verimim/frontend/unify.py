@@ -22,6 +22,10 @@ Mismatch = tuple[Def, Def]
 # Unfoldings of type-level `lam` applications one Unifier may do: a recursion that does not
 # terminate (on a non-literal argument, unfolded in both operands) ends in a mismatch.
 UNFOLD_FUEL = 10_000
+# Unfoldings nested in one comparison: each step of a recursion that grows its argument
+# (`PtrN (n + 1, Ptr0 T)`) first tries to unfold the whole, larger term (typelevel.unfold_fully),
+# so a recursion that does not end costs more with every step; the fuel alone took minutes.
+MAX_UNFOLD_NESTING = 256
 
 
 class Unifier:
@@ -29,6 +33,8 @@ class Unifier:
         self.world = world
         self.trail: list[Hole] = []  # every hole solved, in order, so a failed attempt can be undone
         self.fuel = UNFOLD_FUEL  # type-level function applications unfolded (verimim.frontend.typelevel)
+        self.unfolding = 0  # unfoldings nested in the comparison under way
+        self.cut: Def | None = None  # the application whose unfolding MAX_UNFOLD_NESTING cut
         # > 0 while checking the type of a tentative solution: no arity is guessed there
         self.tentative = 0
         # Elaborates a mutable's body that is still pending (set by the elaborator).
@@ -108,10 +114,17 @@ class Unifier:
                 self.force_body(x.callee)  # type: ignore[attr-defined]
             if unfold_lam_app(self.world, x) is None:
                 continue
+            if self.unfolding >= MAX_UNFOLD_NESTING:
+                self.cut = self.cut or x
+                return None
             step = unfold_fully(self.world, x) or unfold_lam_app(self.world, x)
             assert step is not None
             self.fuel -= 1
-            res = self.unify(y, step) if flipped else self.unify(step, y)
+            self.unfolding += 1
+            try:
+                res = self.unify(y, step) if flipped else self.unify(step, y)
+            finally:
+                self.unfolding -= 1
             return (res if res is None else (a, b),)
         return None
 

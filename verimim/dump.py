@@ -36,6 +36,8 @@ class Dumper:
         self._returns: set[int] = set()  # the continuations printed as `return`
         self.children: dict[int, list[MutLam]] = {}
         self.let_counter = 0
+        # `lam`s that something in the printed program calls (Dumper.plan): printed with `@ff`
+        self.called_lams: set[int] = set()
         self.printer = ExprPrinter(mut_name=self.mut_name, type_of=world.type_of)
         self.named = self.printer.named  # Def gid → name (parameters and let-bound nodes)
 
@@ -73,6 +75,7 @@ class Dumper:
             if m.gid in seen:
                 continue
             seen.add(m.gid)
+            self.called_lams |= _lam_callees(m)
             _, muts = _scan(m)
             stack.extend(sorted(muts, key=lambda x: x.gid))
             if m.gid in root_ids:
@@ -236,6 +239,13 @@ class Dumper:
             assert isinstance(r, Pi)
             head += f": {self.printer.expr(r.dom)}"
         elif kind == "lam":
+            if m.gid in self.called_lams and not m.external and m.body is not None:
+                # The front end unfolds a call of a `lam` whose filter holds (none: `tt`) where it
+                # is built. A call this World still holds is a call (its filter did not hold, or a
+                # phase made it, e.g. inlining a literal into it): read back without a filter it
+                # would be unfolded, another program (a recursion that ran for ever as a call
+                # ended). `@ff` keeps it a call.
+                head += " @ff"
             head += f": {self.printer.expr(w.open(last.pi.codom, w.var(last)))}"
         if last.body is None:
             return lines + [head + ";"]
@@ -338,6 +348,25 @@ class Dumper:
 def _vars_in_type(m: MutLam) -> frozenset[MutLam]:
     """The mutables whose parameters m's own type mentions (other than m)."""
     return frozenset(v.mut for v in vars_of(m.pi) if v.mut is not m)
+
+
+def _lam_callees(m: MutLam) -> set[int]:
+    """The `lam` mutables m's body applies (`f a`, as the front end's partial evaluation sees a
+    call: the callee itself a mutable; not looking inside other mutables)."""
+    out: set[int] = set()
+    if m.body is None:
+        return out
+    seen: set[int] = set()
+    stack: list[Def] = [m.body]
+    while stack:
+        d = stack.pop()
+        if d.gid in seen or isinstance(d, (MutLam, Var)):
+            continue
+        seen.add(d.gid)
+        if isinstance(d, App) and isinstance(d.callee, MutLam) and d.callee.kind == "lam":
+            out.add(d.callee.gid)
+        stack.extend(d.ops)
+    return out
 
 
 def _mentions_mem(t: Def) -> bool:
@@ -597,9 +626,14 @@ def dump_worlds(worlds: list[World], header: list[str]) -> str:
         tops = [m for m in dumper.plan(roots) if not _defined_before(dumper, m, before)]
         plans.append((dumper, tops + mine))
     out += c_decls + ([""] if c_decls else [])
+    # One numbering of the `let`s over every World, as the printed module read back (one World)
+    # numbers them: the dump of the dump is then the same text.
+    lets = 0
     for dumper, muts in plans:
+        dumper.let_counter = lets
         for m in muts:
             out += dumper.print_mut(m, 0) + [""]
+        lets = dumper.let_counter
     while out and out[-1] == "":
         out.pop()
     return "\n".join(out) + "\n"

@@ -6,8 +6,11 @@ launched as `k argc` becomes once β-reduction specialises it (a copy of the inn
 uses `argc`). `gpu.split_apply` appends each such kernel's captured values to its arguments —
 `«n; Ts»` becomes `«n + c; (Ts…, C₁, …, C_c)»` — and each launch site passes them: the same
 values, which the launch site has at hand (a kernel's creator is an activation the launch sits
-in). A capture that is no data (a memory token, a function, a continuation or a type of the
-host) is `E-UNSUPPORTED`, naming it.
+in). A capture that is no data (a function, a continuation or a type of the host) is
+`E-UNSUPPORTED`, naming it; a memory token of the host is a `mem.M` crossing into the kernel
+(`E-MEM-CROSSING`), and so is a memory operation on host values that only the kernel demands
+(`kernel_only_effect`: made a capture, the host would perform it before the launch), or
+`E-ADDR-SPACE` where that operation is on host memory, as for any kernel code.
 """
 from __future__ import annotations
 
@@ -60,6 +63,53 @@ def _not_data(world: World, x: Def) -> str | None:
     if apps_with_head(t, "mem.M"):
         return "a memory token"
     return None
+
+
+def host_demanded(world: World, kernels: list[MutLam]) -> set[int]:
+    """The nodes the host's own code reaches (gids): a walk from the externals that does not
+    enter the kernels. A captured value computed by an effect outside this set is one only a
+    kernel demands (`kernel_only_effect`)."""
+    stop = {k.gid for k in kernels}
+    seen: set[int] = set()
+    stack: list[Def] = list(world.externals.values())
+    while stack:
+        d = stack.pop()
+        if d.gid in seen or d.gid in stop:
+            continue
+        seen.add(d.gid)
+        if isinstance(d, MutLam):
+            stack.append(d.pi)
+            if d.body is not None:
+                stack.append(d.body)
+        else:
+            stack.extend(d.ops)
+    return seen
+
+
+def kernel_only_effect(world: World, scopes: Scopes, k: MutLam, host: set[int]) -> App | None:
+    """A memory operation that k's bodies take from outside k (it uses only host values: a host
+    token, `⊥:(mem.M 0)`) and that no host code demands: `run` performs it in the kernel, where
+    its result is demanded (SEMANTICS.md), but made a capture it would move to the host, before
+    the launch — another program (a load of global memory by the host, a host load a kernel
+    made). The first such operation found, or None."""
+    seen: set[int] = set()
+    stack = [x for x in scopes.outside(k) if not isinstance(x, MutLam)]
+    while stack:
+        d = stack.pop()
+        if d.gid in seen or d.gid in host or isinstance(d, MutLam):
+            continue
+        seen.add(d.gid)
+        t = world.type_of(d)
+        if isinstance(d, App) and not isinstance(t, Pi) and apps_with_head(t, "mem.M"):
+            return d  # (a partial application is a function value, no effect yet)
+        stack.extend(d.ops)
+    return None
+
+
+def captured_token(world: World, scopes: Scopes, k: MutLam) -> Def | None:
+    """A host value holding a memory token that k's bodies use (the host's own `m1`), or None."""
+    return next((x for x in scopes.outside(k) if not isinstance(x, MutLam) and _not_data(world, x) == "a memory token"),
+                None)
 
 
 def launch_arity(world: World, launch3: App) -> int | None:

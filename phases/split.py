@@ -19,7 +19,8 @@ from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
 from verimim.phases.base import Phase, PhaseResult, Program, apps_of, walk
 from verimim.phases.checks import launch_crossings
-from verimim.phases.kernel_captures import Lifted, LiftedKernel, find_lifts, host_launch, lifted_pi
+from verimim.phases.kernel_captures import (Lifted, LiftedKernel, find_lifts, host_demanded, host_launch,
+                                            captured_token, kernel_only_effect, lifted_pi)
 from verimim.phases.repl import kernels_of
 from verimim.phases.rewriter import Rewriter
 from verimim.phases.witness import Split
@@ -86,7 +87,21 @@ class SplitApply(Phase):
             return res
         # A kernel that uses host values (a curried kernel specialised at its launch) takes them
         # as extra launch arguments (verimim.phases.kernel_captures).
-        lifts, why, bad = find_lifts(world, Scopes(), kernels, apps_of(world, "gpu.launch", 3))
+        scopes = Scopes()
+        host_code = host_demanded(world, kernels)
+        for k in kernels:
+            if not scopes.free(k):
+                continue
+            if (op := kernel_only_effect(world, scopes, k, host_code)) is not None:
+                res.diagnostics.append(_kernel_only_effect_diagnostic(world, k, op))
+            elif (tok := captured_token(world, scopes, k)) is not None:
+                # made a capture, it would be a launch argument holding a `mem.M` (gpu.mem_checks)
+                res.diagnostics.append(Diagnostic(
+                    "E-MEM-CROSSING", f"`mem.M` must not be passed across device boundaries: kernel `{k.name}` "
+                    f"captures `{show(tok)}` of type `{show(world.type_of(tok))}`, a memory token of the host", k.loc))
+        if res.rejected:
+            return res
+        lifts, why, bad = find_lifts(world, scopes, kernels, apps_of(world, "gpu.launch", 3))
         if why is not None and bad is not None:
             res.diagnostics.append(Diagnostic(
                 "E-UNSUPPORTED", f"kernel `{bad.name}` uses values of an enclosing function and cannot "
@@ -148,6 +163,20 @@ class SplitApply(Phase):
                             lifted_captures={names[gid]: len(lift.caps) for gid, lift in lifts.items()},
                             device_names=dict(names))
         return res
+
+
+def _kernel_only_effect_diagnostic(world: World, k: MutLam, op: App) -> Diagnostic:
+    """A memory operation only kernel `k` demands, on values of the host: on host memory
+    (address space 0) `E-ADDR-SPACE`, as for any kernel code that touches it; else with a
+    memory token the host holds, a `mem.M` crossing into the kernel (`E-MEM-CROSSING`)."""
+    annex = op.head.annex if isinstance(op.head, Axiom) else None
+    if annex in _HOST_MEMORY_VERBS:
+        space = world.extract_n(op.args()[0], 2, 1)
+        if isinstance(space, Lit) and space.value == 0:
+            return Diagnostic("E-ADDR-SPACE", f"kernel code {_HOST_MEMORY_VERBS[annex]} host memory (address space 0): "
+                              f"a kernel's memory is the device's (address spaces 1, 3, 4, 5)", op.loc)
+    return Diagnostic("E-MEM-CROSSING", f"`mem.M` must not be passed across device boundaries: kernel `{k.name}` "
+                      f"performs `{show(op)}` with a memory token of the host", op.loc)
 
 
 def _host_function(d: Def) -> str | None:

@@ -439,6 +439,12 @@ class Evaluator:
                 self.enter(callee, arg, came_from)
                 came_from = callee
                 jumped = callee.body
+                # what two or more of the continuations this activation makes take from outside:
+                # computed here, before the jump's operands, as the interpreter and the code
+                # generators do (verimim.ir.schedule.Scopes.shared_needs); computed on demand in
+                # the first continuation that ran, a store before a barrier ran after it
+                for x in self.scopes.shared_needs(callee, _is_leaf):
+                    self.eval(x)
                 callee, arg = self.jump(callee.body)
         except _Stop as s:
             self.cut_at = s.where
@@ -923,6 +929,11 @@ class Evaluator:
                 return elems[k]
         self.assume(cast(z3.BoolRef, idx == len(elems) - 1))
         return elems[-1]
+
+
+def _is_leaf(d: Def) -> bool:
+    """What no activation computes: a literal, an axiom, a type."""
+    return isinstance(d, (Lit, Axiom)) or _is_type_level(d)
 
 
 def _is_type_level(d: Def) -> bool:

@@ -13,7 +13,7 @@ from verimim.frontend.loader import load_text
 from verimim.ir.defs import App, Axiom, Def, Extract, Lit, MutLam, Tuple, Var
 from verimim.printer import show
 from verimim.ir.world import World
-from verimim.phases.base import Phase, PhaseResult, Program
+from verimim.phases.base import Phase, PhaseResult, Program, walk
 from verimim.phases.checks import CheckAddrSpaces, MemChecks
 from verimim.phases.inline import BetaRed
 from verimim.phases.pipeline import PHASES, Cleanup, run_on_side
@@ -320,10 +320,24 @@ def test_an_operation_that_may_run_between_two_barriers_leaves_it_to_the_paths()
     # Such programs through check: proved, not E-SPEC (the phase dropped both entry barriers and
     # its spec refuted it); a store between two barriers keeps the second (it was dropped: a race).
     for name in ("entry_barriers_beside_an_unordered_global_store.mim", "barrier_after_an_unordered_shared_store.mim",
-                 "entry_barrier_after_an_unordered_shared_store.mim"):
+                 "entry_barrier_after_an_unordered_shared_store.mim",
+                 "barrier_after_an_unordered_shared_store_kept_by_a_capture.mim"):
         got = driver.check(str(VALID / name), [])
         assert got.ok, (name, got.diagnostics)
         assert "E-DIFF" not in {d.code for d in driver.diff(str(VALID / name), [], [], use_gpu=False).diagnostics}
+
+
+def test_a_barrier_after_a_store_the_jump_demands_first_stays_when_the_callee_captures_the_rest() -> None:
+    # `fin (x, g)` with fin capturing g: making fin demands nothing, x runs between the barriers s
+    # and r, so r is no double sync. The phase and its spec made fin first, with g, the load and r
+    # before x: r "followed s directly", was dropped and the spec proved it (a race in the PTX).
+    prog = program_before(VALID / "barrier_after_an_unordered_shared_store_kept_by_a_capture.mim",
+                          "gpu.remove_double_syncs")
+    res = apply(RemoveDoubleSyncs(), prog, "device")
+    assert len(res.claim(Rewrites).rewrites) <= 1  # the entry barrier s at most
+    assert res.after.device is not None
+    assert any(full_app(d, "gpu.sync_work_items", 1) for d in walk(res.after.device))
+    assert verdict(res)[0] == "proved"
 
 
 class _RemoveAcrossBlocks(_RemoveDoubleSyncs):

@@ -22,7 +22,7 @@ from verimim.ir.defs import (
     TypeU, Univ, Var,
 )
 from verimim.ir.analysis import is_var_path
-from verimim.ir.schedule import Scopes, jump_roots, postorder, schedule
+from verimim.ir.schedule import Scopes, jump_roots, jump_schedule, postorder, schedule
 from verimim.printer import show
 
 if TYPE_CHECKING:
@@ -237,8 +237,15 @@ class Compiler:
         top_ops = jump_roots(root) if jump else [root]
         if jump:
             callee_node = top_ops[0]
-        # The one body schedule (verimim.ir.schedule), which the code generators follow too.
-        order = list(schedule(top_ops, lambda d: not needs_instr(d), self.operands))
+        # The one body schedule (verimim.ir.schedule), which the code generators follow too: a
+        # closure the jump only jumps to or passes on is made last (its slot holds the premade
+        # closure from the activation's start), after what the argument demands; what two or
+        # more of the closures made here take from outside first, as the code generators do.
+        if jump:
+            first = self.scopes.shared_needs(owner, is_leaf) if owner is not None else []
+            order = list(jump_schedule(root, lambda d: not needs_instr(d), self.operands, first))
+        else:
+            order = list(schedule(top_ops, lambda d: not needs_instr(d), self.operands))
         for d in order:
             slots[d.gid] = len(slots)
         for d in order:

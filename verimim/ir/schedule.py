@@ -11,7 +11,12 @@ order effects by the same code, as SEMANTICS.md's demand-driven meaning says:
   from the callee and then the argument (`jump_roots`, `schedule`); a node nobody demands is
   never computed, so an effect whose memory token never reaches the jump does not happen;
 - a nested continuation's closure captures what its creator's activation has at hand
-  (`Scopes.avail`); everything else it needs from outside, it computes itself (`Scopes.sched`).
+  (`Scopes.avail`); everything else it needs from outside, it computes itself (`Scopes.sched`);
+- making a closure demands nothing: a continuation the jump only jumps to or passes on is made
+  last, once what it captures has been computed where the body demands it (`jump_schedule`),
+  as a code generator names a block and upstream's emitter jumps to one: arguments left to
+  right, the callee a label. Only a closure an operation of the body may call (a direct-style
+  call) is made before that operation, after what it captures.
 
 What a node's operands are, and which nodes are already at hand, is the caller's (a code
 generator does not compute a type, the interpreter does not compute a literal): `schedule`
@@ -69,6 +74,55 @@ def schedule(roots: Def | list[Def], known: Callable[[Def], bool],
                 work.append((c, False))
 
 
+def jump_schedule(body: Def, known: Callable[[Def], bool], operands: Callable[[Def], Iterable[Def]],
+                  first: Iterable[Def] = ()) -> Iterator[Def]:
+    """`schedule` of a body that ends in a jump: `first` (an activation's shared needs, which
+    the code generators compute before the jump's operands), then the callee and the argument,
+    where `operands` of a closure are what it captures. A closure that the jump alone reaches,
+    through tuples, extracts and other closures' captures (`(fin, done)#c`, a return
+    continuation in the argument), is made after everything else: making it demands nothing,
+    so what it captures is computed where the body demands it, not ahead of the argument (a
+    callee `fin` that captured the store `g` of its argument `(x, g)` ran g, and the barrier
+    below it, before x). `known` is asked of the nodes below the jump before any is computed."""
+    roots = jump_roots(body)
+    later = _made_last(roots, known, operands)
+    if not later:
+        yield from schedule([*first, *roots], known, operands)
+        return
+    done: set[int] = set()
+    for x in schedule([*first, *roots], lambda d: d.gid in later or known(d), operands):
+        done.add(x.gid)
+        yield x
+    yield from schedule(list(later.values()), lambda d: d.gid in done or known(d), operands)
+
+
+def _made_last(roots: list[Def], known: Callable[[Def], bool],
+               operands: Callable[[Def], Iterable[Def]]) -> dict[int, Def]:
+    """The closures (not `known`) below `roots` that no operation of the body may call: reached
+    only through tuples, extracts and captures, never through an operand of another node (an
+    application: a direct-style call of the closure, or of a function given it, enters it
+    while the body runs). In the order the jump names them."""
+    jump_only: dict[int, Def] = {}
+    called: set[int] = set()
+    seen: set[tuple[int, bool]] = set()
+    stack: list[tuple[Def, bool]] = [(r, False) for r in reversed(roots)]
+    while stack:
+        x, in_op = stack.pop()
+        if (x.gid, in_op) in seen:
+            continue
+        seen.add((x.gid, in_op))
+        if known(x):
+            continue
+        if isinstance(x, MutLam):
+            if in_op:
+                called.add(x.gid)
+            else:
+                jump_only.setdefault(x.gid, x)
+        passes = isinstance(x, (MutLam, Tuple, Extract))  # holds its operands, enters none
+        stack.extend((c, in_op or not passes) for c in reversed(list(operands(x))))
+    return {g: m for g, m in jump_only.items() if g not in called}
+
+
 def postorder(roots: Def | list[Def], known: Callable[[Def], bool],
               children: Callable[[Def], Iterable[Def]]) -> list[Def]:
     """`schedule` as a list."""
@@ -82,7 +136,10 @@ def activation(m: MutLam, scopes: "Scopes", is_leaf: Callable[[Def], bool],
     if m.body is None:
         return []
     captured = scopes.avail(m, is_leaf)
-    return postorder(jump_roots(m.body), lambda d: is_leaf(d) or d.gid in captured, operands)
+    known = lambda d: is_leaf(d) or d.gid in captured  # noqa: E731
+    if not isinstance(m.body, App):
+        return postorder(jump_roots(m.body), known, operands)
+    return list(jump_schedule(m.body, known, operands, scopes.shared_needs(m, is_leaf)))
 
 
 Node = TypeVar("Node")

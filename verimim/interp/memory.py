@@ -2,7 +2,15 @@
 
 Every allocation is a `Block` in one address space with its own bytes and a per-byte
 "initialised" shadow that copies carry along. Values are encoded with the target data layout
-(verimim.layout); a pointer stored in memory is an 8-byte address `block id << 40 | offset`.
+(verimim.layout); a pointer stored in memory is an 8-byte address `block address << 40 | offset`,
+the block's address being its id, except that every instance of one allocation in a per-group or
+per-work-item address space (a kernel's shared and local blocks: SEMANTICS.md, one instance per
+group, one per work-item) has the address of the first: on a GPU the same slot is at the same
+address in each instance of the space, and two work-items' pointers to their own are the same 8
+bytes. A stored pointer into such a block keeps, in a shadow (`Block.targets`), the instances
+whose pointer stored those bytes there, so that a load gives back the one it came from: the
+reader's own where the reader stored it too (the same bytes written by several work-items are
+one value: a benign race, whatever their order), else the last one stored.
 Every access is checked: a freed block (`E-USE-AFTER-FREE`), bytes outside the block
 (`E-OOB`), bytes never written (`E-UNINIT`).
 """
@@ -47,15 +55,25 @@ class Block:
     # where stored pointers start (a shadow, like `init`, that copies carry): an 8-byte integer
     # there is an address, elsewhere a number, whatever its bits (verimim.interp.observe)
     pointers: set[int] | None = None
+    # the blocks a pointer stored at an offset may point into, where its address does not say
+    # which (a kernel's shared or local block: every instance has the first one's address): the
+    # instances whose pointer stored these bytes there, the last one last; a shadow kept with
+    # `pointers`
+    targets: dict[int, tuple["Block", ...]] | None = None
     # For a block a shipped plugin's own code makes (`gpu.with_streams`' stream array): the call
     # in the program that made it, and the called function's name — where a note about the
     # block can point the user, who cannot change the plugin's code.
     site: Loc | None = None
     via: str | None = None
+    # the address it is stored as (`address_of`): its id, or that of the first instance of the
+    # same allocation in another group or work-item (gpu_interp.LaunchState.place)
+    addr: int = -1
 
     def __post_init__(self) -> None:
         self.data = bytearray(self.size)
         self.init = bytearray(self.size)
+        if self.addr < 0:
+            self.addr = self.id
 
     def allocated_here(self) -> tuple[Related, ...]:
         """The note that shows where the block was made; none for one the program did not make
@@ -81,7 +99,7 @@ class Ptr:
 
 def address_of(p: Ptr) -> int:
     """A pointer's address: how it is stored in memory and what it casts to as an integer."""
-    return (p.block.id << ADDR_SHIFT) + p.offset
+    return (p.block.addr << ADDR_SHIFT) + p.offset
 
 
 class Memory:
@@ -219,16 +237,21 @@ class Memory:
         return bytes(b.data[lo:hi])
 
     def write_bytes(self, p: Ptr, data: bytes, loc: Loc | None, pointers: tuple[int, ...] = (),
-                    mask: bytes | None = None) -> None:
+                    mask: bytes | None = None, targets: dict[int, tuple[Block, ...]] | None = None) -> None:
         """Write data at p; `pointers`: where in data a stored pointer starts (encode_marked);
         `mask`: the bytes that hold the value (value_mask): a store of a struct leaves its
-        padding uninitialised, as LLVM's does (a load of it is `E-UNINIT`, not a 0)."""
+        padding uninitialised, as LLVM's does (a load of it is `E-UNINIT`, not a 0); `targets`:
+        the blocks of those pointers whose address does not name them (encode_marked)."""
         self.check(p, len(data), loc, "writing")
         b = p.block
         lo = p.offset
+        if targets and b.targets:
+            # the same bytes again, from another instance: a pointer of either
+            targets = {k: _joined(b.targets.get(lo + k, ()), x) if b.data[lo + k:lo + k + 8] == data[k:k + 8] else x
+                       for k, x in targets.items()}
         b.data[lo:lo + len(data)] = data
         b.init[lo:lo + len(data)] = mask if mask is not None else b"\x01" * len(data)
-        _remark(b, lo, lo + len(data), pointers)
+        _remark(b, lo, lo + len(data), pointers, targets)
 
     def copy(self, dst: Ptr, src: Ptr, size: int, loc: Loc | None) -> None:
         """Copy bytes with their initialisation and pointer shadows (copying uninitialised
@@ -239,23 +262,27 @@ class Memory:
         d.data[dst.offset:dst.offset + size] = s.data[src.offset:src.offset + size]
         d.init[dst.offset:dst.offset + size] = s.init[src.offset:src.offset + size]
         moved = [k - src.offset for k in s.pointers if src.offset <= k <= src.offset + size - 8] if s.pointers else []
-        _remark(d, dst.offset, dst.offset + size, moved)
+        targets = {k: s.targets[src.offset + k] for k in moved if src.offset + k in s.targets} if s.targets else None
+        _remark(d, dst.offset, dst.offset + size, moved, targets)
 
     # ------------------------------------------------------------------ encoding
 
     def encode(self, t: Def, v: Value, loc: Loc | None) -> bytes:
         return self.encode_marked(t, v, loc)[0]
 
-    def encode_marked(self, t: Def, v: Value, loc: Loc | None) -> tuple[bytes, tuple[int, ...]]:
-        """v's bytes, and where in them a pointer starts (for write_bytes)."""
+    def encode_marked(self, t: Def, v: Value, loc: Loc | None,
+                      targets: dict[int, tuple[Block, ...]] | None = None) -> tuple[bytes, tuple[int, ...]]:
+        """v's bytes, and where in them a pointer starts (for write_bytes); `targets`, when
+        given, gets the block of each pointer whose address does not name it (a kernel's shared
+        or local block), by where it starts."""
         lay = self.layout(t, loc)
         out = bytearray(lay.size)
         pointers: list[int] = []
-        self._encode_into(out, 0, t, v, loc, pointers)
+        self._encode_into(out, 0, t, v, loc, pointers, targets)
         return bytes(out), tuple(pointers)
 
     def _encode_into(self, out: bytearray, off: int, t: Def, v: Value, loc: Loc | None,
-                     pointers: list[int]) -> None:
+                     pointers: list[int], targets: dict[int, tuple[Block, ...]] | None = None) -> None:
         if isinstance(t, (IdxT, NatT)):
             n = self.layout(t, loc).size
             if isinstance(t, NatT) and int(v) >= 1 << (8 * n):
@@ -274,6 +301,8 @@ class Memory:
                 out[off:off + 8] = addr.to_bytes(8, "little")
                 if addr:
                     pointers.append(off)
+                    if targets is not None and v.block.owner is not None:
+                        targets[off] = (v.block,)
                 return
             if t.head.annex == "mem.M":
                 return
@@ -288,17 +317,21 @@ class Memory:
             offs = field_offsets(t, self.target)
             assert offs is not None
             for f, o, x in zip(t.ops, offs, v):
-                self._encode_into(out, off + o, f, x, loc, pointers)
+                self._encode_into(out, off + o, f, x, loc, pointers, targets)
             return
         if isinstance(t, Arr) and isinstance(t.shape, Lit):
             elem = t.body
             esz = self.layout(elem, loc).size
             for i in range(t.shape.value):
-                self._encode_into(out, off + i * esz, elem, v[i], loc, pointers)
+                self._encode_into(out, off + i * esz, elem, v[i], loc, pointers, targets)
             return
         raise RuntimeFault("E-UNSUPPORTED", f"cannot store a value of type `{show(t)}`", loc)
 
-    def decode(self, t: Def, data: bytes, loc: Loc | None, off: int = 0) -> Value:
+    def decode(self, t: Def, data: bytes, loc: Loc | None, off: int = 0, at: Ptr | None = None,
+               reader: tuple[int, ...] = ()) -> Value:
+        """The value of type t in data from off; `at`: where data was read, by `reader` (launch,
+        group, item): a stored pointer into a kernel's shared or local block is the instance its
+        shadow names, the reader's own among several."""
         if isinstance(t, IdxT):
             n = self.layout(t, loc).size
             v = int.from_bytes(data[off:off + n], "little")
@@ -311,9 +344,13 @@ class Memory:
             return Stream(int.from_bytes(data[off:off + 8], "little"))
         if isinstance(t, App) and isinstance(t.head, Axiom):
             if t.head.annex in ("mem.Ptr", "buffer.Buf"):
+                addr = int.from_bytes(data[off:off + 8], "little")
+                cands = at.block.targets.get(at.offset + off, ()) if at is not None and at.block.targets else ()
+                if cands and addr >> ADDR_SHIFT == cands[-1].addr:
+                    own = [b for b in cands if b.owner == reader[:len(b.owner or ())]]
+                    return Ptr(own[0] if own else cands[-1], addr & ((1 << ADDR_SHIFT) - 1))
                 # loading NULL (argv[argc]) is defined
-                return self.pointer_at(int.from_bytes(data[off:off + 8], "little"), ptr_space(t) or 0,
-                                       "the loaded pointer", loc)
+                return self.pointer_at(addr, ptr_space(t) or 0, "the loaded pointer", loc)
             if t.head.annex == "mem.M":
                 space = t.arg.value if isinstance(t.arg, Lit) else 0
                 return Token(space)
@@ -326,22 +363,35 @@ class Memory:
         if isinstance(t, Sigma):
             offs = field_offsets(t, self.target)
             assert offs is not None
-            return tuple(self.decode(f, data, loc, off + o) for f, o in zip(t.ops, offs))
+            return tuple(self.decode(f, data, loc, off + o, at, reader) for f, o in zip(t.ops, offs))
         if isinstance(t, Arr) and isinstance(t.shape, Lit):
             esz = self.layout(t.body, loc).size
-            return tuple(self.decode(t.body, data, loc, off + i * esz) for i in range(t.shape.value))
+            return tuple(self.decode(t.body, data, loc, off + i * esz, at, reader) for i in range(t.shape.value))
         raise RuntimeFault("E-UNSUPPORTED", f"cannot load a value of type `{show(t)}`", loc)
 
 
-def _remark(b: Block, lo: int, hi: int, starts: Sequence[int]) -> None:
+def _joined(old: tuple[Block, ...], new: tuple[Block, ...]) -> tuple[Block, ...]:
+    """The instances a pointer stored again with the same bytes may be from, the new last."""
+    return tuple(b for b in old if b not in new) + new
+
+
+def _remark(b: Block, lo: int, hi: int, starts: Sequence[int],
+            targets: dict[int, tuple[Block, ...]] | None = None) -> None:
     """Bytes lo..hi-1 of b were overwritten: no stored pointer overlapping them is one any more,
-    and a pointer now starts at lo + k for each k of `starts`."""
+    and a pointer now starts at lo + k for each k of `starts` (into `targets[k]`, where given)."""
     if b.pointers:
         if hi - lo < 64:
             b.pointers.difference_update(range(lo - 7, hi))
         else:
             b.pointers.difference_update([k for k in b.pointers if lo - 7 <= k < hi])
+    if b.targets:
+        for k in [k for k in b.targets if lo - 7 <= k < hi]:
+            del b.targets[k]
     if starts:
         if b.pointers is None:
             b.pointers = set()
         b.pointers.update(lo + k for k in starts)
+    if targets:
+        if b.targets is None:
+            b.targets = {}
+        b.targets.update((lo + k, x) for k, x in targets.items())

@@ -102,7 +102,13 @@ def bitcast(m: Machine, th: Thread, args: list[Value], node: App | None) -> Valu
                                f"for the interpreter's addresses (64 bits)", loc)
         return addr
     if dst_space is not None and src_n != -1 and isinstance(x, int):
-        return m.memory.pointer_at(x, dst_space, "`core.bitcast` of the address", loc)  # inttoptr
+        p = m.memory.pointer_at(x, dst_space, "`core.bitcast` of the address", loc)  # inttoptr
+        launch = getattr(th, "launch", None) if th is not None and th.device else None
+        if launch is not None and p.block.owner is not None:
+            # one address in every group or work-item (a kernel's shared or local block): the
+            # instance this work-item has, as on a GPU
+            p = Ptr(launch.instance(p.block, th.group, th.item), p.offset)
+        return p
     if x is None and (src_n != -1 or src_space is not None):
         raise bottom_used("`core.bitcast`", loc)  # ⊥ of an integer or pointer type (to a pointer of its space: kept, above)
     if dst_n == -1 or src_n == -1 or not isinstance(x, int):

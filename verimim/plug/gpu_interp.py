@@ -280,6 +280,14 @@ class LaunchState:
     # its shared blocks and its work-items' local ones: they end with it
     blocks: list[Block] = field(default_factory=list)
     deferred: RuntimeFault | None = None
+    # The address of each allocation of the kernel in every group (shared blocks) or work-item
+    # (local slots): its first instance's (verimim.interp.memory.address_of). SEMANTICS.md gives
+    # each group its instance of shared memory and each work-item its instance of local memory;
+    # one slot is at one address in each, as on a GPU (where every work-item's pointer to its
+    # own local slot is the same 8 bytes). By allocation, and the instances by (address, owner).
+    addresses: dict[tuple[object, ...], int] = field(default_factory=dict)
+    instances: dict[tuple[int, tuple[int, ...]], Block] = field(default_factory=dict)
+    slot_runs: dict[tuple[int, ...], int] = field(default_factory=dict)  # local slots made, by item and slot
     # how a pending access of this launch is named (one kernel statement may run on two streams)
     access_name: str = field(init=False)
 
@@ -287,6 +295,21 @@ class LaunchState:
         at = self.node.loc if self.node is not None else None
         self.access_name = (f"an access of the kernel launched at {at.line}:{at.col}" if at is not None and at.line
                             else "a kernel access")
+
+    def place(self, block: Block, allocation: tuple[object, ...]) -> None:
+        """Give a shared or local block (its owner set) the address of its allocation's first
+        instance."""
+        assert block.owner is not None
+        block.addr = self.addresses.setdefault(allocation, block.addr)
+        self.instances[(block.addr, block.owner)] = block
+
+    def instance(self, block: Block, group: int, item: int) -> Block:
+        """The instance of block's allocation that work-item `item` of `group` has (an address
+        made into a pointer names the work-item's own: inttoptr)."""
+        if block.owner is None or block.owner[0] != self.serial:
+            return block
+        owner = (self.serial, group) if len(block.owner) == 2 else (self.serial, group, item)
+        return self.instances.get((block.addr, owner), block)
 
     def defer(self, fault: RuntimeFault, item: int, group: int) -> None:
         if self.deferred is None:
@@ -349,6 +372,7 @@ def launch(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value
             size = m.memory.layout(mt, loc).size
             block = m.memory.alloc(3, size, "dynshared", loc, f"dynamic shared memory of group {g}")
             block.owner = (ls.serial, g)
+            ls.place(block, ("dynamic shared memory",))
             ls.blocks.append(block)
             smem = Ptr(block, 0)
         threads = []

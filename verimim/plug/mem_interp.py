@@ -100,14 +100,16 @@ def load(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
         # the other item's write will report; the read is an error only if no race shows up.
         th.launch.defer(e, th.item, th.group)
         raw = bytes(p.block.data[p.offset:p.offset + size])
-    return (mem, m.memory.decode(t, raw, loc_of(node)))
+    reader = (th.launch.serial, th.group, th.item) if th.device and th.launch is not None else ()
+    return (mem, m.memory.decode(t, raw, loc_of(node), at=p, reader=reader))
 
 
 def store(m: Machine, th: Thread, args: list[Value], node: App | None) -> Value:
     (t, _a), (mem, p, v) = args
-    data, pointers = m.memory.encode_marked(t, v, loc_of(node))
+    targets: dict[int, tuple[Block, ...]] = {}
+    data, pointers = m.memory.encode_marked(t, v, loc_of(node), targets)
     access(m, th, p, len(data), data, node)
-    m.memory.write_bytes(p, data, loc_of(node), pointers, m.memory.value_mask(t))
+    m.memory.write_bytes(p, data, loc_of(node), pointers, m.memory.value_mask(t), targets)
     return mem
 
 
@@ -156,6 +158,7 @@ def _slot(m: Machine, th: Thread, t: Def, space: int, size: int, slot_id: int, n
         if block is None:
             block = m.memory.alloc(3, size, "static", loc_of(node), _label(node, "shared slot"))
             block.owner = (launch.serial, th.group)
+            launch.place(block, ("shared slot", key[1], slot_id))
             launch.static_slots[key] = block
             launch.blocks.append(block)
         return Ptr(block, 0)
@@ -164,6 +167,11 @@ def _slot(m: Machine, th: Thread, t: Def, space: int, size: int, slot_id: int, n
         th.calls[-1].blocks.append(block)  # it lives until its function returns
     if launch is not None and space == 5:
         block.owner = (launch.serial, th.group, th.item)
+        # the n-th run of this slot by the work-item: the same address in every work-item
+        site = (node.gid if node is not None else 0, slot_id)
+        n = launch.slot_runs.get((th.group, th.item, *site), 0)
+        launch.slot_runs[(th.group, th.item, *site)] = n + 1
+        launch.place(block, ("local slot", *site, n))
         launch.blocks.append(block)
     return Ptr(block, 0)
 

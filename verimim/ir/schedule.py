@@ -102,24 +102,38 @@ def _made_last(roots: list[Def], known: Callable[[Def], bool],
     only through tuples, extracts and captures, never through an operand of another node (an
     application: a direct-style call of the closure, or of a function given it, enters it
     while the body runs). In the order the jump names them."""
+    # First what the jump holds through tuples, extracts and captures alone (a few nodes): the
+    # candidates, and the operations reached there; only where there is a candidate, below those
+    # operations, the closures they may call (a walk of the whole body, at every compile).
+    passing = (MutLam, Tuple, Extract)  # hold their operands, enter none
     jump_only: dict[int, Def] = {}
-    called: set[int] = set()
-    seen: set[tuple[int, bool]] = set()
-    stack: list[tuple[Def, bool]] = [(r, False) for r in reversed(roots)]
+    ops: list[Def] = []
+    seen: set[int] = set()
+    stack = list(reversed(roots))
     while stack:
-        x, in_op = stack.pop()
-        if (x.gid, in_op) in seen:
+        x = stack.pop()
+        if x.gid in seen or known(x):
             continue
-        seen.add((x.gid, in_op))
-        if known(x):
-            continue
+        seen.add(x.gid)
         if isinstance(x, MutLam):
-            if in_op:
-                called.add(x.gid)
-            else:
-                jump_only.setdefault(x.gid, x)
-        passes = isinstance(x, (MutLam, Tuple, Extract))  # holds its operands, enters none
-        stack.extend((c, in_op or not passes) for c in reversed(list(operands(x))))
+            jump_only.setdefault(x.gid, x)
+        if isinstance(x, passing):
+            stack.extend(reversed(list(operands(x))))
+        else:
+            ops.append(x)
+    if not jump_only:
+        return jump_only
+    called: set[int] = set()
+    below: set[int] = set()
+    stack = [c for x in ops for c in operands(x)]
+    while stack and len(called) < len(jump_only):
+        x = stack.pop()
+        if x.gid in below or known(x):
+            continue
+        below.add(x.gid)
+        if isinstance(x, MutLam) and x.gid in jump_only:
+            called.add(x.gid)
+        stack.extend(operands(x))
     return {g: m for g, m in jump_only.items() if g not in called}
 
 

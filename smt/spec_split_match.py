@@ -20,16 +20,19 @@ of a lifted kernel declares it with the device kernel's type. Where the match fa
 it does not model), `match_split` says so in `unproved` and the caller validates the captures
 by execution (smt.specs._lifted_captures) instead of proving them. The kernels are found from
 the input alone (smt.reference.kernels: the continuations passed to `gpu.launch`, and external
-kernels).
+kernels). The host match's pairing then shows the host performs only memory operations the
+input's host code demands (host_effect_not_demanded): a kernel's own effect made a captured
+value would be matched node for node, yet run on the host before the launch.
 """
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import chain, count
 from typing import cast
 
+from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Arr, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
@@ -143,12 +146,70 @@ class _Lifting:
         return None
 
 
-def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]]:
+def host_effect_not_demanded(old: World, host: World, back: dict[int, int]) -> tuple[str, dict[str, str]] | None:
+    """The host World performs only the memory effects the input's host code demands: a memory
+    operation (an application whose value holds a `mem.M`) a kernel alone demands, made a
+    captured value, would run on the host before the launch — another program (a global load
+    by the host, a host load moved ahead of the store it read after). The input's host code is
+    what its externals reach without entering a kernel (a launch names its kernel; it does not
+    run it on the host); each memory operation the output host reaches must be the host copy
+    (`back`: the host match's pairing, output gid → input gid) of one such operation. Why not
+    (and the operation, where it is), or None."""
+    stop = {k.gid for k in reference.kernels(old)}
+    demanded = {d.gid for d in _reach(old.externals.values(), stop)}
+    for d in _reach(host.externals.values(), set()):
+        if not _is_effect(host, d):
+            continue
+        was = back.get(d.gid)
+        if was is None or was not in demanded:
+            what = "no operation of the input" if was is None else "an operation only a kernel demands"
+            op, at = _short_show(d), str(d.loc or "?")
+            return (f"the host performs `{op}` at {at}, {what}: the input's host code does not demand it "
+                    f"(a kernel's effect moved to the host)"), {"operation": op, "location": at}
+    return None
+
+
+def _reach(roots: Iterable[Def], stop: set[int]) -> list[Def]:
+    """The nodes roots reach (a mutable's type and body included), not entering `stop`."""
+    seen: set[int] = set()
+    out: list[Def] = []
+    stack = list(roots)
+    while stack:
+        d = stack.pop()
+        if d.gid in seen or d.gid in stop:
+            continue
+        seen.add(d.gid)
+        out.append(d)
+        if isinstance(d, MutLam):
+            stack.append(d.pi)
+            if d.body is not None:
+                stack.append(d.body)
+        else:
+            stack.extend(d.ops)
+    return out
+
+
+def _is_effect(world: World, d: Def) -> bool:
+    """d is a memory operation performed: an application (no partial one: a function value) whose
+    value holds a memory token."""
+    if not isinstance(d, App):
+        return False
+    t = world.type_of(d)
+    return not isinstance(t, Pi) and bool(apps_with_head(t, "mem.M"))
+
+
+def _short_show(d: Def) -> str:
+    text = show(d)
+    return text if len(text) < 160 else text[:157] + "..."
+
+
+def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str], dict[int, int]]:
     """(None when both sides keep the input's code, else the mismatch or what is wrong; the
-    lifted kernels whose lifting the match does not show, with why)."""
+    lifted kernels whose lifting the match does not show, with why; the host match's pairing,
+    output gid → input gid, for host_effect_not_demanded)."""
     old, host, dev = res.before.host, res.after.host, res.after.device
     if dev is None:
-        return "no device World", {}
+        return "no device World", {}, {}
     lifted = res.claim(Split).lifted_captures
     kernels = {k.gid: k for k in reference.kernels(old)}  # launched, or external kernels
     # The name each kernel is external under on both sides, as the phase says (its own unless
@@ -157,7 +218,7 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
     name_of = {gid: claimed.get(gid) or cast(str, k.name) for gid, k in kernels.items()}  # (every mutable is named)
     kernel_names = set(name_of.values())
     if len(kernel_names) < len(name_of):
-        return f"two kernels are external under one name: {sorted(name_of.values())}", {}
+        return f"two kernels are external under one name: {sorted(name_of.values())}", {}, {}
     # PHASES.md: each kernel is external under its own name; only where another kernel or an
     # external of the input has that name may it take a suffix `_k` (a renamed kernel changes
     # the PTX's interface: what a host outside verimim launches by name).
@@ -167,7 +228,7 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
         own, given = cast(str, k.name), name_of[gid]
         shared = own_names[own] > 1 or own in others
         if given != own and not (shared and re.fullmatch(re.escape(own) + r"_[0-9]+", given)):
-            return f"kernel `{own}` is external under `{given}`, not its own name (no other has it)", {}
+            return f"kernel `{own}` is external under `{given}`, not its own name (no other has it)", {}, {}
         if given != own:
             # the first free suffix `_1`, `_2`, … (spelled so: not `_01`): the name itself and every
             # lower suffix are taken (by the input's other externals or another kernel), and the
@@ -176,11 +237,11 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
             first = next(n for n in chain([own], (f"{own}_{j}" for j in count(1))) if n not in taken)
             if given != first:
                 return (f"kernel `{own}` is external under `{given}`, not under the first free name "
-                        f"(`{first}` is free)"), {}
+                        f"(`{first}` is free)"), {}, {}
     extra = set(host.externals) - set(old.externals)
     if not set(old.externals) <= set(host.externals) or not extra <= kernel_names:
         return (f"the host's externals are {sorted(host.externals)}, the input's {sorted(old.externals)} "
-                f"and its kernels {sorted(kernel_names)}"), {}
+                f"and its kernels {sorted(kernel_names)}"), {}, {}
     names = Namer()  # types of two Worlds compared by structure, not by their printing
     launches = apps_of(old, "gpu.launch", 3)
     for site in apps_of(host, "gpu.launch", 3):
@@ -189,7 +250,7 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
             target = dev.externals.get(k.name or "")
             if target is None or names.key(target.pi) != names.key(k.pi):
                 return (f"the launch of `{k.name}` at {site.loc or '?'} declares a kernel of type `{show(k.pi)}`, "
-                        f"the device has {show(target.pi) if target else 'none'}"), {}
+                        f"the device has {show(target.pi) if target else 'none'}"), {}, {}
     # The device side first: matching a lifted kernel finds the host nodes its captures are.
     scopes = Scopes()
     liftings: dict[str, _Lifting] = {}
@@ -199,7 +260,7 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
         name = name_of[k.gid]
         target = dev.externals.get(name)
         if target is None or target.body is None:
-            return f"the device World has no kernel `{name}` with a body", {}
+            return f"the device World has no kernel `{name}` with a body", {}, {}
         if name not in lifted:
             work.append((k, target))
             continue
@@ -217,7 +278,7 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
         liftings[name] = lifting
     mm = Matcher().run(work)
     if mm is not None:
-        return mm, unproved
+        return mm, unproved, {}
 
     def host_rule(with_caps: bool) -> Callable[[Def, Def], Pairs | None]:
         def rule(a: Def, b: Def) -> Pairs | None:
@@ -247,12 +308,17 @@ def match_split(res: PhaseResult) -> tuple[Mismatch | str | None, dict[str, str]
         return rule
 
     roots = [(old.externals[name], host.externals[name]) for name in sorted(old.externals)]
-    mm = Matcher(host_rule(False)).run(list(roots))
+    matcher = Matcher(host_rule(False))
+    mm = matcher.run(list(roots))
     if mm is not None:
-        return mm, unproved
+        return mm, unproved, {}
+    back = matcher.back
     if liftings:
-        mm = Matcher(host_rule(True)).run(list(roots))
+        with_caps = Matcher(host_rule(True))
+        mm = with_caps.run(list(roots))
         if mm is not None:  # the launches pass something else: shown (or refuted) by execution
             unproved.update({name: f"a launch passes another value: {mm.describe()}" for name in liftings})
-    return None, unproved
+        else:  # it pairs the captured values too
+            back = with_caps.back
+    return None, unproved, back
 

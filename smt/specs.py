@@ -30,7 +30,7 @@ from verimim.smt.match import Matcher, Pairs, app_parts, lit
 from verimim.smt.names import Namer
 from verimim.smt.sides import other_side_changed, side_view
 from verimim.smt.nat_terms import NatMeanings
-from verimim.smt.spec_split_match import match_split
+from verimim.smt.spec_split_match import host_effect_not_demanded, match_split
 from verimim.smt.solver import Outcome, SpecContext, verdict_unsat_means_proved
 
 Spec = Callable[[PhaseResult, SpecContext], Outcome]
@@ -785,12 +785,17 @@ def spec_split(res: PhaseResult, ctx: SpecContext) -> Outcome:
     if r == z3.sat:
         partition = (f"kernels {sorted(kernels)} and what only they reach are on the device; "
                      f"{len(side_of)} continuations partitioned")
-        moved, unproved = match_split(res)  # and nothing changed on the way (smt.spec_split_match)
+        moved, unproved, back = match_split(res)  # and nothing changed on the way (smt.spec_split_match)
         if isinstance(moved, str):
             return Outcome("refuted", f"split_apply: {moved}")
         if moved is not None:
             return Outcome("refuted", f"split_apply changed the code it moved: {moved.describe()}",
                            {"location": _loc(moved.old)})
+        # and the host performs only the memory effects the input's host code demands (a
+        # kernel's load made a capture would run on the host before the launch)
+        stray = host_effect_not_demanded(old, host, back)
+        if stray is not None:
+            return Outcome("refuted", f"split_apply: {stray[0]}", stray[1])
         partition += "; both sides are the input's code, node for node"
         lifted = res.claim(Split).lifted_captures
         if unproved:

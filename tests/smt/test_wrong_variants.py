@@ -25,7 +25,7 @@ from verimim.phases.rewriter import Rewriter
 from verimim.phases.runner import run_pipeline
 from verimim.phases.kernel_captures import Lifted, LiftedKernel, host_launch
 from verimim.phases.split import SplitApply
-from verimim.phases.witness import CleanupPrefix, Rewrites
+from verimim.phases.witness import CleanupPrefix, Rewrites, Split
 from verimim.smt.solver import SpecContext
 from verimim.smt.specs import check_spec
 
@@ -658,6 +658,35 @@ def test_split_apply_that_moves_a_c_call_into_a_kernel_is_refuted(monkeypatch: p
     monkeypatch.setattr(split, "c_name", lambda head: None)
     status, detail, _ = verdict(apply(SplitApply(), prog))
     assert status == "refuted" and "C function `putchar` at" in detail and ":15:" in detail, detail
+
+
+@pytest.mark.parametrize("name, op, where", [
+    ("nested_kernel_loads_with_the_hosts_token.mim", "mem.load @(I32, 1) (m1, d)", ":22:23"),
+    ("nested_kernel_reads_a_captured_host_pointer.mim", "mem.load @(I32, 0) (⊥:(mem.M 0), h)", ":21:23"),
+])
+def test_split_apply_that_moves_a_kernels_memory_operation_to_the_host_is_refuted(
+        name: str, op: str, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A kernel nested in main loads with host values only. The split before 234d857 took the
+    # load for a capture: the host performed it before the launch (another program), and the
+    # specification said `proved` (both sides matched node for node, the load a captured value).
+    import verimim.phases.split as split
+
+    prog = program_before(PROGRAMS / "phase_errors" / name, "gpu.split_apply")
+    assert apply(SplitApply(), prog).rejected
+    monkeypatch.setattr(split, "kernel_only_effect", lambda world, scopes, k, host: None)
+    monkeypatch.setattr(split, "captured_token", lambda world, scopes, k: None)
+    res = apply(SplitApply(), prog)
+    assert not res.rejected and res.claim(Split).lifted_captures
+    status, detail, cex = verdict(res)
+    assert status == "refuted" and "an operation only a kernel demands" in detail, detail
+    assert isinstance(cex, dict) and cex["operation"] == op and cex["location"].endswith(where), cex
+
+
+def test_split_apply_of_a_nested_kernel_with_its_own_token_is_proved() -> None:
+    # the twin: the kernel's load uses its own token; the host performs no load of its own
+    prog = program_before(VALID / "nested_kernel_loads_with_its_own_token.mim", "gpu.split_apply")
+    status, detail, _ = verdict(apply(SplitApply(), prog))
+    assert status == "proved", detail
 
 
 class _MovesChangedCode(SplitApply):

@@ -145,3 +145,34 @@ def test_a_function_stored_in_a_heap_block_is_the_same_whatever_blocks_came_befo
     b = observe(load_text(later)[0], ["prog"])
     assert a.result == b.result == ("ok", 2)
     assert differences(a, b) == []
+
+
+def _address_stored(extra: str) -> str:
+    # `h[0]` holds q's address as an I64 (ptrtoint), `h[1]` that address plus one (a number);
+    # `extra` makes a block before them that is not a heap block (other block ids, same ranks)
+    return program(f"""{extra}    let (m0, q) = mem.alloc (I32, 0) m0;
+    let (m0, h) = mem.alloc («2; I64», 0) m0;
+    let a = core.bitcast I64 q;
+    let m0 = mem.store (m0, mem.lea (h, 0_2), a);
+    let m0 = mem.store (m0, mem.lea (h, 1_2), core.wrap.add 0 (a, 1I64));
+    let m0 = mem.free (m0, q);
+    let m0 = mem.free (m0, h);
+    return (m0, 0I32);
+""")
+
+
+def test_a_pointers_address_stored_as_an_integer_is_named_like_a_pointer() -> None:
+    # The address is the run's own block id: a phase that makes one more block (here a stack
+    # slot) gave the stored address other bits, and `diff` a false E-DIFF "with other host
+    # memory" on a valid program (valid/local_slot_address_is_the_same_in_every_work_item.mim;
+    # probe). The address stored unchanged is marked like a stored pointer; arithmetic on it
+    # gives a number.
+    plain = observe(load_text(_address_stored(""), "<addr>")[0], ["p"])
+    slot = "    let (m0, s) = mem.slot (I32, 0) (m0, 0);\n    let m0 = mem.store (m0, s, 1I32);\n"
+    shifted = observe(load_text(_address_stored(slot), "<addr>")[0], ["p"])
+    assert plain.result == shifted.result == ("ok", 0)
+    assert plain.heap is not None and shifted.heap is not None
+    block = [b for b in plain.heap if len(b) == 16]
+    other = [b for b in shifted.heap if len(b) == 16]
+    assert block[0][:8] == other[0][:8]  # named: the same in both runs
+    assert block[0][8:] != other[0][8:]  # the address plus one: a number, the run's own bits

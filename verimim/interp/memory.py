@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from verimim.diagnostics import Loc, Related
-from verimim.interp.values import RuntimeFault, Stream, Token, Value
+from verimim.interp.values import Address, RuntimeFault, Stream, Token, Value
 from verimim.ir.defs import App, Arr, Axiom, Def, IdxT, Lit, NatT, Pi, Sigma
 from verimim.layout import Layout, Target, X86_64, field_offsets, layout_of, ptr_space, value_mask
 from verimim.printer import show
@@ -291,6 +291,8 @@ class Memory:
                 raise RuntimeFault("E-UNSUPPORTED", f"a `Nat` of {int(v)} (2^64 or more) stored in memory: its "
                                    f"{n} bytes hold less than 2^64", loc)
             out[off:off + n] = (int(v) % (1 << (8 * n))).to_bytes(n, "little")
+            if isinstance(v, Address) and v and n == 8:
+                pointers.append(off)  # a pointer's address as an integer, stored unchanged
             return
         if isinstance(t, Axiom) and t.annex == "gpu.Stream":
             out[off:off + 8] = (v.handle if isinstance(v, Stream) else 0).to_bytes(8, "little")

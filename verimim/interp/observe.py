@@ -151,7 +151,9 @@ def _with_pointers_named(m: Machine, b: Block, rank: dict[int, tuple[int, int, i
     address space and kind, its rank among the blocks of that space and kind in allocation
     order, and the offset. Block ids are the interpreter's own and differ from run to run (and
     a phase may allocate device blocks in between), so the raw bytes of a pointer would make
-    two runs of one program differ; an integer is left as it is, whatever its bits. `rank` is
+    two runs of one program differ; an integer is left as it is, whatever its bits, unless it is a
+    pointer's address (`core.bitcast` of a pointer) stored unchanged, which is marked as a
+    pointer is (verimim.interp.values.Address). `rank` is
     filled at the first block that holds a pointer, once per observation."""
     data = b.data
     if not b.pointers:

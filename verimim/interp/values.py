@@ -16,6 +16,16 @@ from verimim.ir.defs import Axiom, Lam, MutLam
 Value = Any
 
 
+class Address(int):
+    """The integer a pointer's `core.bitcast` gives (ptrtoint): its address, which is the
+    interpreter's own block id and differs from run to run (and from a phase's output's run).
+    Stored unchanged, it is marked in the block's pointer shadow like a stored pointer, so that
+    what observes the heap names it (verimim.interp.observe); arithmetic on it gives a plain
+    int, which stays a number."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class Token:
     """A memory token `mem.M a`; it carries no data, only the order of effects."""

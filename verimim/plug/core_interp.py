@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from verimim.interp.memory import Ptr, address_of
-from verimim.interp.values import RuntimeFault, Value, bottom_used
+from verimim.interp.values import Address, RuntimeFault, Value, bottom_used
 from verimim.ir.defs import App, Axiom, Def, IdxT, Lit, NatT, Top
 from verimim.layout import X86_64, layout_of, ptr_space
 from verimim.plug import core_ops as ops
@@ -100,7 +100,7 @@ def bitcast(m: Machine, th: Thread, args: list[Value], node: App | None) -> Valu
         if dst_n is not None and addr >= dst_n:
             raise RuntimeFault("E-UNSUPPORTED", f"`core.bitcast` of a pointer to `{show(dst_t)}`, too narrow "
                                f"for the interpreter's addresses (64 bits)", loc)
-        return addr
+        return Address(addr)  # (a stored address is named by what observes the heap, as a pointer is)
     if dst_space is not None and src_n != -1 and isinstance(x, int):
         p = m.memory.pointer_at(x, dst_space, "`core.bitcast` of the address", loc)  # inttoptr
         launch = getattr(th, "launch", None) if th is not None and th.device else None

@@ -110,11 +110,12 @@ class _Reach:
 _REACH = "phases.walk"
 
 
-def walk(world: World, roots: list[Def] | None = None) -> Iterator[Def]:
+def walk(world: World, roots: list[Def] | None = None, stop: set[int] | None = None) -> Iterator[Def]:
     """Every node reachable from the roots (default: the externals), mutables' bodies included,
-    each once, without recursion."""
-    if roots is not None:
-        yield from _walk(roots, None)
+    each once, without recursion; not entering the nodes whose gids are in `stop` (the kernels,
+    for what host code alone reaches)."""
+    if roots is not None or stop:
+        yield from _walk(roots if roots is not None else list(world.externals.values()), None, stop)
         return
     hit = _reach(world)  # asked when the walk starts, as a walk always looked at the World then
     if hit is not None:
@@ -149,8 +150,9 @@ def _walk_and_keep(world: World) -> Iterator[Def]:
     world.kept[_REACH] = _Reach(externals, muts, nodes)
 
 
-def _walk(roots: list[Def], muts: list[tuple[MutLam, Def, Def | None]] | None) -> Iterator[Def]:
-    seen: set[int] = set()
+def _walk(roots: list[Def], muts: list[tuple[MutLam, Def, Def | None]] | None,
+          stop: set[int] | None = None) -> Iterator[Def]:
+    seen: set[int] = set(stop or ())
     stack: list[Def] = list(roots)
     while stack:
         d = stack.pop()

@@ -20,7 +20,7 @@ from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Def, Lit, MutLam, Pi, Sigma
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
-from verimim.phases.base import is_app_of
+from verimim.phases.base import is_app_of, walk
 from verimim.phases.inline import higher_order
 from verimim.phases.rewriter import Rewriter
 from verimim.printer import show
@@ -69,21 +69,7 @@ def host_demanded(world: World, kernels: list[MutLam]) -> set[int]:
     """The nodes the host's own code reaches (gids): a walk from the externals that does not
     enter the kernels. A captured value computed by an effect outside this set is one only a
     kernel demands (`kernel_only_effect`)."""
-    stop = {k.gid for k in kernels}
-    seen: set[int] = set()
-    stack: list[Def] = list(world.externals.values())
-    while stack:
-        d = stack.pop()
-        if d.gid in seen or d.gid in stop:
-            continue
-        seen.add(d.gid)
-        if isinstance(d, MutLam):
-            stack.append(d.pi)
-            if d.body is not None:
-                stack.append(d.body)
-        else:
-            stack.extend(d.ops)
-    return seen
+    return {d.gid for d in walk(world, stop={k.gid for k in kernels})}
 
 
 def kernel_only_effect(world: World, scopes: Scopes, k: MutLam, host: set[int]) -> App | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from itertools import chain, count
 from typing import cast
 
@@ -36,7 +36,7 @@ from verimim.ir.analysis import apps_with_head
 from verimim.ir.defs import App, Arr, Def, Extract, Lit, MutLam, Pi, Sigma, Tuple, Var
 from verimim.ir.schedule import Scopes
 from verimim.ir.world import World
-from verimim.phases.base import PhaseResult, apps_of, is_app_of
+from verimim.phases.base import PhaseResult, apps_of, is_app_of, walk
 from verimim.phases.witness import Split
 from verimim.smt import reference
 from verimim.printer import show
@@ -156,8 +156,8 @@ def host_effect_not_demanded(old: World, host: World, back: dict[int, int]) -> t
     (`back`: the host match's pairing, output gid → input gid) of one such operation. Why not
     (and the operation, where it is), or None."""
     stop = {k.gid for k in reference.kernels(old)}
-    demanded = {d.gid for d in _reach(old.externals.values(), stop)}
-    for d in _reach(host.externals.values(), set()):
+    demanded = {d.gid for d in walk(old, stop=stop)}
+    for d in walk(host):
         if not _is_effect(host, d):
             continue
         was = back.get(d.gid)
@@ -167,26 +167,6 @@ def host_effect_not_demanded(old: World, host: World, back: dict[int, int]) -> t
             return (f"the host performs `{op}` at {at}, {what}: the input's host code does not demand it "
                     f"(a kernel's effect moved to the host)"), {"operation": op, "location": at}
     return None
-
-
-def _reach(roots: Iterable[Def], stop: set[int]) -> list[Def]:
-    """The nodes roots reach (a mutable's type and body included), not entering `stop`."""
-    seen: set[int] = set()
-    out: list[Def] = []
-    stack = list(roots)
-    while stack:
-        d = stack.pop()
-        if d.gid in seen or d.gid in stop:
-            continue
-        seen.add(d.gid)
-        out.append(d)
-        if isinstance(d, MutLam):
-            stack.append(d.pi)
-            if d.body is not None:
-                stack.append(d.body)
-        else:
-            stack.extend(d.ops)
-    return out
 
 
 def _is_effect(world: World, d: Def) -> bool:
